@@ -1,0 +1,1 @@
+"""Everything that touches the outside: runners, executors, models, tools, Kafka, Flink."""

@@ -1,0 +1,158 @@
+"""``LocalRunner``: the session machine and an executor in one process, no broker.
+
+For unit tests, notebooks and debugging. Deterministic: work is done in FIFO order, and
+logical time advances by one millisecond per submitted input. Example::
+
+    runner = LocalRunner(MyAgent())
+    runner.run([("s1", "hello"), ("s2", "hi")])   # -> the outputs, in emission order
+
+Crash testing: ``step()`` does one unit of work; ``crash()`` drops every piece of
+in-memory state except the journal; ``recover()`` rebuilds the sessions from it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from eddies.engine import Agent, AgentPlan, Journal, SessionMachine, SessionState
+from eddies.events import AgentEvent, DurableCallRequest, ErrorInfo, InputEvent, OutputEvent
+
+from .executor import InProcessExecutor
+
+
+class RunFailedError(RuntimeError):
+    """A run ended with an error output; ``errors`` lists (session, run, ErrorInfo)."""
+
+    def __init__(self, errors: list[tuple[str, int, ErrorInfo]]) -> None:
+        lines = "; ".join(f"{s} run {r}: {e.type}: {e.message}" for s, r, e in errors)
+        super().__init__(f"{len(errors)} run(s) failed: {lines}")
+        self.errors = errors
+
+
+class LocalRunner:
+    """Runs an agent in-process with durable calls journaled in ``journal``."""
+
+    def __init__(
+        self, agent: Agent | AgentPlan, *, journal: Journal | None = None, snapshot_every: int = 64
+    ) -> None:
+        self.plan = agent if isinstance(agent, AgentPlan) else AgentPlan.compile(agent)
+        self.journal = journal if journal is not None else Journal()
+        self.snapshot_every = snapshot_every
+        # What a downstream consumer has seen: it drops event ids it has already seen.
+        self.history: list[AgentEvent] = []
+        self.outputs: list[AgentEvent] = []
+        self._seen: set[str] = set()
+        self._inputs: dict[str, int] = {}
+        self._clock = 0
+        self._boot()
+
+    def _boot(self) -> None:
+        self.machine = SessionMachine(self.plan)
+        self.executor = InProcessExecutor(self.plan, self.journal, self.machine.callable_for)
+        self.states: dict[str, SessionState] = {}
+        self._applies: dict[str, int] = {}
+        self._work: deque[AgentEvent] = deque()
+
+    # --- feeding ---------------------------------------------------------------------------
+    def submit(
+        self, session_id: str, value: Any, *, event_id: str | None = None, timestamp: int | None = None
+    ) -> str:
+        """Queue an input for ``session_id``; returns its event id."""
+        n = self._inputs.get(session_id, 0) + 1
+        self._inputs[session_id] = n
+        self._clock += 1
+        eid = event_id or f"{session_id}:in{n}"
+        ts = self._clock if timestamp is None else timestamp
+        self._work.append(AgentEvent.external(session_id, InputEvent(value), event_id=eid, timestamp=ts))
+        return eid
+
+    def step(self) -> bool:
+        """Do one unit of work (apply one event, or perform one call); False when idle."""
+        if not self._work:
+            return False
+        item = self._work.popleft()
+        if isinstance(item.payload, DurableCallRequest):
+            self._work.append(self.executor.execute(item))
+        else:
+            self._apply(item)
+        return True
+
+    def run_until_idle(self, max_steps: int = 10_000_000) -> None:
+        """Step until there is no work left."""
+        for _ in range(max_steps):
+            if not self.step():
+                return
+        raise RuntimeError(f"still busy after {max_steps} steps")
+
+    def run(self, inputs: Iterable[tuple[str, Any]]) -> list[Any]:
+        """Submit ``(session_id, input)`` pairs, run to completion, return the outputs.
+
+        Raises :class:`RunFailedError` if a run failed (its error output is in ``outputs``).
+        """
+        start = len(self.outputs)
+        for session_id, value in inputs:
+            self.submit(session_id, value)
+        self.run_until_idle()
+        produced = [(o, _output(o)) for o in self.outputs[start:]]
+        errors = [(o.session_id, o.run, p.error) for o, p in produced if p.error is not None]
+        if errors:
+            raise RunFailedError(errors)
+        return [p.output for _, p in produced]
+
+    def outputs_for(self, session_id: str) -> list[Any]:
+        """Output values of one session, in order."""
+        return [_output(o).output for o in self.outputs if o.session_id == session_id]
+
+    # --- crash and recovery ------------------------------------------------------------------
+    def crash(self) -> None:
+        """Lose all in-memory state (sessions, queued work, live callables); keep the journal.
+
+        Inputs submitted but not yet applied are lost too, as records not yet consumed
+        would be re-read from Kafka; re-submit them (same event ids) to model that.
+        """
+        self.executor.close()
+        self._boot()
+
+    def recover(self) -> None:
+        """Rebuild every journaled session and re-send the requests still without outcome."""
+        for sid in self.journal.sessions():
+            state, emitted = self.journal.rebuild(self.machine, sid)
+            self._deliver(emitted)
+            state, requests = self.machine.resume(state)
+            self.states[sid] = state
+            self._work.extend(requests)
+
+    # --- internals -------------------------------------------------------------------------
+    def _apply(self, event: AgentEvent) -> None:
+        sid = event.session_id
+        self.journal.append(event)  # write-ahead: the log is what recovery re-applies
+        state = self.states.get(sid)
+        if state is None:
+            state = self.machine.new_state(sid)
+        state, emitted = self.machine.apply(state, event)
+        self.states[sid] = state
+        n = self._applies.get(sid, 0) + 1
+        self._applies[sid] = n
+        if n % self.snapshot_every == 0:
+            self.journal.snapshot(state)
+        for ev in emitted:
+            if isinstance(ev.payload, DurableCallRequest):
+                self._work.append(ev)
+        self._deliver(emitted)
+
+    def _deliver(self, emitted: list[AgentEvent]) -> None:
+        for ev in emitted:
+            if ev.event_id in self._seen:
+                continue
+            self._seen.add(ev.event_id)
+            self.history.append(ev)
+            if isinstance(ev.payload, OutputEvent):
+                self.outputs.append(ev)
+
+
+def _output(event: AgentEvent) -> OutputEvent:
+    payload = event.payload
+    assert isinstance(payload, OutputEvent)
+    return payload

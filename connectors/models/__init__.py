@@ -1,0 +1,1 @@
+"""Chat model connections (scripted offline model; litellm comes as an extra)."""

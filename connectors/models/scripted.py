@@ -1,0 +1,62 @@
+"""An offline, deterministic chat model for tests, demos and benchmarks.
+
+A responder function maps the conversation to the assistant's reply. The default one
+calls the first offered tool once, with the arguments found in the last user message if
+it is a JSON object, then answers with the tool's result; with no tools it echoes::
+
+    model = ScriptedChatModel()
+    model.chat([ChatMessage(content="hi")], model="m", tools=[])  # -> "echo: hi"
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from eddies.engine.resources import ToolSpec
+from eddies.events import ChatMessage, MessageRole, ToolCall
+
+Responder = Callable[[list[ChatMessage], list[ToolSpec]], ChatMessage | str]
+
+
+def tool_then_answer(messages: list[ChatMessage], tools: list[ToolSpec]) -> ChatMessage:
+    """Default policy: one tool call if tools are offered, then an answer."""
+    last = messages[-1] if messages else ChatMessage(content="")
+    if last.role is MessageRole.TOOL:
+        return ChatMessage(MessageRole.ASSISTANT, f"The result is {last.content}.")
+    user = next((m for m in reversed(messages) if m.role is MessageRole.USER), last)
+    if tools:
+        try:
+            args = json.loads(user.content)
+        except ValueError:
+            args = {}
+        if not isinstance(args, dict):
+            args = {}
+        return ChatMessage(
+            MessageRole.ASSISTANT, "", [ToolCall(f"call-{len(messages)}", tools[0].name, args)]
+        )
+    return ChatMessage(MessageRole.ASSISTANT, f"echo: {user.content}")
+
+
+class ScriptedChatModel:
+    """A CHAT_MODEL_CONNECTION whose replies come from ``responder``; counts its calls."""
+
+    def __init__(self, responder: Responder | None = None) -> None:
+        self.responder: Responder = responder or tool_then_answer
+        self.calls = 0
+
+    def chat(
+        self, messages: list[ChatMessage], *, model: str = "", tools: list[ToolSpec] | None = None,
+        **arguments: Any,
+    ) -> ChatMessage:
+        """Reply to ``messages``; usage counts words, so token budgets can be tested."""
+        self.calls += 1
+        reply = self.responder(messages, list(tools or ()))
+        if isinstance(reply, str):
+            reply = ChatMessage(MessageRole.ASSISTANT, reply)
+        prompt_words = sum(len(m.content.split()) for m in messages)
+        reply.extra_args.setdefault(
+            "usage", {"prompt_tokens": prompt_words, "completion_tokens": len(reply.content.split())}
+        )
+        return reply

@@ -1,0 +1,103 @@
+"""Eddies: an event-sourced engine for AI agents on Kafka.
+
+A tiny example, run in-process with no broker::
+
+    from eddies import Agent, InputEvent, OutputEvent, LocalRunner, action
+
+    class Echo(Agent):
+        @action(InputEvent)
+        def start(event, ctx):
+            ctx.send_event(OutputEvent(output=event.input))
+
+    LocalRunner(Echo()).run([("s1", "hello")])  # -> ["hello"]
+
+Heavy integrations (Kafka, PyFlink, litellm, MCP, A2A) are imported lazily, so
+``import eddies`` stays fast.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from eddies.engine import (
+    Agent,
+    AgentPlan,
+    ChatModelSetup,
+    DurableCall,
+    DurableCallError,
+    DurableCallUnknownError,
+    FunctionTool,
+    JournalMismatchError,
+    Outcome,
+    PlanError,
+    ResourceType,
+    RunnerContext,
+    SessionMachine,
+    SessionState,
+    action,
+)
+from eddies.events import (
+    AgentEvent,
+    ChatMessage,
+    ChatRequestEvent,
+    ChatResponseEvent,
+    CustomEvent,
+    Event,
+    InputEvent,
+    MessageRole,
+    OutputEvent,
+    ToolCall,
+    ToolRequestEvent,
+    ToolResponseEvent,
+)
+
+if TYPE_CHECKING:
+    from eddies.connectors.local import LocalRunner
+    from eddies.connectors.models.scripted import ScriptedChatModel
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "LocalRunner": "eddies.connectors.local",
+    "ScriptedChatModel": "eddies.connectors.models.scripted",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'eddies' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "Agent",
+    "AgentEvent",
+    "AgentPlan",
+    "ChatMessage",
+    "ChatModelSetup",
+    "ChatRequestEvent",
+    "ChatResponseEvent",
+    "CustomEvent",
+    "DurableCall",
+    "DurableCallError",
+    "DurableCallUnknownError",
+    "Event",
+    "FunctionTool",
+    "InputEvent",
+    "JournalMismatchError",
+    "LocalRunner",
+    "MessageRole",
+    "Outcome",
+    "OutputEvent",
+    "PlanError",
+    "ResourceType",
+    "RunnerContext",
+    "ScriptedChatModel",
+    "SessionMachine",
+    "SessionState",
+    "ToolCall",
+    "ToolRequestEvent",
+    "ToolResponseEvent",
+    "action",
+]

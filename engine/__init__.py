@@ -1,0 +1,47 @@
+"""The pure engine: agents, actions, resources, plans, the session machine, durable calls.
+
+No Kafka, no network, no threads, no event loop: ``apply(state, event) -> (state,
+emitted)`` is deterministic and testable in microseconds.
+"""
+
+from .agent import ActionSpec, Agent, action
+from .context import Memory, Metrics, RunnerContext
+from .durable import (
+    DurableCall,
+    DurableCallError,
+    DurableCallUnknownError,
+    JournalMismatchError,
+    Outcome,
+    function_name,
+)
+from .journal import Journal
+from .machine import SessionMachine, UnsupportedEventError
+from .plan import AgentPlan, PlanError
+from .resources import ChatModelConnection, ChatModelSetup, FunctionTool, ResourceType, ToolSpec
+from .state import SessionState
+
+__all__ = [
+    "ActionSpec",
+    "Agent",
+    "AgentPlan",
+    "ChatModelConnection",
+    "ChatModelSetup",
+    "DurableCall",
+    "DurableCallError",
+    "DurableCallUnknownError",
+    "FunctionTool",
+    "Journal",
+    "JournalMismatchError",
+    "Memory",
+    "Metrics",
+    "Outcome",
+    "PlanError",
+    "ResourceType",
+    "RunnerContext",
+    "SessionMachine",
+    "SessionState",
+    "ToolSpec",
+    "UnsupportedEventError",
+    "action",
+    "function_name",
+]

@@ -1,0 +1,135 @@
+"""Built-in actions that turn chat and tool events into durable calls (as Flink Agents does).
+
+- ``ChatRequestEvent`` -> a CHAT_MODEL call. If the model asks for tools, a
+  ``ToolRequestEvent`` follows, else the ``ChatResponseEvent``.
+- ``ToolRequestEvent`` -> one TOOL call per tool call, in parallel -> ``ToolResponseEvent``.
+- ``ToolResponseEvent`` -> the conversation (kept in sensory memory) goes back to the model.
+
+So a user's action only sends ``ChatRequestEvent`` and handles ``ChatResponseEvent``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eddies.events import (
+    CallKind,
+    ChatMessage,
+    ChatRequestEvent,
+    ChatResponseEvent,
+    ErrorInfo,
+    MessageRole,
+    TokenUsage,
+    ToolRequestEvent,
+    ToolResponseEvent,
+    ToolResult,
+    encode_value,
+)
+
+from .agent import ActionSpec
+from .context import RunnerContext, _CallSpec, message_from_value
+from .durable import DurableCallError
+
+CHAT_ACTION = "eddies.chat_model"
+TOOL_ACTION = "eddies.tool_call"
+_CONTEXT_KEY = "eddies.chat/"
+
+
+def _conversation_key(request_id: str) -> str:
+    return _CONTEXT_KEY + request_id
+
+
+async def chat_model_action(
+    event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerContext
+) -> None:
+    """Call the chat model for a request, or again with the results of its tool calls."""
+    plan = ctx._machine.plan
+    if isinstance(event, ChatRequestEvent):
+        request_id = ctx.event_id
+        model = event.model
+        setup = plan.chat_model(model)
+        messages = list(event.messages)
+        if setup.prompt and not any(m.role is MessageRole.SYSTEM for m in messages):
+            messages.insert(0, ChatMessage(MessageRole.SYSTEM, setup.prompt))
+        rounds = 0
+        usage = TokenUsage()
+    else:
+        request_id = event.request_id
+        saved = ctx.sensory_memory.get(_conversation_key(request_id))
+        if saved is None:
+            return  # a ToolResponseEvent sent by a user action, not for a chat request
+        model = saved["model"]
+        messages = [message_from_value(m) for m in saved["messages"]]
+        rounds = saved["rounds"]
+        usage = TokenUsage(*saved["usage"])
+        for r in event.responses:
+            content = (
+                encode_value(r.result)
+                if r.error is None
+                else f"error: {r.error.type}: {r.error.message}"
+            )
+            messages.append(ChatMessage(MessageRole.TOOL, content, [], r.tool_call_id))
+    spec = _CallSpec(CallKind.CHAT_MODEL, model, (), {"messages": messages})
+    reply = message_from_value(await ctx._call_async(spec))
+    used = reply.extra_args.get("usage")
+    if isinstance(used, dict):
+        usage.prompt_tokens += int(used.get("prompt_tokens", 0))
+        usage.completion_tokens += int(used.get("completion_tokens", 0))
+    if reply.tool_calls:
+        limit = int(ctx.config["max_tool_rounds"])
+        if rounds >= limit:
+            raise RuntimeError(
+                f"chat model {model!r} asked for tools more than max_tool_rounds={limit} times"
+            )
+        messages.append(reply)
+        ctx.sensory_memory.set(
+            _conversation_key(request_id),
+            {
+                "model": model,
+                "messages": messages,
+                "rounds": rounds + 1,
+                "usage": [usage.prompt_tokens, usage.completion_tokens],
+            },
+        )
+        ctx.send_event(ToolRequestEvent(request_id, model, reply.tool_calls))
+        return
+    ctx.sensory_memory.delete(_conversation_key(request_id))
+    ctx.send_event(ChatResponseEvent(request_id, reply, usage))
+
+
+async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
+    """Execute a batch of tool calls in parallel, each a durable TOOL call."""
+    plan = ctx._machine.plan
+    specs: list[_CallSpec] = []
+    slots: list[int] = []
+    results: list[Any] = []
+    for i, tc in enumerate(event.tool_calls):
+        entry = plan.resources.get(tc.name)
+        if entry is None or entry[0].value != "tool":
+            results.append(ToolResult(tc.id, tc.name, None, ErrorInfo("KeyError", f"no tool {tc.name!r}")))
+            continue
+        results.append(None)
+        slots.append(i)
+        specs.append(
+            _CallSpec(CallKind.TOOL, tc.name, (), tc.arguments, idempotent=entry[1].idempotent)
+        )
+    if specs:
+        outcomes = await ctx._calls_async(specs)
+        for i, outcome in zip(slots, outcomes, strict=True):
+            tc = event.tool_calls[i]
+            err = outcome.error
+            if err is None:
+                results[i] = ToolResult(tc.id, tc.name, outcome.value)
+            elif isinstance(err, DurableCallError):
+                results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(err.error_type, err.message))
+            else:
+                results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo.of(err))
+    ctx.send_event(ToolResponseEvent(event.request_id, results))
+
+
+def builtin_actions() -> list[ActionSpec]:
+    """The built-in actions every plan gets (unless ``Agent(builtin_actions=False)``)."""
+    return [
+        ActionSpec(CHAT_ACTION, chat_model_action, (ChatRequestEvent, ToolResponseEvent)),
+        ActionSpec(TOOL_ACTION, tool_call_action, (ToolRequestEvent,)),
+    ]

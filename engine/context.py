@@ -1,0 +1,413 @@
+"""``RunnerContext``: what an action can do, and the replay of its durable calls.
+
+An action is re-executed from its start whenever a call it waits for completes (journal
+replay, as in Restate and Temporal): calls recorded in the journal return their recorded
+outcome, the first unrecorded call suspends the action. Everything else an action does
+(sent events, memory writes, metrics) is buffered and takes effect only when the action
+completes, so a suspended or replayed execution leaves no trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from eddies.events import (
+    CallKind,
+    ChatMessage,
+    DurableCallRequest,
+    Event,
+    decode_value,
+    encode_value,
+)
+from eddies.events.ids import call_digest, call_id, scope_path
+
+from .durable import (
+    DurableCall,
+    JournalMismatchError,
+    Outcome,
+    durable_error,
+    function_name,
+)
+from .resources import ResourceType
+from .state import PENDING, TERMINAL, CallRecord, Invocation, RunState, SessionState
+
+if TYPE_CHECKING:
+    from .machine import SessionMachine
+
+_MISSING = object()
+
+
+class Suspend(BaseException):
+    """Unwinds a sync action at its first call without an outcome (never seen by users)."""
+
+
+SUSPEND = object()  # what an async action's awaitable yields to the machine
+
+
+class Memory:
+    """Key-value memory with JSON values; writes are buffered until the action completes.
+
+    Example: ``ctx.short_term_memory.set("count", ctx.short_term_memory.get("count", 0) + 1)``.
+    """
+
+    __slots__ = ("_base", "_name", "_writes")
+
+    def __init__(self, base: dict[str, str], name: str) -> None:
+        self._base = base
+        self._writes: dict[str, str | None] = {}
+        self._name = name
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key`` (a fresh copy), or ``default``."""
+        text = self._writes.get(key, _MISSING)
+        if text is _MISSING:
+            text = self._base.get(key)
+        if text is None:
+            return default
+        return decode_value(text)  # type: ignore[arg-type]
+
+    def set(self, key: str, value: Any) -> None:
+        """Store a JSON-encodable value under ``key``."""
+        self._writes[key] = encode_value(value, f"{self._name}[{key!r}]")
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` if present."""
+        self._writes[key] = None
+
+    def __contains__(self, key: object) -> bool:
+        if key in self._writes:
+            return self._writes[key] is not None
+        return key in self._base
+
+    def keys(self) -> Iterator[str]:
+        """Keys present, including this action's writes."""
+        seen = set()
+        for k in (*self._base, *self._writes):
+            if k not in seen and k in self:
+                seen.add(k)
+                yield k
+
+    def commit(self) -> None:
+        """Apply the buffered writes (called by the machine when the action completes)."""
+        for k, v in self._writes.items():
+            if v is None:
+                self._base.pop(k, None)
+            else:
+                self._base[k] = v
+        self._writes.clear()
+
+
+class Metrics:
+    """Counters and observations of an action, reported only if it completes."""
+
+    __slots__ = ("updates",)
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[str, str, float]] = []
+
+    def inc(self, name: str, n: float = 1) -> None:
+        """Add ``n`` to counter ``name``."""
+        self.updates.append(("counter", name, n))
+
+    def observe(self, name: str, value: float) -> None:
+        """Record one observation of histogram ``name``."""
+        self.updates.append(("histogram", name, value))
+
+
+class _Awaitable:
+    """Awaitable of ``durable_execute_async``/``durable_execute_all_async``."""
+
+    __slots__ = ("_batch", "_ctx", "_specs")
+
+    def __init__(self, ctx: RunnerContext, specs: list[_CallSpec], batch: bool) -> None:
+        self._ctx = ctx
+        self._specs = specs
+        self._batch = batch
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        ctx = self._ctx
+        records = [ctx._record(spec) for spec in self._specs]
+        if any(r is None for r in records):
+            yield SUSPEND
+            # The machine resumes a live action only once every call has its outcome.
+            calls = ctx._run.calls
+            records = [calls[spec.cid] for spec in self._specs]
+        if not self._batch:
+            return ctx._unwrap(records[0], self._specs[0].cid)  # type: ignore[arg-type]
+        outcomes = []
+        for rec, spec in zip(records, self._specs, strict=True):
+            try:
+                outcomes.append(Outcome(value=ctx._unwrap(rec, spec.cid)))  # type: ignore[arg-type]
+            except Exception as err:
+                outcomes.append(Outcome(error=err))
+        return outcomes
+
+
+class _CallSpec:
+    __slots__ = ("args", "cid", "fn", "idempotent", "kind", "kwargs", "reconciler", "target")
+
+    def __init__(
+        self,
+        kind: CallKind,
+        target: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        fn: Callable[..., Any] | None = None,
+        reconciler: Callable[..., Any] | None = None,
+        idempotent: bool = False,
+    ) -> None:
+        self.kind = kind
+        self.target = target
+        self.args = args
+        self.kwargs = kwargs
+        self.fn = fn
+        self.reconciler = reconciler
+        self.idempotent = idempotent
+        self.cid = ""
+
+
+class RunnerContext:
+    """The ``ctx`` an action receives. Names follow Apache Flink Agents.
+
+    Example::
+
+        @action(InputEvent)
+        def start(event, ctx):
+            n = ctx.short_term_memory.get("n", 0) + 1
+            ctx.short_term_memory.set("n", n)
+            ctx.send_event(OutputEvent(output=n))
+    """
+
+    def __init__(
+        self, machine: SessionMachine, state: SessionState, run: RunState, inv: Invocation
+    ) -> None:
+        self._machine = machine
+        self._state = state
+        self._run = run
+        self._inv = inv
+        self._ordinal = 0
+        self._children = 0
+        self.sent: list[Event] = []
+        self.requests: list[DurableCallRequest] = []
+        self.waiting: list[str] = []
+        self.short_term_memory = Memory(state.memory, "short_term_memory")
+        self.sensory_memory = Memory(run.sensory, "sensory_memory")
+        self.metrics = Metrics()
+
+    # --- identity and time ------------------------------------------------------------
+    @property
+    def session_id(self) -> str:
+        """The session this run belongs to."""
+        return self._state.session_id
+
+    @property
+    def run_number(self) -> int:
+        """The run number (from 1) within the session."""
+        return self._run.number
+
+    @property
+    def event_id(self) -> str:
+        """event_id of the event that triggered this action."""
+        return self._inv.trigger.event_id
+
+    @property
+    def action_name(self) -> str:
+        """Name of the running action."""
+        return self._inv.action
+
+    def now(self) -> int:
+        """Logical time in ms: the latest input's timestamp, never the wall clock."""
+        return self._state.clock
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """The agent's configuration (read-only)."""
+        return self._machine.plan.config
+
+    @property
+    def action_config(self) -> Mapping[str, Any]:
+        """This action's configuration (keyword arguments of ``@action``)."""
+        return self._machine.plan.actions[self._inv.action].config
+
+    def next_session_id(self) -> str:
+        """A deterministic id for a child session started by this action."""
+        self._children += 1
+        return f"{scope_path(self._state.session_id, self._inv.trigger.scope)}" \
+            f".r{self._run.number}.i{self._inv.number}.s{self._children}"
+
+    # --- events and resources -----------------------------------------------------------
+    def send_event(self, event: Event) -> None:
+        """Emit ``event`` when this action completes; it may trigger other actions."""
+        if not isinstance(event, Event):
+            raise TypeError(f"send_event expects an Event, got {type(event).__name__}")
+        self.sent.append(event)
+
+    def get_resource(self, name: str, resource_type: ResourceType | None = None) -> Any:
+        """A resource by name. Chat models and tools come back as handles whose calls are
+        durable: ``ctx.get_resource("llm", ResourceType.CHAT_MODEL).chat(messages)``."""
+        entry = self._machine.plan.resources.get(name)
+        if entry is None:
+            raise KeyError(f"resource {name!r} is not defined")
+        rtype, obj = entry
+        if resource_type is not None and rtype is not resource_type:
+            raise KeyError(f"resource {name!r} is a {rtype.value}, not a {resource_type.value}")
+        if rtype is ResourceType.CHAT_MODEL:
+            return ChatModelHandle(self, name)
+        if rtype is ResourceType.TOOL:
+            return ToolHandle(self, name, obj.idempotent)
+        return obj
+
+    # --- durable calls ------------------------------------------------------------------
+    def durable_execute(
+        self,
+        func: Callable[..., Any],
+        *args: Any,
+        reconciler: Callable[..., Any] | None = None,
+        idempotent: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """Run ``func(*args, **kwargs)`` once, durably, and return its (JSON) result.
+
+        On replay the recorded result is returned (or its error raised) without calling
+        ``func`` again. If a crash leaves the outcome unknown, ``reconciler`` decides it
+        (called with no arguments, or with the call's arguments if it accepts them); an
+        ``idempotent`` call is run again; any other call fails closed with
+        :class:`DurableCallUnknownError`.
+        """
+        spec = _CallSpec(
+            CallKind.FUNCTION, function_name(func), args, kwargs, func, reconciler, idempotent
+        )
+        return self._call_now(spec)
+
+    def durable_execute_async(
+        self,
+        func: Callable[..., Any],
+        *args: Any,
+        reconciler: Callable[..., Any] | None = None,
+        idempotent: bool = False,
+        **kwargs: Any,
+    ) -> _Awaitable:
+        """Awaitable form of :meth:`durable_execute`, for ``async def`` actions."""
+        spec = _CallSpec(
+            CallKind.FUNCTION, function_name(func), args, kwargs, func, reconciler, idempotent
+        )
+        return _Awaitable(self, [spec], batch=False)
+
+    def durable_execute_all_async(self, calls: list[DurableCall]) -> _Awaitable:
+        """Run several calls in parallel; resolves to a list of :class:`Outcome` in order."""
+        specs = [
+            _CallSpec(
+                CallKind.FUNCTION,
+                function_name(c.func),
+                c.args,
+                c.kwargs,
+                c.func,
+                c.reconciler,
+                c.idempotent,
+            )
+            for c in calls
+        ]
+        return _Awaitable(self, specs, batch=True)
+
+    # --- internals shared with handles and built-in actions ----------------------------
+    def _call_now(self, spec: _CallSpec) -> Any:
+        rec = self._record(spec)
+        if rec is None:
+            raise Suspend()
+        return self._unwrap(rec, spec.cid)
+
+    def _calls_async(self, specs: list[_CallSpec]) -> _Awaitable:
+        return _Awaitable(self, specs, batch=True)
+
+    def _call_async(self, spec: _CallSpec) -> _Awaitable:
+        return _Awaitable(self, [spec], batch=False)
+
+    def _record(self, spec: _CallSpec) -> CallRecord | None:
+        """The call's journal record if it has an outcome; else register it and return None."""
+        run = self._run
+        cid = call_id(
+            self._state.session_id, self._inv.trigger.scope, run.number, self._inv.number,
+            self._ordinal,
+        )
+        self._ordinal += 1
+        spec.cid = cid
+        args = encode_value(
+            {"args": spec.args, "kwargs": spec.kwargs}, f"arguments of durable call {spec.target}"
+        )
+        kind = spec.kind.value
+        dig = call_digest(kind, spec.target, args)
+        rec = run.calls.get(cid)
+        machine = self._machine
+        if rec is not None:
+            if rec.digest != dig:
+                raise JournalMismatchError(
+                    cid, f"{rec.kind} {rec.target}", f"{kind} {spec.target} with other arguments"
+                    if rec.target == spec.target and rec.kind == kind else f"{kind} {spec.target}"
+                )
+            if rec.status in TERMINAL:
+                return rec
+        else:
+            reconciler = None if spec.reconciler is None else function_name(spec.reconciler)
+            # request_id is filled in when the machine emits the request event.
+            rec = CallRecord(kind, spec.target, dig, args, "", spec.idempotent, reconciler)
+            run.calls[cid] = rec
+            self.requests.append(
+                DurableCallRequest(cid, spec.kind, spec.target, args, spec.idempotent, 1)
+            )
+        if spec.fn is not None:
+            machine._callables[cid] = (spec.fn, spec.reconciler)
+        self.waiting.append(cid)
+        return None
+
+    def _unwrap(self, rec: CallRecord, cid: str) -> Any:
+        if rec.error is not None:
+            raise durable_error(cid, rec.error)
+        return decode_value(rec.value)
+
+
+class ChatModelHandle:
+    """A CHAT_MODEL resource seen from an action: each ``chat`` is a durable call."""
+
+    __slots__ = ("_ctx", "name")
+
+    def __init__(self, ctx: RunnerContext, name: str) -> None:
+        self._ctx = ctx
+        self.name = name
+
+    def chat(self, messages: list[ChatMessage], **arguments: Any) -> ChatMessage:
+        """Ask the model; returns its message (usage in ``extra_args["usage"]``)."""
+        spec = _CallSpec(CallKind.CHAT_MODEL, self.name, (), {"messages": messages, **arguments})
+        return message_from_value(self._ctx._call_now(spec))
+
+
+class ToolHandle:
+    """A TOOL resource seen from an action: each ``call`` is a durable call."""
+
+    __slots__ = ("_ctx", "_idempotent", "name")
+
+    def __init__(self, ctx: RunnerContext, name: str, idempotent: bool) -> None:
+        self._ctx = ctx
+        self.name = name
+        self._idempotent = idempotent
+
+    def call(self, **arguments: Any) -> Any:
+        """Call the tool with keyword arguments; returns its (JSON) result."""
+        spec = _CallSpec(CallKind.TOOL, self.name, (), arguments, idempotent=self._idempotent)
+        return self._ctx._call_now(spec)
+
+
+def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
+    """A ChatMessage from its JSON value (as returned by a CHAT_MODEL call)."""
+    from eddies.events import ToolCall
+
+    return ChatMessage(
+        value.get("role", "assistant"),
+        value.get("content", ""),
+        [ToolCall(t["id"], t["name"], t.get("arguments", {})) for t in value.get("tool_calls", ())],
+        value.get("tool_call_id"),
+        value.get("extra_args", {}),
+    )
+
+
+__all__ = ["PENDING", "ChatModelHandle", "Memory", "Metrics", "RunnerContext", "ToolHandle"]

@@ -1,0 +1,423 @@
+"""The session machine: ``apply(state, event) -> (state, emitted)``, pure and deterministic.
+
+It accepts two kinds of events from outside: ``InputEvent`` (a user's input) and
+``DurableCallResult`` (an executor's answer). Everything else it emits itself. Runs are
+one at a time per session; inputs for a busy session queue in order. Events already
+applied (a known input id, a result for a call that has its outcome, a ``seq`` at or
+below the state's) are ignored, so re-delivery is harmless.
+
+``apply`` takes ownership of ``state`` (updates it in place for speed) and returns it.
+
+Example::
+
+    machine = SessionMachine(MyAgent())
+    state = machine.new_state("s1")
+    state, emitted = machine.apply(state, AgentEvent.external(
+        "s1", InputEvent(input="hi"), event_id="in-1", timestamp=0))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from eddies.events import (
+    AgentEvent,
+    CallKind,
+    CallStatus,
+    DurableCallRequest,
+    DurableCallResult,
+    ErrorInfo,
+    Event,
+    InputEvent,
+    OutputEvent,
+    event_type_name,
+)
+from eddies.events.ids import event_id
+
+from .agent import Agent
+from .context import SUSPEND, RunnerContext, Suspend
+from .durable import JournalMismatchError
+from .plan import AgentPlan
+from .state import (
+    ERROR,
+    INPUT_DEDUP_WINDOW,
+    OK,
+    PENDING,
+    RECONCILING,
+    TERMINAL,
+    Invocation,
+    RunState,
+    SessionState,
+)
+
+MetricsSink = Callable[[str, str, str, float], None]
+
+
+class UnsupportedEventError(ValueError):
+    """An event the machine does not accept from outside (it emits those itself)."""
+
+
+class SessionMachine:
+    """Drives sessions of one agent. Holds no session state, only the compiled plan and a
+    cache of live callables for the calls in flight (rebuilt by :meth:`resume`)."""
+
+    def __init__(self, agent: Agent | AgentPlan, metrics: MetricsSink | None = None) -> None:
+        self.plan = agent if isinstance(agent, AgentPlan) else AgentPlan.compile(agent)
+        self._callables: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]] = {}
+        self._metrics = metrics
+        # Suspended async actions, resumed in place while their run object is the live one;
+        # after a restore (new state objects) they are replayed from the journal instead.
+        self._live: dict[str, tuple[Any, RunnerContext, RunState]] = {}
+        self._max_events = int(self.plan.config["max_events_per_run"])
+        self.stats: dict[str, int] = {
+            "inputs": 0,
+            "duplicates": 0,
+            "runs_completed": 0,
+            "runs_failed": 0,
+            "calls": 0,
+        }
+
+    def new_state(self, session_id: str) -> SessionState:
+        """The state of a session that has seen nothing yet."""
+        return SessionState(session_id)
+
+    # --- the two entry points ------------------------------------------------------------
+    def apply(self, state: SessionState, event: AgentEvent) -> tuple[SessionState, list[AgentEvent]]:
+        """Fold one external event into the session; return the state and emitted events.
+
+        The accepted event itself comes first in ``emitted`` (stamped with its seq and run),
+        followed by everything it caused, in order.
+        """
+        out: list[AgentEvent] = []
+        if event.session_id != state.session_id:
+            raise ValueError(f"event for session {event.session_id!r} applied to {state.session_id!r}")
+        if event.seq and event.seq <= state.seq:
+            self.stats["duplicates"] += 1
+            return state, out
+        payload = event.payload
+        if isinstance(payload, InputEvent):
+            self._accept_input(state, event, out)
+        elif isinstance(payload, DurableCallResult):
+            self._accept_result(state, event, payload, out)
+        else:
+            raise UnsupportedEventError(
+                f"{event.type} cannot be applied from outside; only InputEvent and "
+                "DurableCallResult can"
+            )
+        return state, out
+
+    def resume(self, state: SessionState) -> tuple[SessionState, list[AgentEvent]]:
+        """After a restart: the requests of the running run that have no outcome yet.
+
+        It re-executes the waiting action (a replay, calling nothing) so that live callables
+        are registered again, and returns the request events to send to executors again;
+        they carry their original event ids, and a reconciling call is asked as RECONCILE.
+        """
+        run = state.run
+        if run is None or run.active is None:
+            return state, []
+        self._live.pop(self._live_key(state, run, run.active), None)
+        self._run_action(state, run, run.active)  # SUSPENDED: nothing new can happen
+        again: list[AgentEvent] = []
+        for cid, rec in run.calls.items():
+            if rec.status in TERMINAL:
+                continue
+            reconciling = rec.status == RECONCILING
+            payload = DurableCallRequest(
+                cid,
+                CallKind.RECONCILE if reconciling else CallKind(rec.kind),
+                (rec.reconciler or "") if reconciling else rec.target,
+                rec.args,
+                True if reconciling else rec.idempotent,
+                rec.attempt,
+            )
+            again.append(self._envelope(state, rec.request_id, 0, payload, None, run.active.action))
+        return state, again
+
+    def callable_for(self, request: DurableCallRequest) -> Callable[..., Any] | None:
+        """The live function (or reconciler) of a FUNCTION/RECONCILE request, if known here."""
+        entry = self._callables.get(request.call_id)
+        if entry is None:
+            return None
+        return entry[1] if request.kind is CallKind.RECONCILE else entry[0]
+
+    # --- acceptance -----------------------------------------------------------------------
+    def _accept_input(self, state: SessionState, ev: AgentEvent, out: list[AgentEvent]) -> None:
+        if ev.event_id in state.recent_inputs:
+            self.stats["duplicates"] += 1
+            return
+        state.recent_inputs.append(ev.event_id)
+        if len(state.recent_inputs) > INPUT_DEDUP_WINDOW:
+            state.recent_inputs.popleft()
+        self.stats["inputs"] += 1
+        if ev.timestamp > state.clock:
+            state.clock = ev.timestamp
+        state.runs += 1
+        state.seq += 1
+        accepted = AgentEvent(
+            ev.event_id, state.session_id, state.seq, state.runs, ev.scope, ev.type, None, None,
+            self.plan.agent_name, self.plan.agent_version, state.clock, ev.payload,
+        )
+        out.append(accepted)
+        state.queue.append(accepted)
+        if state.run is None:
+            self._start_runs(state, out)
+
+    def _accept_result(
+        self, state: SessionState, ev: AgentEvent, result: DurableCallResult, out: list[AgentEvent]
+    ) -> None:
+        run = state.run
+        rec = None if run is None else run.calls.get(result.call_id)
+        if run is None or rec is None or rec.status in TERMINAL or result.attempt != rec.attempt:
+            self.stats["duplicates"] += 1  # late, repeated or for a finished run
+            return
+        if ev.timestamp > state.clock:
+            state.clock = ev.timestamp
+        state.seq += 1
+        out.append(
+            AgentEvent(
+                ev.event_id, state.session_id, state.seq, run.number, ev.scope, ev.type,
+                rec.request_id, None, self.plan.agent_name, self.plan.agent_version,
+                state.clock, result,
+            )
+        )
+        if result.digest and result.digest != rec.digest:
+            inv = run.active
+            assert inv is not None  # a run with calls in flight has an action waiting
+            self._fail(state, run, inv, ErrorInfo("JournalMismatchError", str(
+                JournalMismatchError(result.call_id, f"a call with digest {result.digest}",
+                                     f"{rec.kind} {rec.target} (digest {rec.digest})")
+            )), out)
+            self._start_runs(state, out)
+            return
+        if result.status is CallStatus.UNKNOWN:
+            if rec.status == PENDING and rec.reconciler is not None:
+                rec.status = RECONCILING
+                rec.attempt += 1
+                req = DurableCallRequest(
+                    result.call_id, CallKind.RECONCILE, rec.reconciler, rec.args, True, rec.attempt
+                )
+                action = run.active.action if run.active else None
+                env = self._emit(state, run, req, rec.request_id, action, out)
+                rec.request_id = env.event_id
+                return
+            if rec.idempotent:
+                rec.attempt += 1
+                req = DurableCallRequest(
+                    result.call_id, CallKind(rec.kind), rec.target, rec.args, True, rec.attempt
+                )
+                action = run.active.action if run.active else None
+                env = self._emit(state, run, req, rec.request_id, action, out)
+                rec.request_id = env.event_id
+                return
+            rec.status = ERROR
+            rec.error = ErrorInfo(
+                "DurableCallUnknownError",
+                f"call {result.call_id} ({rec.target}) started but its outcome was not recorded; "
+                "it has no reconciler and is not idempotent, so it is not run again",
+            )
+        elif result.status is CallStatus.OK:
+            rec.status = OK
+            rec.value = result.value
+        else:
+            rec.status = ERROR
+            rec.error = result.error or ErrorInfo("Error", "call failed without an error")
+        self._callables.pop(result.call_id, None)
+        if run.waiting and all(run.calls[c].status in TERMINAL for c in run.waiting):
+            run.waiting = []
+            self._drive(state, out)
+            self._start_runs(state, out)
+
+    # --- runs -----------------------------------------------------------------------------
+    def _start_runs(self, state: SessionState, out: list[AgentEvent]) -> None:
+        while state.run is None and state.queue:
+            inp = state.queue.popleft()
+            run = RunState(inp.run, inp.event_id)
+            state.run = run
+            self._enqueue(run, inp)
+            self._drive(state, out)
+
+    def _enqueue(self, run: RunState, trigger: AgentEvent) -> None:
+        for spec in self.plan.actions_for(trigger.type):
+            run.invocations += 1
+            run.pending.append(Invocation(run.invocations, spec.name, trigger))
+
+    def _drive(self, state: SessionState, out: list[AgentEvent]) -> None:
+        """Run the current run's invocations until one waits for a call or none is left."""
+        run = state.run
+        while run is not None and state.run is run:
+            inv = run.active
+            if inv is None:
+                if not run.pending:
+                    self._finish(state, run, failed=False)
+                    return
+                inv = run.pending.popleft()
+                run.active = inv
+            failure, ctx = self._run_action(state, run, inv)
+            if ctx.requests:
+                for req in ctx.requests:
+                    env = self._emit(state, run, req, inv.trigger.event_id, inv.action, out)
+                    run.calls[req.call_id].request_id = env.event_id
+                    self.stats["calls"] += 1
+            if failure is SUSPENDED:
+                run.waiting = ctx.waiting
+                return
+            run.active = None
+            if failure is not None:
+                self._fail(state, run, inv, failure, out)
+                return
+            self._complete(state, run, inv, ctx, out)
+
+    @staticmethod
+    def _live_key(state: SessionState, run: RunState, inv: Invocation) -> str:
+        return f"{state.session_id}\x1f{run.number}\x1f{inv.number}"
+
+    def _run_action(
+        self, state: SessionState, run: RunState, inv: Invocation
+    ) -> tuple[Any, RunnerContext]:
+        """Execute, resume or replay one action.
+
+        Returns (None if it completed, SUSPENDED, or an ErrorInfo) and its context.
+        """
+        spec = self.plan.actions[inv.action]
+        if spec.is_async:
+            key = self._live_key(state, run, inv)
+            live = self._live.pop(key, None)
+            if live is not None and live[2] is run:
+                coro, ctx = live[0], live[1]
+                ctx.requests = []
+                ctx.waiting = []
+            else:
+                ctx = RunnerContext(self, state, run, inv)
+                coro = None
+            try:
+                if coro is None:
+                    coro = spec.fn(inv.trigger.payload, ctx)
+                signal = coro.send(None)
+            except StopIteration:
+                return None, ctx
+            except Suspend:
+                return SUSPENDED, ctx
+            except JournalMismatchError as err:
+                return ErrorInfo("JournalMismatchError", str(err)), ctx
+            except Exception as err:
+                return ErrorInfo.of(err), ctx
+            if signal is SUSPEND:
+                self._live[key] = (coro, ctx, run)
+                return SUSPENDED, ctx
+            coro.close()
+            return ErrorInfo(
+                "TypeError",
+                f"action {inv.action!r} awaited {signal!r}; actions may only await "
+                "ctx.durable_execute_async() and ctx.durable_execute_all_async()",
+            ), ctx
+        ctx = RunnerContext(self, state, run, inv)
+        try:
+            spec.fn(inv.trigger.payload, ctx)
+            return None, ctx
+        except Suspend:
+            return SUSPENDED, ctx
+        except JournalMismatchError as err:
+            return ErrorInfo("JournalMismatchError", str(err)), ctx
+        except Exception as err:
+            return ErrorInfo.of(err), ctx
+
+    def _complete(
+        self,
+        state: SessionState,
+        run: RunState,
+        inv: Invocation,
+        ctx: RunnerContext,
+        out: list[AgentEvent],
+    ) -> None:
+        ctx.short_term_memory.commit()
+        ctx.sensory_memory.commit()
+        if self._metrics is not None:
+            for kind, name, value in ctx.metrics.updates:
+                self._metrics(kind, f"{inv.action}.{name}", state.session_id, value)
+        run.events += len(ctx.sent)
+        if run.events > self._max_events:
+            self._fail(
+                state,
+                run,
+                inv,
+                ErrorInfo(
+                    "RunLimitError",
+                    f"run {run.number} emitted more than max_events_per_run={self._max_events} "
+                    "events; is an action looping?",
+                ),
+                out,
+            )
+            return
+        for payload in ctx.sent:
+            env = self._emit(state, run, payload, inv.trigger.event_id, inv.action, out)
+            self._enqueue(run, env)
+
+    def _fail(
+        self,
+        state: SessionState,
+        run: RunState,
+        inv: Invocation,
+        error: ErrorInfo,
+        out: list[AgentEvent],
+    ) -> None:
+        self._emit(state, run, OutputEvent(None, error), inv.trigger.event_id, inv.action, out)
+        self._finish(state, run, failed=True)
+
+    def _finish(self, state: SessionState, run: RunState, failed: bool) -> None:
+        for cid in run.calls:
+            self._callables.pop(cid, None)
+        if run.active is not None:
+            live = self._live.pop(self._live_key(state, run, run.active), None)
+            if live is not None:
+                live[0].close()
+        state.run = None
+        self.stats["runs_failed" if failed else "runs_completed"] += 1
+
+    # --- envelopes ------------------------------------------------------------------------
+    def _emit(
+        self,
+        state: SessionState,
+        run: RunState,
+        payload: Event,
+        causation: str | None,
+        action: str | None,
+        out: list[AgentEvent],
+    ) -> AgentEvent:
+        state.seq += 1
+        type_name = event_type_name(payload)
+        env = AgentEvent(
+            event_id(state.session_id, state.seq, type_name, causation),
+            state.session_id,
+            state.seq,
+            run.number,
+            (),
+            type_name,
+            causation,
+            action,
+            self.plan.agent_name,
+            self.plan.agent_version,
+            state.clock,
+            payload,
+        )
+        out.append(env)
+        return env
+
+    def _envelope(
+        self,
+        state: SessionState,
+        eid: str,
+        seq: int,
+        payload: Event,
+        causation: str | None,
+        action: str | None,
+    ) -> AgentEvent:
+        run = state.run.number if state.run else 0
+        return AgentEvent(
+            eid, state.session_id, seq, run, (), event_type_name(payload), causation, action,
+            self.plan.agent_name, self.plan.agent_version, state.clock, payload,
+        )
+
+
+SUSPENDED = "SUSPENDED"

@@ -1,0 +1,163 @@
+"""``AgentPlan``: an Agent checked and compiled into lookup tables for the machine.
+
+Every error names the offending action or resource. Example::
+
+    plan = AgentPlan.compile(MyAgent())
+    plan.actions_for("InputEvent")  # -> (ActionSpec(...),)
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+from eddies.events import Event
+
+from .agent import ActionSpec, Agent
+from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
+
+#: Engine options read from ``Agent(config=...)``, with their defaults.
+OPTIONS: dict[str, Any] = {
+    "max_events_per_run": 10_000,
+    "max_tool_rounds": 10,
+}
+
+
+class PlanError(ValueError):
+    """The agent definition is invalid; the message names the action or resource."""
+
+
+@dataclass(frozen=True)
+class AgentPlan:
+    """A validated agent: actions by trigger type name, resources by name."""
+
+    agent_name: str
+    agent_version: str
+    actions: dict[str, ActionSpec]
+    by_type: dict[str, tuple[ActionSpec, ...]]
+    resources: dict[str, tuple[ResourceType, Any]]
+    config: dict[str, Any]
+
+    @classmethod
+    def compile(cls, agent: Agent) -> AgentPlan:
+        """Validate ``agent`` and build its plan; raises :class:`PlanError`."""
+        specs = list(agent.actions)
+        if agent.builtin_actions:
+            from .chat import builtin_actions
+
+            specs.extend(builtin_actions())
+        actions: dict[str, ActionSpec] = {}
+        by_type: dict[str, list[ActionSpec]] = {}
+        for spec in specs:
+            if spec.name in actions:
+                raise PlanError(f"action {spec.name!r}: two actions have this name")
+            if not callable(spec.fn):
+                raise PlanError(f"action {spec.name!r}: {spec.fn!r} is not callable")
+            _check_signature(spec)
+            if not spec.triggers:
+                raise PlanError(f"action {spec.name!r}: no trigger event types given")
+            actions[spec.name] = spec
+            for trig in spec.triggers:
+                by_type.setdefault(_type_name(spec, trig), []).append(spec)
+        resources = _compile_resources(agent)
+        config = dict(OPTIONS)
+        for key, value in agent.config.items():
+            if key in OPTIONS and (not isinstance(value, int) or value <= 0):
+                raise PlanError(f"config {key!r}: expected a positive integer, got {value!r}")
+            config[key] = value
+        if not agent.name:
+            raise PlanError("agent: the name is empty")
+        return cls(
+            agent_name=agent.name,
+            agent_version=agent.version,
+            actions=actions,
+            by_type={k: tuple(v) for k, v in by_type.items()},
+            resources=resources,
+            config=config,
+        )
+
+    def actions_for(self, type_name: str) -> tuple[ActionSpec, ...]:
+        """Actions triggered by events of ``type_name``, in declaration order."""
+        return self.by_type.get(type_name, ())
+
+    def resource(self, name: str, resource_type: ResourceType | None = None) -> Any:
+        """The object of resource ``name``; a KeyError names what is missing."""
+        entry = self.resources.get(name)
+        if entry is None:
+            raise KeyError(f"resource {name!r} is not defined")
+        if resource_type is not None and entry[0] is not resource_type:
+            raise KeyError(f"resource {name!r} is a {entry[0].value}, not a {resource_type.value}")
+        return entry[1]
+
+    def chat_model(self, name: str) -> ChatModelSetup:
+        """The CHAT_MODEL resource ``name``."""
+        setup: ChatModelSetup = self.resource(name, ResourceType.CHAT_MODEL)
+        return setup
+
+    def tool(self, name: str) -> FunctionTool:
+        """The TOOL resource ``name``."""
+        tool: FunctionTool = self.resource(name, ResourceType.TOOL)
+        return tool
+
+    def tool_specs(self, model: str) -> list[ToolSpec]:
+        """Specs of the tools the chat model ``model`` may call."""
+        return [self.tool(t).spec for t in self.chat_model(model).tools]
+
+
+def _type_name(spec: ActionSpec, trig: Any) -> str:
+    if isinstance(trig, str):
+        if not trig:
+            raise PlanError(f"action {spec.name!r}: empty trigger type name")
+        return trig
+    if isinstance(trig, type) and issubclass(trig, Event):
+        return trig.event_type
+    raise PlanError(f"action {spec.name!r}: trigger {trig!r} is neither an Event class nor a name")
+
+
+def _check_signature(spec: ActionSpec) -> None:
+    try:
+        sig = inspect.signature(spec.fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(None, None)
+    except TypeError:
+        raise PlanError(
+            f"action {spec.name!r}: must accept (event, ctx), has signature {sig}"
+        ) from None
+
+
+def _compile_resources(agent: Agent) -> dict[str, tuple[ResourceType, Any]]:
+    out: dict[str, tuple[ResourceType, Any]] = {}
+    for res in agent.resources:
+        if not res.name:
+            raise PlanError("resource: empty name")
+        if res.name in out:
+            raise PlanError(f"resource {res.name!r}: defined twice")
+        if not isinstance(res.type, ResourceType):
+            raise PlanError(f"resource {res.name!r}: {res.type!r} is not a ResourceType")
+        obj = res.obj
+        if res.type is ResourceType.TOOL and not isinstance(obj, FunctionTool):
+            if not callable(obj):
+                raise PlanError(f"resource {res.name!r}: a TOOL must be a function or FunctionTool")
+            obj = FunctionTool(obj, name=res.name)
+        if res.type is ResourceType.CHAT_MODEL and not isinstance(obj, ChatModelSetup):
+            raise PlanError(f"resource {res.name!r}: a CHAT_MODEL must be a ChatModelSetup")
+        if res.type is ResourceType.CHAT_MODEL_CONNECTION and not callable(getattr(obj, "chat", None)):
+            raise PlanError(f"resource {res.name!r}: a CHAT_MODEL_CONNECTION needs a chat() method")
+        out[res.name] = (res.type, obj)
+    for name, (rtype, obj) in out.items():
+        if rtype is not ResourceType.CHAT_MODEL:
+            continue
+        conn = out.get(obj.connection)
+        if conn is None or conn[0] is not ResourceType.CHAT_MODEL_CONNECTION:
+            raise PlanError(
+                f"resource {name!r}: connection {obj.connection!r} is not a CHAT_MODEL_CONNECTION "
+                "resource of this agent"
+            )
+        for tool in obj.tools:
+            entry = out.get(tool)
+            if entry is None or entry[0] is not ResourceType.TOOL:
+                raise PlanError(f"resource {name!r}: tool {tool!r} is not a TOOL resource")
+    return out

@@ -1,0 +1,204 @@
+"""Session state: plain data that serialises to bytes (it lives in Flink keyed state).
+
+Example::
+
+    state = SessionState("s1")
+    assert SessionState.from_bytes(state.to_bytes()) == state
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from eddies.events import AgentEvent, ErrorInfo, from_record, to_record
+
+STATE_FORMAT = 1
+#: How many recent input event ids a session remembers to drop re-delivered inputs.
+INPUT_DEDUP_WINDOW = 256
+
+PENDING = "PENDING"
+RECONCILING = "RECONCILING"
+OK = "OK"
+ERROR = "ERROR"
+TERMINAL = frozenset({OK, ERROR})
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """The journal entry of one durable call of the running run."""
+
+    kind: str
+    target: str
+    digest: str
+    args: str
+    request_id: str
+    idempotent: bool = False
+    reconciler: str | None = None
+    status: str = PENDING
+    attempt: int = 1
+    value: str = "null"
+    error: ErrorInfo | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "digest": self.digest,
+            "args": self.args,
+            "request_id": self.request_id,
+            "idempotent": self.idempotent,
+            "reconciler": self.reconciler,
+            "status": self.status,
+            "attempt": self.attempt,
+            "value": self.value,
+            "error": None
+            if self.error is None
+            else [self.error.type, self.error.message, self.error.retryable],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CallRecord:
+        """Inverse of :meth:`to_dict`."""
+        err = d["error"]
+        return cls(
+            d["kind"],
+            d["target"],
+            d["digest"],
+            d["args"],
+            d["request_id"],
+            d["idempotent"],
+            d["reconciler"],
+            d["status"],
+            d["attempt"],
+            d["value"],
+            None if err is None else ErrorInfo(err[0], err[1], err[2]),
+        )
+
+
+@dataclass(slots=True)
+class Invocation:
+    """One execution of an action for one triggering event."""
+
+    number: int
+    action: str
+    trigger: AgentEvent
+
+
+@dataclass(slots=True)
+class RunState:
+    """The run in progress: its invocations, calls and sensory memory."""
+
+    number: int
+    input_id: str
+    invocations: int = 0
+    active: Invocation | None = None
+    pending: deque[Invocation] = field(default_factory=deque)
+    calls: dict[str, CallRecord] = field(default_factory=dict)
+    waiting: list[str] = field(default_factory=list)
+    sensory: dict[str, str] = field(default_factory=dict)
+    events: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "number": self.number,
+            "input_id": self.input_id,
+            "invocations": self.invocations,
+            "active": None if self.active is None else _inv_dict(self.active),
+            "pending": [_inv_dict(i) for i in self.pending],
+            "calls": {k: v.to_dict() for k, v in self.calls.items()},
+            "waiting": list(self.waiting),
+            "sensory": self.sensory,
+            "events": self.events,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunState:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            number=d["number"],
+            input_id=d["input_id"],
+            invocations=d["invocations"],
+            active=None if d["active"] is None else _inv_from(d["active"]),
+            pending=deque(_inv_from(i) for i in d["pending"]),
+            calls={k: CallRecord.from_dict(v) for k, v in d["calls"].items()},
+            waiting=list(d["waiting"]),
+            sensory=d["sensory"],
+            events=d["events"],
+        )
+
+
+def _inv_dict(inv: Invocation) -> dict[str, Any]:
+    return {"number": inv.number, "action": inv.action, "trigger": to_record(inv.trigger)}
+
+
+def _inv_from(d: dict[str, Any]) -> Invocation:
+    return Invocation(d["number"], d["action"], from_record(d["trigger"]))
+
+
+@dataclass(slots=True)
+class SessionState:
+    """Everything the machine knows about one session.
+
+    ``seq`` is the last sequence number used; ``clock`` the logical time (ms);
+    ``runs`` the number of inputs accepted (run numbers are assigned on acceptance);
+    ``memory`` the short-term memory, which persists across runs. Memory values are kept
+    as JSON text, so a restored state is exactly the state that was saved.
+    """
+
+    session_id: str
+    seq: int = 0
+    clock: int = 0
+    runs: int = 0
+    run: RunState | None = None
+    queue: deque[AgentEvent] = field(default_factory=deque)
+    memory: dict[str, str] = field(default_factory=dict)
+    recent_inputs: deque[str] = field(default_factory=deque)
+
+    @property
+    def idle(self) -> bool:
+        """No run in progress and no input waiting."""
+        return self.run is None and not self.queue
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (events in their Avro record shape)."""
+        return {
+            "format": STATE_FORMAT,
+            "session_id": self.session_id,
+            "seq": self.seq,
+            "clock": self.clock,
+            "runs": self.runs,
+            "run": None if self.run is None else self.run.to_dict(),
+            "queue": [to_record(e) for e in self.queue],
+            "memory": self.memory,
+            "recent_inputs": list(self.recent_inputs),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SessionState:
+        """Inverse of :meth:`to_dict`; rejects unknown formats by name."""
+        if d.get("format") != STATE_FORMAT:
+            raise ValueError(f"session state format {d.get('format')!r} is not {STATE_FORMAT}")
+        return cls(
+            session_id=d["session_id"],
+            seq=d["seq"],
+            clock=d["clock"],
+            runs=d["runs"],
+            run=None if d["run"] is None else RunState.from_dict(d["run"]),
+            queue=deque(from_record(e) for e in d["queue"]),
+            memory=d["memory"],
+            recent_inputs=deque(d["recent_inputs"]),
+        )
+
+    def to_bytes(self) -> bytes:
+        """Compact, deterministic bytes (UTF-8 JSON) of the state."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SessionState:
+        """Inverse of :meth:`to_bytes`."""
+        return cls.from_dict(json.loads(data))

@@ -1,0 +1,88 @@
+"""Typed Eddies events and their Avro wire form.
+
+The classes here follow ``schemas/avro/*.avsc`` (the contract). Example::
+
+    from eddies.events import AgentEvent, InputEvent, decode, encode
+
+    ev = AgentEvent.external("s1", InputEvent(input="hi"), event_id="in-1", timestamp=0)
+    assert decode(encode(ev)).payload == InputEvent(input="hi")
+"""
+
+from .codec import (
+    FINGERPRINT_HEADER,
+    SCHEMA_HEADER,
+    decode,
+    decode_record,
+    encode,
+    encode_record,
+    from_record,
+    headers,
+    to_record,
+)
+from .envelope import AgentEvent
+from .errors import DecodeError, EncodingError
+from .partitioner import murmur2, partition_for
+from .payloads import (
+    CallKind,
+    CallStatus,
+    ChatMessage,
+    ChatRequestEvent,
+    ChatResponseEvent,
+    CustomEvent,
+    DurableCallRequest,
+    DurableCallResult,
+    ErrorInfo,
+    Event,
+    InputEvent,
+    MessageRole,
+    OutputEvent,
+    SubagentCallEvent,
+    SubagentResultEvent,
+    TokenUsage,
+    ToolCall,
+    ToolRequestEvent,
+    ToolResponseEvent,
+    ToolResult,
+    event_type_name,
+)
+from .values import decode_value, encode_value
+
+__all__ = [
+    "FINGERPRINT_HEADER",
+    "SCHEMA_HEADER",
+    "AgentEvent",
+    "CallKind",
+    "CallStatus",
+    "ChatMessage",
+    "ChatRequestEvent",
+    "ChatResponseEvent",
+    "CustomEvent",
+    "DecodeError",
+    "DurableCallRequest",
+    "DurableCallResult",
+    "EncodingError",
+    "ErrorInfo",
+    "Event",
+    "InputEvent",
+    "MessageRole",
+    "OutputEvent",
+    "SubagentCallEvent",
+    "SubagentResultEvent",
+    "TokenUsage",
+    "ToolCall",
+    "ToolRequestEvent",
+    "ToolResponseEvent",
+    "ToolResult",
+    "decode",
+    "decode_record",
+    "decode_value",
+    "encode",
+    "encode_record",
+    "encode_value",
+    "event_type_name",
+    "from_record",
+    "headers",
+    "murmur2",
+    "partition_for",
+    "to_record",
+]

@@ -1,0 +1,428 @@
+"""``AgentEvent`` <-> Avro bytes (schemaless, fastavro) and <-> Avro-shaped dicts.
+
+Records carry no schema; the envelope schema's fingerprint travels in a record header
+(:func:`headers`), so a reader picks the right writer schema. Example::
+
+    data = encode(ev)
+    assert decode(data) == ev
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable
+from io import BytesIO
+from typing import Any
+
+from fastavro import schemaless_reader, schemaless_writer
+
+from .envelope import SCHEMA_VERSION, AgentEvent
+from .errors import DecodeError, EncodingError
+from .payloads import (
+    BUILTIN_TYPES,
+    EVENT_TYPES,
+    CallKind,
+    CallStatus,
+    ChatMessage,
+    ChatRequestEvent,
+    ChatResponseEvent,
+    CustomEvent,
+    DurableCallRequest,
+    DurableCallResult,
+    ErrorInfo,
+    Event,
+    InputEvent,
+    MessageRole,
+    OutputEvent,
+    SubagentCallEvent,
+    SubagentResultEvent,
+    TokenUsage,
+    ToolCall,
+    ToolRequestEvent,
+    ToolResponseEvent,
+    ToolResult,
+)
+from .schemas import envelope_fingerprint, envelope_schema
+from .values import decode_value, encode_value
+
+SCHEMA_HEADER = "eddies.schema"
+FINGERPRINT_HEADER = "eddies.schema.fingerprint"
+
+Record = dict[str, Any]
+
+
+def headers() -> list[tuple[str, bytes]]:
+    """Kafka record headers naming the writer schema of :func:`encode`'s bytes."""
+    return [
+        (SCHEMA_HEADER, f"AgentEvent/{SCHEMA_VERSION}".encode()),
+        (FINGERPRINT_HEADER, envelope_fingerprint().encode()),
+    ]
+
+
+# --- payload -> record -------------------------------------------------------------
+
+def _err(e: ErrorInfo | None) -> Record | None:
+    if e is None:
+        return None
+    return {"type": e.type, "message": e.message, "retryable": e.retryable}
+
+
+def _tool_call(t: ToolCall) -> Record:
+    return {"id": t.id, "name": t.name, "arguments": encode_value(t.arguments, "ToolCall.arguments")}
+
+
+def _message(m: ChatMessage) -> Record:
+    return {
+        "role": m.role.value,
+        "content": m.content,
+        "tool_calls": [_tool_call(t) for t in m.tool_calls],
+        "tool_call_id": m.tool_call_id,
+        "extra_args": encode_value(m.extra_args, "ChatMessage.extra_args"),
+    }
+
+
+def _usage(u: TokenUsage | None) -> Record | None:
+    if u is None:
+        return None
+    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
+
+
+def _tool_result(r: ToolResult) -> Record:
+    return {
+        "tool_call_id": r.tool_call_id,
+        "name": r.name,
+        "result": encode_value(r.result, "ToolResult.result"),
+        "error": _err(r.error),
+    }
+
+
+def _attributes(event: Event) -> dict[str, Any]:
+    if dataclasses.is_dataclass(event):
+        return {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+    dump = getattr(event, "model_dump", None)
+    if callable(dump):
+        return dict(dump(mode="json"))
+    return dict(vars(event))
+
+
+def _in(p: Any) -> Record:
+    return {"input": encode_value(p.input, "InputEvent.input")}
+
+
+def _out(p: Any) -> Record:
+    return {"output": encode_value(p.output, "OutputEvent.output"), "error": _err(p.error)}
+
+
+def _chat_req(p: Any) -> Record:
+    schema = p.output_schema
+    return {
+        "model": p.model,
+        "messages": [_message(m) for m in p.messages],
+        "output_schema": None if schema is None else encode_value(schema, "output_schema"),
+    }
+
+
+def _chat_resp(p: Any) -> Record:
+    return {"request_id": p.request_id, "response": _message(p.response), "usage": _usage(p.usage)}
+
+
+def _tool_req(p: Any) -> Record:
+    return {
+        "request_id": p.request_id,
+        "model": p.model,
+        "tool_calls": [_tool_call(t) for t in p.tool_calls],
+    }
+
+
+def _tool_resp(p: Any) -> Record:
+    return {"request_id": p.request_id, "responses": [_tool_result(r) for r in p.responses]}
+
+
+def _sub_call(p: Any) -> Record:
+    return {
+        "call_id": p.call_id,
+        "agent": p.agent,
+        "input": encode_value(p.input, "SubagentCallEvent.input"),
+        "timeout_ms": p.timeout_ms,
+    }
+
+
+def _sub_result(p: Any) -> Record:
+    return {
+        "call_id": p.call_id,
+        "output": encode_value(p.output, "SubagentResultEvent.output"),
+        "error": _err(p.error),
+    }
+
+
+def _call_req(p: Any) -> Record:
+    return {
+        "call_id": p.call_id,
+        "kind": p.kind.value,
+        "target": p.target,
+        "args": p.args,
+        "idempotent": p.idempotent,
+        "attempt": p.attempt,
+        "timeout_ms": p.timeout_ms,
+    }
+
+
+def _call_result(p: Any) -> Record:
+    return {
+        "call_id": p.call_id,
+        "kind": p.kind.value,
+        "status": p.status.value,
+        "value": p.value,
+        "error": _err(p.error),
+        "attempt": p.attempt,
+        "digest": p.digest,
+    }
+
+
+def _custom(p: Any) -> Record:
+    return {"type_name": p.type_name, "attributes": encode_value(p.attributes, p.type_name)}
+
+
+_WRITERS: dict[type, tuple[str, Callable[[Any], Record]]] = {
+    InputEvent: ("eddies.InputEvent", _in),
+    OutputEvent: ("eddies.OutputEvent", _out),
+    ChatRequestEvent: ("eddies.ChatRequestEvent", _chat_req),
+    ChatResponseEvent: ("eddies.ChatResponseEvent", _chat_resp),
+    ToolRequestEvent: ("eddies.ToolRequestEvent", _tool_req),
+    ToolResponseEvent: ("eddies.ToolResponseEvent", _tool_resp),
+    SubagentCallEvent: ("eddies.SubagentCallEvent", _sub_call),
+    SubagentResultEvent: ("eddies.SubagentResultEvent", _sub_result),
+    DurableCallRequest: ("eddies.DurableCallRequest", _call_req),
+    DurableCallResult: ("eddies.DurableCallResult", _call_result),
+    CustomEvent: ("eddies.CustomEvent", _custom),
+}
+
+
+def payload_to_record(payload: Event) -> tuple[str, Record]:
+    """The Avro union branch name and record of a payload (user events -> CustomEvent)."""
+    writer = _WRITERS.get(type(payload))
+    if writer is not None:
+        name, fn = writer
+        return name, fn(payload)
+    if not isinstance(payload, Event):
+        raise EncodingError(f"{type(payload).__name__} is not an Event")
+    type_name = type(payload).event_type
+    return "eddies.CustomEvent", {
+        "type_name": type_name,
+        "attributes": encode_value(_attributes(payload), type_name),
+    }
+
+
+def to_record(ev: AgentEvent) -> Record:
+    """The Avro-shaped dict of an envelope (JSON-serialisable: it also goes into snapshots)."""
+    name, rec = payload_to_record(ev.payload)
+    return {
+        "schema_version": ev.schema_version,
+        "event_id": ev.event_id,
+        "session_id": ev.session_id,
+        "seq": ev.seq,
+        "run": ev.run,
+        "scope": list(ev.scope),
+        "type": ev.type,
+        "causation_id": ev.causation_id,
+        "action": ev.action,
+        "agent": ev.agent,
+        "agent_version": ev.agent_version,
+        "timestamp": ev.timestamp,
+        "payload": (name, rec),
+    }
+
+
+# --- record -> payload -------------------------------------------------------------
+
+def _err_in(r: Record | None) -> ErrorInfo | None:
+    return None if r is None else ErrorInfo(r["type"], r["message"], r.get("retryable", False))
+
+
+def _tool_call_in(r: Record) -> ToolCall:
+    return ToolCall(r["id"], r["name"], decode_value(r["arguments"], "ToolCall.arguments"))
+
+
+def _message_in(r: Record) -> ChatMessage:
+    return ChatMessage(
+        MessageRole(r["role"]),
+        r["content"],
+        [_tool_call_in(t) for t in r["tool_calls"]],
+        r["tool_call_id"],
+        decode_value(r["extra_args"], "ChatMessage.extra_args"),
+    )
+
+
+def _custom_in(r: Record) -> Event:
+    type_name = r["type_name"]
+    attributes = decode_value(r["attributes"], type_name)
+    cls = EVENT_TYPES.get(type_name)
+    if cls is None or type_name in BUILTIN_TYPES:
+        return CustomEvent(type_name, attributes)
+    try:
+        return cls(**attributes)
+    except TypeError as err:
+        raise DecodeError(f"{type_name}: attributes do not fit {cls.__qualname__}: {err}") from None
+
+
+_READERS: dict[str, Callable[[Record], Event]] = {
+    "eddies.InputEvent": lambda r: InputEvent(decode_value(r["input"], "InputEvent.input")),
+    "eddies.OutputEvent": lambda r: OutputEvent(
+        decode_value(r["output"], "OutputEvent.output"), _err_in(r["error"])
+    ),
+    "eddies.ChatRequestEvent": lambda r: ChatRequestEvent(
+        r["model"],
+        [_message_in(m) for m in r["messages"]],
+        None if r["output_schema"] is None else decode_value(r["output_schema"], "output_schema"),
+    ),
+    "eddies.ChatResponseEvent": lambda r: ChatResponseEvent(
+        r["request_id"],
+        _message_in(r["response"]),
+        None if r["usage"] is None else TokenUsage(**r["usage"]),
+    ),
+    "eddies.ToolRequestEvent": lambda r: ToolRequestEvent(
+        r["request_id"], r["model"], [_tool_call_in(t) for t in r["tool_calls"]]
+    ),
+    "eddies.ToolResponseEvent": lambda r: ToolResponseEvent(
+        r["request_id"],
+        [
+            ToolResult(
+                x["tool_call_id"],
+                x["name"],
+                decode_value(x["result"], "ToolResult.result"),
+                _err_in(x["error"]),
+            )
+            for x in r["responses"]
+        ],
+    ),
+    "eddies.SubagentCallEvent": lambda r: SubagentCallEvent(
+        r["call_id"], r["agent"], decode_value(r["input"], "SubagentCallEvent.input"), r["timeout_ms"]
+    ),
+    "eddies.SubagentResultEvent": lambda r: SubagentResultEvent(
+        r["call_id"], decode_value(r["output"], "SubagentResultEvent.output"), _err_in(r["error"])
+    ),
+    "eddies.DurableCallRequest": lambda r: DurableCallRequest(
+        r["call_id"],
+        CallKind(r["kind"]),
+        r["target"],
+        r["args"],
+        r["idempotent"],
+        r["attempt"],
+        r["timeout_ms"],
+    ),
+    "eddies.DurableCallResult": lambda r: DurableCallResult(
+        r["call_id"],
+        CallKind(r["kind"]),
+        CallStatus(r["status"]),
+        r["value"],
+        _err_in(r["error"]),
+        r["attempt"],
+        r["digest"],
+    ),
+    "eddies.CustomEvent": _custom_in,
+}
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_MS = datetime.timedelta(milliseconds=1)
+
+
+def _millis(value: Any) -> int:
+    # fastavro reads timestamp-millis as an aware datetime; the engine's clock is int ms.
+    if isinstance(value, datetime.datetime):
+        return (value - _EPOCH) // _MS
+    return int(value)
+
+
+def from_record(rec: Record) -> AgentEvent:
+    """Inverse of :func:`to_record`; raises :class:`DecodeError` on any malformed field."""
+    try:
+        name, body = rec["payload"]
+        reader = _READERS.get(name)
+        if reader is None:
+            raise DecodeError(f"unknown payload type {name!r}")
+        payload = reader(body)
+        return AgentEvent(
+            event_id=rec["event_id"],
+            session_id=rec["session_id"],
+            seq=rec["seq"],
+            run=rec["run"],
+            scope=tuple(rec["scope"]),
+            type=rec["type"],
+            causation_id=rec["causation_id"],
+            action=rec["action"],
+            agent=rec["agent"],
+            agent_version=rec["agent_version"],
+            timestamp=_millis(rec["timestamp"]),
+            payload=payload,
+            schema_version=rec["schema_version"],
+        )
+    except DecodeError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError) as err:
+        raise DecodeError(f"malformed event record: {type(err).__name__}: {err}") from None
+
+
+# --- bytes ---------------------------------------------------------------------------
+
+def encode(ev: AgentEvent) -> bytes:
+    """Avro (schemaless) bytes of an envelope under the current schema."""
+    buf = BytesIO()
+    try:
+        schemaless_writer(buf, envelope_schema(), to_record(ev))
+    except EncodingError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        raise EncodingError(f"{ev.type}: {type(err).__name__}: {err}") from None
+    return buf.getvalue()
+
+
+def decode(data: bytes, writer_schema: Any = None) -> AgentEvent:
+    """Decode bytes written by :func:`encode` (or by ``writer_schema``, an older version).
+
+    Raises :class:`DecodeError`, and nothing else, for any input that is not an event.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise DecodeError(f"expected bytes, got {type(data).__name__}")
+    buf = BytesIO(data)
+    reader = envelope_schema()
+    try:
+        rec = schemaless_reader(
+            buf,
+            writer_schema if writer_schema is not None else reader,
+            reader if writer_schema is not None else None,
+            return_record_name=True,
+            return_record_name_override=True,
+        )
+    except Exception as err:  # fastavro raises many types on garbage; callers get one
+        raise DecodeError(f"not an Avro AgentEvent: {type(err).__name__}: {err}") from None
+    if buf.tell() != len(data):
+        raise DecodeError(f"not an Avro AgentEvent: {len(data) - buf.tell()} trailing bytes")
+    if not isinstance(rec, dict):
+        raise DecodeError("not an Avro AgentEvent record")
+    return from_record(rec)
+
+
+def encode_record(rec: Record, schema: Any) -> bytes:
+    """Avro bytes of an Avro-shaped dict under an explicit schema (tests, tools)."""
+    buf = BytesIO()
+    schemaless_writer(buf, schema, rec)
+    return buf.getvalue()
+
+
+def decode_record(data: bytes, writer_schema: Any, reader_schema: Any = None) -> Record:
+    """Avro-shaped dict of bytes written with ``writer_schema``, resolved to ``reader_schema``."""
+    try:
+        rec = schemaless_reader(
+            BytesIO(data),
+            writer_schema,
+            reader_schema,
+            return_record_name=True,
+            return_record_name_override=True,
+        )
+    except Exception as err:
+        raise DecodeError(f"not a valid record: {type(err).__name__}: {err}") from None
+    if not isinstance(rec, dict):
+        raise DecodeError("not a record")
+    return rec

@@ -1,0 +1,44 @@
+"""Deterministic identifiers: the same history always produces the same ids.
+
+Event ids are content-derived (session, sequence number, type and cause), so a replay
+that diverges from the recorded history shows up as different ids. Call ids are
+readable, because people debug with them::
+
+    >>> call_id("s1", (), 2, 1, 0)
+    's1:r2:i1:c0'
+    >>> call_id("s1", ("critic",), 2, 1, 0)
+    's1/critic:r2:i1:c0'
+"""
+
+from hashlib import blake2b
+
+
+def event_id(session_id: str, seq: int, type_name: str, causation_id: str | None) -> str:
+    """Id of the event accepted or emitted at ``seq`` in ``session_id``."""
+    raw = f"{session_id}\x1f{seq}\x1f{type_name}\x1f{causation_id or ''}".encode()
+    return blake2b(raw, digest_size=12).hexdigest()
+
+
+def scope_path(session_id: str, scope: tuple[str, ...]) -> str:
+    """``session`` or ``session/child/grandchild`` for a sub-agent scope."""
+    return "/".join((session_id, *scope)) if scope else session_id
+
+
+def call_id(session_id: str, scope: tuple[str, ...], run: int, invocation: int, ordinal: int) -> str:
+    """Id of the ``ordinal``-th durable call of action invocation ``invocation`` in ``run``."""
+    return f"{scope_path(session_id, scope)}:r{run}:i{invocation}:c{ordinal}"
+
+
+def result_event_id(call: str, attempt: int) -> str:
+    """Id of an executor's answer to a call: the same for every executor that answers."""
+    return blake2b(f"{call}\x1f{attempt}\x1fresult".encode(), digest_size=12).hexdigest()
+
+
+def call_digest(kind: str, target: str, args: str) -> str:
+    """What identifies a durable call's content; results echo it so replay can check it."""
+    return digest(f"{kind}\x1f{target}\x1f{args}")
+
+
+def digest(text: str) -> str:
+    """Stable short digest (not Python's salted ``hash``): it is stored in session state."""
+    return blake2b(text.encode(), digest_size=8).hexdigest()

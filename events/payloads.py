@@ -1,0 +1,283 @@
+"""Typed payloads of the ``AgentEvent`` envelope, one class per Avro record.
+
+Names and fields follow Apache Flink Agents where it has them
+(``InputEvent(input=...)``, ``OutputEvent(output=...)``,
+``ChatRequestEvent(model=..., messages=...)``). Fields documented as values hold any
+JSON-encodable Python value (see :mod:`.values`).
+
+User-defined events subclass :class:`Event`; they travel as ``CustomEvent`` records
+(type name + JSON attributes), so no schema changes are needed::
+
+    @dataclass
+    class Reviewed(Event):
+        score: int
+
+    event_type_name(Reviewed(score=3))  # 'Reviewed'
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+class Event:
+    """Base of every event payload. Subclass it (as a dataclass) for custom events.
+
+    ``event_type`` names the type on the wire; it defaults to the class name. Classes are
+    registered when defined, so a decoder finds them by that name.
+    """
+
+    __slots__ = ()
+    event_type: ClassVar[str] = ""
+    _builtin: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("event_type"):
+            cls.event_type = cls.__name__
+        if not cls.__dict__.get("_builtin", False) and cls.event_type in BUILTIN_TYPES:
+            raise TypeError(
+                f"event type name {cls.event_type!r} of {cls.__qualname__} is reserved for a "
+                "built-in event; set a different `event_type` on the class"
+            )
+        # A dataclass(slots=True) re-creates the class; the last definition wins.
+        EVENT_TYPES[cls.event_type] = cls
+
+
+EVENT_TYPES: dict[str, type[Event]] = {}
+BUILTIN_TYPES = frozenset(
+    {
+        "InputEvent",
+        "OutputEvent",
+        "ChatRequestEvent",
+        "ChatResponseEvent",
+        "ToolRequestEvent",
+        "ToolResponseEvent",
+        "SubagentCallEvent",
+        "SubagentResultEvent",
+        "DurableCallRequest",
+        "DurableCallResult",
+        "CustomEvent",
+    }
+)
+
+
+def event_type_name(event: Event) -> str:
+    """The wire type name of ``event`` (``CustomEvent``s report their own type_name)."""
+    if isinstance(event, CustomEvent):
+        return event.type_name
+    return type(event).event_type
+
+
+class MessageRole(enum.StrEnum):
+    """Who produced a chat message."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class CallKind(enum.StrEnum):
+    """What a durable call does; executors dispatch on it."""
+
+    FUNCTION = "FUNCTION"
+    CHAT_MODEL = "CHAT_MODEL"
+    TOOL = "TOOL"
+    SUBAGENT = "SUBAGENT"
+    RECONCILE = "RECONCILE"
+
+
+class CallStatus(enum.StrEnum):
+    """Outcome of a durable call. UNKNOWN: it started and may or may not have happened."""
+
+    OK = "OK"
+    ERROR = "ERROR"
+    UNKNOWN = "UNKNOWN"
+
+
+@dataclass(slots=True)
+class ErrorInfo:
+    """An error: exception type name, message, and whether a retry may succeed."""
+
+    type: str
+    message: str
+    retryable: bool = False
+
+    @classmethod
+    def of(cls, err: BaseException, retryable: bool = False) -> ErrorInfo:
+        """Describe an exception: ``ErrorInfo.of(ValueError("x"))``."""
+        return cls(type(err).__name__, str(err), retryable)
+
+
+@dataclass(slots=True)
+class TokenUsage:
+    """Tokens consumed by model calls."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A model's request to call tool ``name`` with ``arguments`` (a dict)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ChatMessage:
+    """One message of a conversation with a chat model."""
+
+    role: MessageRole = MessageRole.USER
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    extra_args: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.role, MessageRole):
+            self.role = MessageRole(self.role)
+
+
+@dataclass(slots=True)
+class InputEvent(Event):
+    """A user's input; starts a run of the session's agent."""
+
+    event_type: ClassVar[str] = "InputEvent"
+    _builtin: ClassVar[bool] = True
+    input: Any = None
+
+
+@dataclass(slots=True)
+class OutputEvent(Event):
+    """A result of a run for downstream consumers; ``error`` is set when the run failed."""
+
+    event_type: ClassVar[str] = "OutputEvent"
+    _builtin: ClassVar[bool] = True
+    output: Any = None
+    error: ErrorInfo | None = None
+
+
+@dataclass(slots=True)
+class ChatRequestEvent(Event):
+    """Ask the CHAT_MODEL resource named ``model`` to answer ``messages``."""
+
+    event_type: ClassVar[str] = "ChatRequestEvent"
+    _builtin: ClassVar[bool] = True
+    model: str = ""
+    messages: list[ChatMessage] = field(default_factory=list)
+    output_schema: Any = None
+
+
+@dataclass(slots=True)
+class ChatResponseEvent(Event):
+    """The final answer to the ChatRequestEvent whose event_id is ``request_id``."""
+
+    event_type: ClassVar[str] = "ChatResponseEvent"
+    _builtin: ClassVar[bool] = True
+    request_id: str = ""
+    response: ChatMessage = field(default_factory=ChatMessage)
+    usage: TokenUsage | None = None
+
+
+@dataclass(slots=True)
+class ToolRequestEvent(Event):
+    """Tool calls a chat model asked for, executed as one batch."""
+
+    event_type: ClassVar[str] = "ToolRequestEvent"
+    _builtin: ClassVar[bool] = True
+    request_id: str = ""
+    model: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """The outcome of one tool call: ``result`` or ``error``."""
+
+    tool_call_id: str
+    name: str
+    result: Any = None
+    error: ErrorInfo | None = None
+
+
+@dataclass(slots=True)
+class ToolResponseEvent(Event):
+    """Results of a ToolRequestEvent's calls, in call order."""
+
+    event_type: ClassVar[str] = "ToolResponseEvent"
+    _builtin: ClassVar[bool] = True
+    request_id: str = ""
+    responses: list[ToolResult] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SubagentCallEvent(Event):
+    """A call of the AGENT resource ``agent`` with ``input``."""
+
+    event_type: ClassVar[str] = "SubagentCallEvent"
+    _builtin: ClassVar[bool] = True
+    call_id: str = ""
+    agent: str = ""
+    input: Any = None
+    timeout_ms: int | None = None
+
+
+@dataclass(slots=True)
+class SubagentResultEvent(Event):
+    """A sub-agent's answer to the SubagentCallEvent ``call_id``."""
+
+    event_type: ClassVar[str] = "SubagentResultEvent"
+    _builtin: ClassVar[bool] = True
+    call_id: str = ""
+    output: Any = None
+    error: ErrorInfo | None = None
+
+
+@dataclass(slots=True)
+class DurableCallRequest(Event):
+    """A side effect for an executor to perform.
+
+    ``args`` is JSON text of ``{"args": [...], "kwargs": {...}}``: kept encoded, because
+    its digest is what replay compares and executors decode it once.
+    """
+
+    event_type: ClassVar[str] = "DurableCallRequest"
+    _builtin: ClassVar[bool] = True
+    call_id: str = ""
+    kind: CallKind = CallKind.FUNCTION
+    target: str = ""
+    args: str = '{"args":[],"kwargs":{}}'
+    idempotent: bool = False
+    attempt: int = 1
+    timeout_ms: int | None = None
+
+
+@dataclass(slots=True)
+class DurableCallResult(Event):
+    """The outcome of a DurableCallRequest; ``value`` is JSON text of the return value."""
+
+    event_type: ClassVar[str] = "DurableCallResult"
+    _builtin: ClassVar[bool] = True
+    call_id: str = ""
+    kind: CallKind = CallKind.FUNCTION
+    status: CallStatus = CallStatus.OK
+    value: str = "null"
+    error: ErrorInfo | None = None
+    attempt: int = 1
+    digest: str = ""
+
+
+@dataclass(slots=True)
+class CustomEvent(Event):
+    """A user-defined event not known to this process: a type name and its attributes."""
+
+    event_type: ClassVar[str] = "CustomEvent"
+    _builtin: ClassVar[bool] = True
+    type_name: str = ""
+    attributes: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,96 @@
+"""Hypothesis strategies for every event payload and the envelope."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eddies.events import (
+    AgentEvent,
+    CallKind,
+    CallStatus,
+    ChatMessage,
+    ChatRequestEvent,
+    ChatResponseEvent,
+    CustomEvent,
+    DurableCallRequest,
+    DurableCallResult,
+    ErrorInfo,
+    InputEvent,
+    MessageRole,
+    OutputEvent,
+    SubagentCallEvent,
+    SubagentResultEvent,
+    TokenUsage,
+    ToolCall,
+    ToolRequestEvent,
+    ToolResponseEvent,
+    ToolResult,
+    encode_value,
+)
+from hypothesis import strategies as st
+
+text = st.text(max_size=30)
+ints = st.integers(min_value=-(2**53), max_value=2**53)
+json_values: Any = st.recursive(
+    st.none() | st.booleans() | ints | st.floats(allow_nan=False, allow_infinity=False) | text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    max_leaves=12,
+)
+json_objects = st.dictionaries(text, json_values, max_size=4)
+errors = st.none() | st.builds(ErrorInfo, text, text, st.booleans())
+tool_calls = st.builds(ToolCall, text, text, json_objects)
+messages = st.builds(
+    ChatMessage,
+    st.sampled_from(list(MessageRole)),
+    text,
+    st.lists(tool_calls, max_size=2),
+    st.none() | text,
+    json_objects,
+)
+usage = st.none() | st.builds(TokenUsage, st.integers(0, 2**40), st.integers(0, 2**40))
+args_text = st.builds(
+    lambda a, k: encode_value({"args": a, "kwargs": k}), st.lists(json_values, max_size=3), json_objects
+)
+
+payloads = st.one_of(
+    st.builds(InputEvent, json_values),
+    st.builds(OutputEvent, json_values, errors),
+    st.builds(ChatRequestEvent, text, st.lists(messages, max_size=3), st.none() | json_objects),
+    st.builds(ChatResponseEvent, text, messages, usage),
+    st.builds(ToolRequestEvent, text, text, st.lists(tool_calls, max_size=3)),
+    st.builds(
+        ToolResponseEvent,
+        text,
+        st.lists(st.builds(ToolResult, text, text, json_values, errors), max_size=3),
+    ),
+    st.builds(SubagentCallEvent, text, text, json_values, st.none() | st.integers(0, 2**40)),
+    st.builds(SubagentResultEvent, text, json_values, errors),
+    st.builds(
+        DurableCallRequest, text, st.sampled_from(list(CallKind)), text, args_text, st.booleans(),
+        st.integers(1, 100), st.none() | st.integers(0, 2**40),
+    ),
+    st.builds(
+        DurableCallResult, text, st.sampled_from(list(CallKind)), st.sampled_from(list(CallStatus)),
+        json_values.map(encode_value), errors, st.integers(1, 100),
+    ),
+    st.builds(CustomEvent, st.text(min_size=1, max_size=20).filter(lambda s: s not in _TAKEN), json_objects),
+)
+
+_TAKEN = {"InputEvent", "OutputEvent", "ChatRequestEvent", "ChatResponseEvent", "ToolRequestEvent",
+          "ToolResponseEvent", "SubagentCallEvent", "SubagentResultEvent", "DurableCallRequest",
+          "DurableCallResult", "CustomEvent", "Reviewed"}
+
+
+def _envelope(payload: Any, eid: str, sid: str, seq: int, run: int, scope: list[str],
+              causation: str | None, action: str | None, ts: int) -> AgentEvent:
+    from eddies.events import event_type_name
+
+    return AgentEvent(eid, sid, seq, run, tuple(scope), event_type_name(payload), causation, action,
+                      "agent", "1", ts, payload)
+
+
+envelopes = st.builds(
+    _envelope, payloads, text, text, st.integers(0, 2**62), st.integers(0, 2**31),
+    st.lists(text, max_size=2), st.none() | text, st.none() | text,
+    st.integers(0, 253_402_300_799_999),  # timestamp-millis up to year 9999
+)

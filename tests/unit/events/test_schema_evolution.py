@@ -1,0 +1,83 @@
+"""Schema evolution: data written with a released schema is read by the current one and
+vice versa. ``tests/schemas/v1`` is a frozen copy of the first released schemas; freeze
+each release there (``tests/schemas/vN``) and never edit a frozen copy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from eddies.events import AgentEvent, InputEvent, decode, decode_record, encode_record, to_record
+from eddies.events.codec import from_record
+from eddies.events.schemas import avro_dir, envelope_schema, load_envelope_from
+from fastavro import parse_schema
+from hypothesis import given, settings
+
+from tests.strategies import envelopes
+
+FROZEN = sorted((Path(__file__).parents[2] / "schemas").glob("v*"))
+
+
+def test_there_is_a_frozen_release() -> None:
+    assert [p.name for p in FROZEN][:1] == ["v1"]
+    assert {p.name for p in FROZEN[0].glob("*.avsc")} == {p.name for p in avro_dir().glob("*.avsc")}
+
+
+@pytest.mark.parametrize("frozen", FROZEN, ids=lambda p: p.name)
+@given(ev=envelopes)
+@settings(max_examples=150, deadline=None)
+def test_old_writer_new_reader_and_back(frozen: Path, ev: AgentEvent) -> None:
+    old = load_envelope_from(frozen)
+    new = envelope_schema()
+    rec = to_record(ev)
+    # Written by the released schema, read by the current one.
+    assert decode(encode_record(rec, old), writer_schema=old) == ev
+    # Written by the current schema, read by a consumer still on the released one.
+    back = decode_record(encode_record(rec, new), new, old)
+    assert from_record(back) == ev
+
+
+def _schema_dir_variant(tmp_path: Path, edit: Any) -> Any:
+    """A copy of the current schemas with one file edited, parsed from its own directory."""
+    for src in avro_dir().glob("*.avsc"):
+        (tmp_path / src.name).write_text(src.read_text())
+    target = tmp_path / "eddies.InputEvent.avsc"
+    schema = json.loads(target.read_text())
+    edit(schema)
+    target.write_text(json.dumps(schema))
+    return load_envelope_from(tmp_path)
+
+
+def test_adding_an_optional_field_is_compatible_both_ways(tmp_path: Path) -> None:
+    v2 = _schema_dir_variant(
+        tmp_path,
+        lambda s: s["fields"].append({"name": "priority", "type": ["null", "int"], "default": None}),
+    )
+    current = envelope_schema()
+    ev = AgentEvent.external("s1", InputEvent(input={"q": 1}), event_id="e", timestamp=7)
+    rec = to_record(ev)
+    # Old data, new reader: the new field takes its default.
+    upgraded = decode_record(encode_record(rec, current), current, v2)
+    assert upgraded["payload"][1] == {"input": '{"q":1}', "priority": None}
+    # New data (with the field set), old reader: the field is skipped.
+    rec2 = dict(rec, payload=("eddies.InputEvent", {"input": '{"q":1}', "priority": 3}))
+    assert from_record(decode_record(encode_record(rec2, v2), v2, current)) == ev
+
+
+def test_a_field_without_default_breaks_old_data_and_the_check_notices(tmp_path: Path) -> None:
+    broken = _schema_dir_variant(
+        tmp_path, lambda s: s["fields"].append({"name": "priority", "type": "int"})
+    )
+    current = envelope_schema()
+    ev = AgentEvent.external("s1", InputEvent(input=1), event_id="e", timestamp=7)
+    with pytest.raises(Exception, match="priority"):
+        decode_record(encode_record(to_record(ev), current), current, broken)
+
+
+def test_frozen_schemas_still_parse_on_their_own() -> None:
+    for frozen in FROZEN:
+        for path in frozen.glob("*.avsc"):
+            json.loads(path.read_text())
+        assert parse_schema(load_envelope_from(frozen))

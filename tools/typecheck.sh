@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# mypy --strict on engine/ and events/ as they are installed (eddies.engine, eddies.events):
+# the layers live at the repository root, so mypy reads them through a tree of links that
+# has the installed package layout.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+tree="$root/.typecheck"
+rm -rf "$tree"
+mkdir -p "$tree/eddies"
+for f in "$root"/eddies/*; do ln -s "$f" "$tree/eddies/$(basename "$f")"; done
+for layer in events engine connectors schemas; do ln -s "$root/$layer" "$tree/eddies/$layer"; done
+cd "$tree"
+"$root/.venv/bin/mypy" --config-file "$root/pyproject.toml" --strict -p eddies.events -p eddies.engine
