@@ -191,9 +191,31 @@ class RunnerContext:
         self.sent: list[Event] = []
         self.requests: list[DurableCallRequest] = []
         self.waiting: list[str] = []
-        self.short_term_memory = Memory(state.memory, "short_term_memory")
-        self.sensory_memory = Memory(run.sensory, "sensory_memory")
-        self.metrics = Metrics()
+        # Created on first use: most actions never touch them.
+        self._short_term: Memory | None = None
+        self._sensory: Memory | None = None
+        self._metrics: Metrics | None = None
+
+    @property
+    def short_term_memory(self) -> Memory:
+        """Per-session memory that persists across runs (JSON values)."""
+        if self._short_term is None:
+            self._short_term = Memory(self._state.memory, "short_term_memory")
+        return self._short_term
+
+    @property
+    def sensory_memory(self) -> Memory:
+        """Per-run memory, cleared when the run ends (JSON values)."""
+        if self._sensory is None:
+            self._sensory = Memory(self._run.sensory, "sensory_memory")
+        return self._sensory
+
+    @property
+    def metrics(self) -> Metrics:
+        """Counters and histograms, reported when the action completes."""
+        if self._metrics is None:
+            self._metrics = Metrics()
+        return self._metrics
 
     # --- identity and time ------------------------------------------------------------
     @property

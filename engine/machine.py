@@ -147,9 +147,10 @@ class SessionMachine:
         if ev.event_id in state.recent_inputs:
             self.stats["duplicates"] += 1
             return
-        state.recent_inputs.append(ev.event_id)
-        if len(state.recent_inputs) > INPUT_DEDUP_WINDOW:
-            state.recent_inputs.popleft()
+        recent = state.recent_inputs
+        recent[ev.event_id] = None
+        if len(recent) > INPUT_DEDUP_WINDOW:
+            del recent[next(iter(recent))]
         self.stats["inputs"] += 1
         if ev.timestamp > state.clock:
             state.clock = ev.timestamp
@@ -331,10 +332,12 @@ class SessionMachine:
         ctx: RunnerContext,
         out: list[AgentEvent],
     ) -> None:
-        ctx.short_term_memory.commit()
-        ctx.sensory_memory.commit()
-        if self._metrics is not None:
-            for kind, name, value in ctx.metrics.updates:
+        if ctx._short_term is not None:
+            ctx._short_term.commit()
+        if ctx._sensory is not None:
+            ctx._sensory.commit()
+        if ctx._metrics is not None and self._metrics is not None:
+            for kind, name, value in ctx._metrics.updates:
                 self._metrics(kind, f"{inv.action}.{name}", state.session_id, value)
         run.events += len(ctx.sent)
         if run.events > self._max_events:
@@ -386,7 +389,9 @@ class SessionMachine:
         out: list[AgentEvent],
     ) -> AgentEvent:
         state.seq += 1
-        type_name = event_type_name(payload)
+        type_name = payload.event_type
+        if type_name == "CustomEvent":
+            type_name = event_type_name(payload)
         env = AgentEvent(
             event_id(state.session_id, state.seq, type_name, causation),
             state.session_id,

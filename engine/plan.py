@@ -9,7 +9,7 @@ Every error names the offending action or resource. Example::
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eddies.events import Event
@@ -38,6 +38,7 @@ class AgentPlan:
     by_type: dict[str, tuple[ActionSpec, ...]]
     resources: dict[str, tuple[ResourceType, Any]]
     config: dict[str, Any]
+    _tool_specs: dict[str, list[ToolSpec]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def compile(cls, agent: Agent) -> AgentPlan:
@@ -101,8 +102,11 @@ class AgentPlan:
         return tool
 
     def tool_specs(self, model: str) -> list[ToolSpec]:
-        """Specs of the tools the chat model ``model`` may call."""
-        return [self.tool(t).spec for t in self.chat_model(model).tools]
+        """Specs of the tools the chat model ``model`` may call (a new list each time)."""
+        specs = self._tool_specs.get(model)
+        if specs is None:
+            specs = self._tool_specs[model] = [self.tool(t).spec for t in self.chat_model(model).tools]
+        return list(specs)
 
 
 def _type_name(spec: ActionSpec, trig: Any) -> str:

@@ -157,7 +157,8 @@ class SessionState:
     run: RunState | None = None
     queue: deque[AgentEvent] = field(default_factory=deque)
     memory: dict[str, str] = field(default_factory=dict)
-    recent_inputs: deque[str] = field(default_factory=deque)
+    # An insertion-ordered dict used as a set: O(1) membership, oldest evicted first.
+    recent_inputs: dict[str, None] = field(default_factory=dict)
 
     @property
     def idle(self) -> bool:
@@ -191,7 +192,7 @@ class SessionState:
             run=None if d["run"] is None else RunState.from_dict(d["run"]),
             queue=deque(from_record(e) for e in d["queue"]),
             memory=d["memory"],
-            recent_inputs=deque(d["recent_inputs"]),
+            recent_inputs=dict.fromkeys(d["recent_inputs"]),
         )
 
     def to_bytes(self) -> bytes:

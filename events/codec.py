@@ -43,6 +43,7 @@ from .payloads import (
     ToolResponseEvent,
     ToolResult,
 )
+from .avro_compiled import compile_schema
 from .schemas import envelope_fingerprint, envelope_schema
 from .values import decode_value, encode_value
 
@@ -74,7 +75,7 @@ def _tool_call(t: ToolCall) -> Record:
 
 def _message(m: ChatMessage) -> Record:
     return {
-        "role": m.role.value,
+        "role": m.role,
         "content": m.content,
         "tool_calls": [_tool_call(t) for t in m.tool_calls],
         "tool_call_id": m.tool_call_id,
@@ -159,7 +160,7 @@ def _sub_result(p: Any) -> Record:
 def _call_req(p: Any) -> Record:
     return {
         "call_id": p.call_id,
-        "kind": p.kind.value,
+        "kind": p.kind,
         "target": p.target,
         "args": p.args,
         "idempotent": p.idempotent,
@@ -171,8 +172,8 @@ def _call_req(p: Any) -> Record:
 def _call_result(p: Any) -> Record:
     return {
         "call_id": p.call_id,
-        "kind": p.kind.value,
-        "status": p.status.value,
+        "kind": p.kind,
+        "status": p.status,
         "value": p.value,
         "error": _err(p.error),
         "attempt": p.attempt,
@@ -244,9 +245,14 @@ def _tool_call_in(r: Record) -> ToolCall:
     return ToolCall(r["id"], r["name"], decode_value(r["arguments"], "ToolCall.arguments"))
 
 
+_ROLES = {role.value: role for role in MessageRole}
+_KINDS = {kind.value: kind for kind in CallKind}
+_STATUSES = {status.value: status for status in CallStatus}
+
+
 def _message_in(r: Record) -> ChatMessage:
     return ChatMessage(
-        MessageRole(r["role"]),
+        _ROLES[r["role"]],
         r["content"],
         [_tool_call_in(t) for t in r["tool_calls"]],
         r["tool_call_id"],
@@ -304,7 +310,7 @@ _READERS: dict[str, Callable[[Record], Event]] = {
     ),
     "eddies.DurableCallRequest": lambda r: DurableCallRequest(
         r["call_id"],
-        CallKind(r["kind"]),
+        _KINDS[r["kind"]],
         r["target"],
         r["args"],
         r["idempotent"],
@@ -313,8 +319,8 @@ _READERS: dict[str, Callable[[Record], Event]] = {
     ),
     "eddies.DurableCallResult": lambda r: DurableCallResult(
         r["call_id"],
-        CallKind(r["kind"]),
-        CallStatus(r["status"]),
+        _KINDS[r["kind"]],
+        _STATUSES[r["status"]],
         r["value"],
         _err_in(r["error"]),
         r["attempt"],
@@ -366,16 +372,23 @@ def from_record(rec: Record) -> AgentEvent:
 
 # --- bytes ---------------------------------------------------------------------------
 
+_compiled: tuple[Callable[[Record], bytes], Callable[[bytes], Record]] | None = None
+
+
+def _codec() -> tuple[Callable[[Record], bytes], Callable[[bytes], Record]]:
+    global _compiled
+    if _compiled is None:
+        _compiled = compile_schema(envelope_schema())
+    return _compiled
+
+
 def encode(ev: AgentEvent) -> bytes:
     """Avro (schemaless) bytes of an envelope under the current schema."""
-    buf = BytesIO()
+    rec = to_record(ev)
     try:
-        schemaless_writer(buf, envelope_schema(), to_record(ev))
-    except EncodingError:
-        raise
-    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        return _codec()[0](rec)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:
         raise EncodingError(f"{ev.type}: {type(err).__name__}: {err}") from None
-    return buf.getvalue()
 
 
 def decode(data: bytes, writer_schema: Any = None) -> AgentEvent:
@@ -385,13 +398,19 @@ def decode(data: bytes, writer_schema: Any = None) -> AgentEvent:
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise DecodeError(f"expected bytes, got {type(data).__name__}")
+    if writer_schema is None:
+        try:
+            rec = _codec()[1](data if type(data) is bytes else bytes(data))
+        except Exception as err:  # any failure on garbage becomes the one error type
+            raise DecodeError(f"not an Avro AgentEvent: {type(err).__name__}: {err}") from None
+        return from_record(rec)
     buf = BytesIO(data)
     reader = envelope_schema()
     try:
         rec = schemaless_reader(
             buf,
-            writer_schema if writer_schema is not None else reader,
-            reader if writer_schema is not None else None,
+            writer_schema,
+            reader,
             return_record_name=True,
             return_record_name_override=True,
         )

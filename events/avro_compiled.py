@@ -1,0 +1,339 @@
+"""Avro binary encoding compiled from a schema into straight-line Python.
+
+fastavro interprets the schema for every record (~0.3 us per field here); this module
+generates, once per schema, one writer and one reader function per named type, which
+is 2-3x faster for the envelope. It covers what Eddies' schemas use: primitives,
+records, enums, arrays, maps, ``["null", T]`` unions and unions of records (written in
+fastavro's tuple notation ``(name, record)``). Bytes are identical to fastavro's, and
+fastavro stays the reference (tests compare the two) and the reader for data written
+with an older schema version (schema resolution).
+
+Readers return ``timestamp-millis`` as int milliseconds and accept negative block counts
+(blocked arrays and maps written by other Avro implementations).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+Record = dict[str, Any]
+
+_ONE = [bytes([i]) for i in range(128)]
+_pack_d = struct.Struct("<d").pack
+_pack_f = struct.Struct("<f").pack
+_unpack_d = struct.Struct("<d").unpack_from
+_unpack_f = struct.Struct("<f").unpack_from
+
+
+def _long(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)
+    if n < 0x80:
+        return _ONE[n]
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _str(v: str) -> bytes:
+    b = v.encode()
+    n = len(b)
+    return (_ONE[n << 1] if n < 64 else _long(n)) + b
+
+
+def _bytes(v: bytes) -> bytes:
+    n = len(v)
+    return (_ONE[n << 1] if n < 64 else _long(n)) + bytes(v)
+
+
+def _millis(v: Any) -> int:
+    if isinstance(v, int):
+        return v
+    import datetime
+
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    return int((v - epoch) // datetime.timedelta(milliseconds=1))
+
+
+def _rl(b: bytes, i: int) -> tuple[int, int]:
+    x = b[i]
+    i += 1
+    if x < 0x80:
+        return (x >> 1) ^ -(x & 1), i
+    n = x & 0x7F
+    shift = 7
+    while True:
+        x = b[i]
+        i += 1
+        n |= (x & 0x7F) << shift
+        if x < 0x80:
+            return (n >> 1) ^ -(n & 1), i
+        shift += 7
+        if shift > 70:
+            raise ValueError("varint too long")
+
+
+def _rs(b: bytes, i: int) -> tuple[str, int]:
+    n, i = _rl(b, i)
+    end = i + n
+    if n < 0 or end > len(b):
+        raise ValueError(f"string length {n} out of range")
+    return b[i:end].decode(), end
+
+
+def _rb(b: bytes, i: int) -> tuple[bytes, int]:
+    n, i = _rl(b, i)
+    end = i + n
+    if n < 0 or end > len(b):
+        raise ValueError(f"bytes length {n} out of range")
+    return bytes(b[i:end]), end
+
+
+def _rcount(b: bytes, i: int) -> tuple[int, int]:
+    n, i = _rl(b, i)
+    if n < 0:  # a block with its size in bytes: skip the size
+        n = -n
+        _, i = _rl(b, i)
+    if n > len(b) - i:
+        raise ValueError(f"block count {n} larger than the remaining data")
+    return n, i
+
+
+class _Compiler:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.consts: dict[str, Any] = {
+            "_long": _long, "_str": _str, "_bytes": _bytes, "_millis": _millis,
+            "_pack_d": _pack_d, "_pack_f": _pack_f, "_unpack_d": _unpack_d,
+            "_unpack_f": _unpack_f, "_rl": _rl, "_rs": _rs, "_rb": _rb, "_rcount": _rcount,
+        }
+        self.named: dict[str, Any] = {}
+        self.done: set[str] = set()
+        self.counter = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    @staticmethod
+    def fn(kind: str, name: str) -> str:
+        return f"{kind}_" + "".join(c if c.isalnum() else "_" for c in name)
+
+    def register(self, schema: Any) -> None:
+        if isinstance(schema, list):
+            for s in schema:
+                self.register(s)
+        elif isinstance(schema, dict):
+            t = schema["type"]
+            if t in ("record", "error", "enum", "fixed"):
+                if schema["name"] in self.named:
+                    return
+                self.named[schema["name"]] = schema
+                for f in schema.get("fields", ()):
+                    self.register(f["type"])
+            elif t == "array":
+                self.register(schema["items"])
+            elif t == "map":
+                self.register(schema["values"])
+
+    def resolve(self, schema: Any) -> Any:
+        if isinstance(schema, str) and schema in self.named:
+            return self.named[schema]
+        if isinstance(schema, dict) and schema.get("type") in self.named:
+            return self.named[schema["type"]]
+        return schema
+
+    # --- writers: emit code appending bytes of `v` via `a(...)` -------------------------
+    def write(self, schema: Any, v: str, ind: str) -> list[str]:
+        s = self.resolve(schema)
+        t = s if isinstance(s, str) else (s if isinstance(s, list) else s["type"])
+        if isinstance(t, list):
+            return self.write_union(t, v, ind)
+        if isinstance(s, dict) and s.get("logicalType") == "timestamp-millis" and t == "long":
+            return [f"{ind}a(_long(_millis({v})))"]
+        simple = {
+            "null": None, "boolean": f"{ind}a(b'\\x01' if {v} else b'\\x00')",
+            "int": f"{ind}a(_long({v}))", "long": f"{ind}a(_long({v}))",
+            "string": f"{ind}a(_str({v}))", "bytes": f"{ind}a(_bytes({v}))",
+            "double": f"{ind}a(_pack_d({v}))", "float": f"{ind}a(_pack_f({v}))",
+        }
+        if t in simple:
+            line = simple[t]
+            return [] if line is None else [line]
+        if t in ("record", "error"):
+            self.ensure(s)
+            return [f"{ind}{self.fn('w', s['name'])}({v}, a)"]
+        if t == "enum":
+            table = self.fresh("_enum")
+            self.consts[table] = {sym: _long(k) for k, sym in enumerate(s["symbols"])}
+            return [f"{ind}a({table}[{v}])"]
+        if t == "fixed":
+            return [f"{ind}a(bytes({v}))"]
+        if t in ("array", "map"):
+            item = self.fresh("x")
+            seq = self.fresh("s")
+            out = [f"{ind}{seq} = {v}", f"{ind}if {seq}:", f"{ind}    a(_long(len({seq})))"]
+            if t == "array":
+                out.append(f"{ind}    for {item} in {seq}:")
+                out += self.write(s["items"], item, ind + "        ")
+            else:
+                key = self.fresh("k")
+                out.append(f"{ind}    for {key}, {item} in {seq}.items():")
+                out.append(f"{ind}        a(_str({key}))")
+                out += self.write(s["values"], item, ind + "        ")
+            out.append(f"{ind}a(b'\\x00')")
+            return out
+        raise NotImplementedError(f"Avro type {t!r} is not supported by the compiled codec")
+
+    def write_union(self, branches: list[Any], v: str, ind: str) -> list[str]:
+        if len(branches) == 2 and branches[0] == "null":
+            return [f"{ind}if {v} is None:", f"{ind}    a(b'\\x00')", f"{ind}else:",
+                    f"{ind}    a(b'\\x02')", *self.write(branches[1], v, ind + "    ")]
+        resolved = [self.resolve(b) for b in branches]
+        if not all(isinstance(r, dict) and r["type"] == "record" for r in resolved):
+            raise NotImplementedError(f"union {branches!r} is not supported by the compiled codec")
+        table = self.fresh("_branch")
+        self.consts[table] = {
+            r["name"]: (_long(k), self.fn("w", r["name"])) for k, r in enumerate(resolved)
+        }
+        for r in resolved:
+            self.ensure(r)
+        name, body = self.fresh("n"), self.fresh("b")
+        return [
+            f"{ind}{name}, {body} = {v}",
+            f"{ind}_idx, _w = {table}[{name}]",
+            f"{ind}a(_idx)",
+            f"{ind}_W[_w]({body}, a)",
+        ]
+
+    # --- readers: emit code setting `target` from `b` at position `i` ------------------
+    def read(self, schema: Any, target: str, ind: str) -> list[str]:
+        s = self.resolve(schema)
+        t = s if isinstance(s, str) else (s if isinstance(s, list) else s["type"])
+        if isinstance(t, list):
+            return self.read_union(t, target, ind)
+        if t in ("int", "long"):  # one-byte varints inline, longer ones in _rl
+            return [f"{ind}_x = b[i]", f"{ind}if _x < 0x80:",
+                    f"{ind}    {target} = (_x >> 1) ^ -(_x & 1); i += 1",
+                    f"{ind}else:", f"{ind}    {target}, i = _rl(b, i)"]
+        if t == "string":  # short strings (length < 64) inline, others in _rs
+            return [f"{ind}_x = b[i]", f"{ind}if _x < 0x80 and not _x & 1:",
+                    f"{ind}    _e = i + 1 + (_x >> 1)",
+                    f"{ind}    if _e > len(b): raise ValueError('string out of range')",
+                    f"{ind}    {target} = b[i + 1:_e].decode(); i = _e",
+                    f"{ind}else:", f"{ind}    {target}, i = _rs(b, i)"]
+        simple = {
+            "null": f"{ind}{target} = None",
+            "boolean": f"{ind}{target} = b[i] == 1; i += 1",
+            "bytes": f"{ind}{target}, i = _rb(b, i)",
+            "double": f"{ind}{target} = _unpack_d(b, i)[0]; i += 8",
+            "float": f"{ind}{target} = _unpack_f(b, i)[0]; i += 4",
+        }
+        if t in simple:
+            return [simple[t]]
+        if t in ("record", "error"):
+            self.ensure(s)
+            return [f"{ind}{target}, i = {self.fn('r', s['name'])}(b, i)"]
+        if t == "enum":
+            table = self.fresh("_syms")
+            self.consts[table] = tuple(s["symbols"])
+            idx = self.fresh("e")
+            return [f"{ind}{idx}, i = _rl(b, i)", f"{ind}{target} = {table}[{idx}]"]
+        if t == "fixed":
+            return [f"{ind}{target} = bytes(b[i:i + {s['size']}]); i += {s['size']}"]
+        if t in ("array", "map"):
+            acc, n, item = self.fresh("acc"), self.fresh("n"), self.fresh("x")
+            out = [f"{ind}{acc} = [] if {t == 'array'} else {{}}",
+                   f"{ind}{n}, i = _rcount(b, i)", f"{ind}while {n}:",
+                   f"{ind}    for _ in range({n}):"]
+            if t == "array":
+                out += self.read(s["items"], item, ind + "        ")
+                out.append(f"{ind}        {acc}.append({item})")
+            else:
+                key = self.fresh("k")
+                out.append(f"{ind}        {key}, i = _rs(b, i)")
+                out += self.read(s["values"], item, ind + "        ")
+                out.append(f"{ind}        {acc}[{key}] = {item}")
+            out += [f"{ind}    {n}, i = _rcount(b, i)", f"{ind}{target} = {acc}"]
+            return out
+        raise NotImplementedError(f"Avro type {t!r} is not supported by the compiled codec")
+
+    def read_union(self, branches: list[Any], target: str, ind: str) -> list[str]:
+        idx = self.fresh("u")
+        out = [f"{ind}{idx}, i = _rl(b, i)"]
+        if len(branches) == 2 and branches[0] == "null":
+            out += [f"{ind}if {idx} == 0:", f"{ind}    {target} = None",
+                    f"{ind}elif {idx} == 1:", *self.read(branches[1], target, ind + "    "),
+                    f"{ind}else:", f"{ind}    raise ValueError('union index out of range')"]
+            return out
+        resolved = [self.resolve(b) for b in branches]
+        if not all(isinstance(r, dict) and r["type"] == "record" for r in resolved):
+            raise NotImplementedError(f"union {branches!r} is not supported by the compiled codec")
+        table = self.fresh("_readers")
+        for r in resolved:
+            self.ensure(r)
+        self.consts[table] = tuple((r["name"], self.fn("r", r["name"])) for r in resolved)
+        body = self.fresh("v")
+        return out + [
+            f"{ind}if not 0 <= {idx} < {len(resolved)}:",
+            f"{ind}    raise ValueError('union index out of range')",
+            f"{ind}_name, _r = {table}[{idx}]",
+            f"{ind}{body}, i = _R[_r](b, i)",
+            f"{ind}{target} = (_name, {body})",
+        ]
+
+    def ensure(self, record: Any) -> None:
+        name = record["name"]
+        if name in self.done:
+            return
+        self.done.add(name)
+        w = [f"def {self.fn('w', name)}(r, a):"]
+        r = [f"def {self.fn('r', name)}(b, i):"]
+        keys = []
+        for k, f in enumerate(record["fields"]):
+            var = f"f{k}"
+            w.append(f"    {var} = r[{f['name']!r}]")
+            w += self.write(f["type"], var, "    ")
+            r += self.read(f["type"], var, "    ")
+            keys.append(f"{f['name']!r}: {var}")
+        if len(w) == 1:
+            w.append("    pass")
+        r.append(f"    return {{{', '.join(keys)}}}, i")
+        self.lines += [*w, "", *r, ""]
+
+
+def compile_schema(parsed: Any) -> tuple[Callable[[Record], bytes], Callable[[bytes], Record]]:
+    """(encode, decode) for records of a parsed top-level record schema.
+
+    ``decode`` raises ValueError/IndexError/KeyError/UnicodeDecodeError on bad input; the
+    caller maps those to its own error type. NotImplementedError if the schema uses a
+    construct this compiler does not cover (use fastavro then).
+    """
+    c = _Compiler()
+    c.register(parsed)
+    c.ensure(c.resolve(parsed))
+    top = parsed["name"]
+    namespace: dict[str, Any] = dict(c.consts)
+    exec("\n".join(c.lines), namespace)  # generated from the schema only, never from data
+    namespace["_W"] = {k: v for k, v in namespace.items() if k.startswith("w_")}
+    namespace["_R"] = {k: v for k, v in namespace.items() if k.startswith("r_")}
+    writer = namespace[c.fn("w", top)]
+    reader = namespace[c.fn("r", top)]
+
+    def encode(record: Record) -> bytes:
+        parts: list[bytes] = []
+        writer(record, parts.append)
+        return b"".join(parts)
+
+    def decode(data: bytes) -> Record:
+        rec, end = reader(data, 0)
+        if end != len(data):
+            raise ValueError(f"{len(data) - end} trailing bytes")
+        result: Record = rec
+        return result
+
+    return encode, decode
