@@ -55,7 +55,7 @@ def _millis(v: Any) -> int:
         return v
     import datetime
 
-    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
     return int((v - epoch) // datetime.timedelta(milliseconds=1))
 
 
@@ -278,7 +278,8 @@ class _Compiler:
             self.ensure(r)
         self.consts[table] = tuple((r["name"], self.fn("r", r["name"])) for r in resolved)
         body = self.fresh("v")
-        return out + [
+        return [
+            *out,
             f"{ind}if not 0 <= {idx} < {len(resolved)}:",
             f"{ind}    raise ValueError('union index out of range')",
             f"{ind}_name, _r = {table}[{idx}]",

@@ -17,6 +17,7 @@ from typing import Any
 
 from fastavro import schemaless_reader, schemaless_writer
 
+from .avro_compiled import compile_schema
 from .envelope import SCHEMA_VERSION, AgentEvent
 from .errors import DecodeError, EncodingError
 from .payloads import (
@@ -43,7 +44,6 @@ from .payloads import (
     ToolResponseEvent,
     ToolResult,
 )
-from .avro_compiled import compile_schema
 from .schemas import envelope_fingerprint, envelope_schema
 from .values import decode_value, encode_value
 
@@ -400,14 +400,14 @@ def decode(data: bytes, writer_schema: Any = None) -> AgentEvent:
         raise DecodeError(f"expected bytes, got {type(data).__name__}")
     if writer_schema is None:
         try:
-            rec = _codec()[1](data if type(data) is bytes else bytes(data))
+            compiled = _codec()[1](data if type(data) is bytes else bytes(data))
         except Exception as err:  # any failure on garbage becomes the one error type
             raise DecodeError(f"not an Avro AgentEvent: {type(err).__name__}: {err}") from None
-        return from_record(rec)
+        return from_record(compiled)
     buf = BytesIO(data)
     reader = envelope_schema()
     try:
-        rec = schemaless_reader(
+        rec: Any = schemaless_reader(
             buf,
             writer_schema,
             reader,
