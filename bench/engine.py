@@ -1,26 +1,21 @@
 """Per-input time of the engine in-process, with durability on, for three workloads.
 
-Run: ``.venv/bin/python bench/engine.py`` (``make bench-engine``). Each workload drives a
-LocalRunner: the session machine, the in-process executor, and the journal (every input
-and call result logged as Avro bytes before it is applied, every call outcome recorded,
-non-idempotent calls marked started). Also measures Avro encode+decode of a ~1 KB
-ChatResponseEvent. Reference: Apache Flink Agents 0.3.1's local runner, measured on this
-machine without durability: 33, 177 and 420 microseconds per input.
+Run: ``.venv/bin/python bench/engine.py`` (``make bench``). Each workload drives a
+LocalRunner: the session machine, the in-process executor and the journal (every input
+and call result logged before it is applied, every call outcome recorded, non-idempotent
+calls marked started, a state snapshot every 64 events per session). Two journal
+variants: in-memory objects (the LocalRunner default) and Avro bytes (what a topic
+holds: every logged event and outcome encoded on write). Also measures Avro
+encode+decode of a ~1 KB ChatResponseEvent. Reference: Apache Flink Agents 0.3.1's local
+runner, measured on this machine without durability: 33, 177 and 420 us per input.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from typing import Any
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
-
-from eddies.connectors.models.scripted import ScriptedChatModel
-from eddies.events import TokenUsage, decode, encode
 
 from eddies import (
     Agent,
@@ -36,6 +31,9 @@ from eddies import (
     ResourceType,
     action,
 )
+from eddies.connectors.models.scripted import ScriptedChatModel
+from eddies.engine import Journal
+from eddies.events import TokenUsage, decode, encode
 
 FLINK_AGENTS_US = {"input->output": 33.0, "input->chat->output": 177.0, "react-1-tool": 420.0}
 
@@ -66,7 +64,8 @@ def chat_agent(tools: bool) -> Agent:
     agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel())
     if tools:
         agent.add_resource("add", ResourceType.TOOL, add)
-    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", tools=["add"] if tools else []))
+    tool_names = ["add"] if tools else []
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", tools=tool_names))
     return agent
 
 
@@ -77,9 +76,9 @@ WORKLOADS = {
 }
 
 
-def per_input_us(name: str, n: int, sessions: int) -> float:
+def per_input_us(name: str, n: int, sessions: int, serialize: bool = False) -> float:
     make_agent, make_input = WORKLOADS[name]
-    runner = LocalRunner(make_agent())
+    runner = LocalRunner(make_agent(), journal=Journal(serialize=serialize))
     inputs = [(f"s{i % sessions}", make_input(i)) for i in range(n)]
     t0 = time.perf_counter()
     outputs = runner.run(inputs)
@@ -113,12 +112,19 @@ def main() -> None:
     args = parser.parse_args()
     print(f"engine, in-process, durability on; {args.inputs} inputs over {args.sessions} sessions,"
           f" median of {args.repeats} runs")
-    print(f"{'workload':24} {'us/input':>9} {'Flink Agents':>13} {'speed-up':>9}")
+    print(f"{'':24} {'journal: objects':>20} {'journal: Avro bytes':>22} {'Flink Agents':>13}")
+    print(f"{'workload':24} {'us/input':>9} {'speed-up':>10} {'us/input':>11} {'speed-up':>10} "
+          f"{'us/input':>13}")
     for name in WORKLOADS:
         per_input_us(name, 200, 10)  # warm-up
-        us = statistics.median(per_input_us(name, args.inputs, args.sessions) for _ in range(args.repeats))
         ref = FLINK_AGENTS_US[name]
-        print(f"{name:24} {us:9.1f} {ref:13.0f} {ref / us:8.1f}x")
+        row = [f"{name:24}"]
+        for serialize in (False, True):
+            us = statistics.median(
+                per_input_us(name, args.inputs, args.sessions, serialize) for _ in range(args.repeats)
+            )
+            row.append(f"{us:9.1f} {ref / us:9.1f}x" + (" " if serialize else ""))
+        print(" ".join(row), f"{ref:12.0f}")
     rate, size = avro_roundtrips_per_s()
     print(f"Avro encode+decode of a {size}-byte ChatResponseEvent: {rate:,.0f}/s (target 50,000/s)")
 

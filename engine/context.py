@@ -17,6 +17,8 @@ from eddies.events import (
     ChatMessage,
     DurableCallRequest,
     Event,
+    MessageRole,
+    ToolCall,
     decode_value,
     encode_value,
 )
@@ -419,14 +421,16 @@ class ToolHandle:
         return self._ctx._call_now(spec)
 
 
+_ROLES = {role.value: role for role in MessageRole}
+
+
 def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
     """A ChatMessage from its JSON value (as returned by a CHAT_MODEL call)."""
-    from eddies.events import ToolCall
-
+    calls = value.get("tool_calls")
     return ChatMessage(
-        value.get("role", "assistant"),
+        _ROLES[value.get("role", "assistant")],
         value.get("content", ""),
-        [ToolCall(t["id"], t["name"], t.get("arguments", {})) for t in value.get("tool_calls", ())],
+        [ToolCall(t["id"], t["name"], t.get("arguments", {})) for t in calls] if calls else [],
         value.get("tool_call_id"),
         value.get("extra_args", {}),
     )

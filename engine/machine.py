@@ -68,7 +68,7 @@ class SessionMachine:
         self._metrics = metrics
         # Suspended async actions, resumed in place while their run object is the live one;
         # after a restore (new state objects) they are replayed from the journal instead.
-        self._live: dict[str, tuple[Any, RunnerContext, RunState]] = {}
+        self._live: dict[tuple[str, int, int], tuple[Any, RunnerContext, RunState]] = {}
         self._max_events = int(self.plan.config["max_events_per_run"])
         self.stats: dict[str, int] = {
             "inputs": 0,
@@ -271,8 +271,8 @@ class SessionMachine:
             self._complete(state, run, inv, ctx, out)
 
     @staticmethod
-    def _live_key(state: SessionState, run: RunState, inv: Invocation) -> str:
-        return f"{state.session_id}\x1f{run.number}\x1f{inv.number}"
+    def _live_key(state: SessionState, run: RunState, inv: Invocation) -> tuple[str, int, int]:
+        return (state.session_id, run.number, inv.number)
 
     def _run_action(
         self, state: SessionState, run: RunState, inv: Invocation

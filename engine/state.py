@@ -8,10 +8,11 @@ Example::
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from eddies.events import AgentEvent, ErrorInfo, from_record, to_record
 
@@ -197,9 +198,9 @@ class SessionState:
 
     def to_bytes(self) -> bytes:
         """Compact, deterministic bytes (UTF-8 JSON) of the state."""
-        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False).encode()
+        return orjson.dumps(self.to_dict())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SessionState:
         """Inverse of :meth:`to_bytes`."""
-        return cls.from_dict(json.loads(data))
+        return cls.from_dict(orjson.loads(data))

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from eddies.connectors.models.scripted import ScriptedChatModel
-
 from eddies import (
     Agent,
     ChatMessage,
@@ -17,6 +15,7 @@ from eddies import (
     ResourceType,
     action,
 )
+from eddies.connectors.models.scripted import ScriptedChatModel
 
 
 class Echo(Agent):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import strategies as st
+
 from eddies.events import (
     AgentEvent,
     CallKind,
@@ -27,7 +29,6 @@ from eddies.events import (
     ToolResult,
     encode_value,
 )
-from hypothesis import strategies as st
 
 text = st.text(max_size=30)
 ints = st.integers(min_value=-(2**53), max_value=2**53)

@@ -50,13 +50,15 @@ class ScriptedChatModel:
         self, messages: list[ChatMessage], *, model: str = "", tools: list[ToolSpec] | None = None,
         **arguments: Any,
     ) -> ChatMessage:
-        """Reply to ``messages``; usage counts words, so token budgets can be tested."""
+        """Reply to ``messages``; usage is estimated at 4 characters per token, so token
+        budgets can be tested."""
         self.calls += 1
         reply = self.responder(messages, list(tools or ()))
         if isinstance(reply, str):
             reply = ChatMessage(MessageRole.ASSISTANT, reply)
-        prompt_words = sum(len(m.content.split()) for m in messages)
+        prompt_chars = sum(len(m.content) for m in messages)
         reply.extra_args.setdefault(
-            "usage", {"prompt_tokens": prompt_words, "completion_tokens": len(reply.content.split())}
+            "usage",
+            {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(reply.content) // 4 + 1},
         )
         return reply

@@ -5,9 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from eddies.connectors.local import RunFailedError
-from eddies.connectors.models.scripted import ScriptedChatModel
-from eddies.events import Event
 
 from eddies import (
     Agent,
@@ -20,6 +17,9 @@ from eddies import (
     ResourceType,
     action,
 )
+from eddies.connectors.local import RunFailedError
+from eddies.connectors.models.scripted import ScriptedChatModel
+from eddies.events import Event
 from tests.agents import add
 
 

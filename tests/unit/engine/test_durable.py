@@ -6,8 +6,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from eddies.connectors.local import RunFailedError
-from eddies.events import CallStatus, DurableCallRequest, DurableCallResult
 
 from eddies import (
     Agent,
@@ -19,6 +17,8 @@ from eddies import (
     OutputEvent,
     action,
 )
+from eddies.connectors.local import RunFailedError
+from eddies.events import CallStatus, DurableCallRequest, DurableCallResult
 
 EFFECTS: Counter[str] = Counter()
 

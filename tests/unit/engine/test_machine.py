@@ -5,9 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from eddies.engine import UnsupportedEventError
-from eddies.engine.resources import ToolSpec
-from eddies.events import DurableCallRequest, encode
 
 from eddies import (
     Agent,
@@ -21,6 +18,9 @@ from eddies import (
     ToolCall,
     action,
 )
+from eddies.engine import UnsupportedEventError
+from eddies.engine.resources import ToolSpec
+from eddies.events import DurableCallRequest, encode
 from tests.agents import Echo, calculator
 from tests.unit.engine.executor import answer, drive
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from eddies.connectors.models.scripted import ScriptedChatModel
 
 from eddies import (
     Agent,
@@ -17,6 +16,7 @@ from eddies import (
     ResourceType,
     action,
 )
+from eddies.connectors.models.scripted import ScriptedChatModel
 from tests.agents import Echo, add
 
 

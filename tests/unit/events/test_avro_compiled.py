@@ -6,13 +6,13 @@ import io
 from typing import Any
 
 import pytest
-from eddies.events import AgentEvent, to_record
-from eddies.events.avro_compiled import compile_schema
-from eddies.events.schemas import envelope_schema
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eddies.events import AgentEvent, to_record
+from eddies.events.avro_compiled import compile_schema
+from eddies.events.schemas import envelope_schema
 from tests.strategies import envelopes
 
 

@@ -6,6 +6,11 @@ import io
 from dataclasses import dataclass
 
 import pytest
+from fastavro import schemaless_reader
+from fastavro.schema import load_schema
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from eddies.events import (
     FINGERPRINT_HEADER,
     SCHEMA_HEADER,
@@ -25,11 +30,6 @@ from eddies.events import (
     to_record,
 )
 from eddies.events.schemas import avro_dir
-from fastavro import schemaless_reader
-from fastavro.schema import load_schema
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from tests.strategies import envelopes
 
 

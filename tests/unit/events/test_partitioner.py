@@ -1,6 +1,7 @@
 """The partitioner must match the Java client's default partitioner exactly."""
 
 import pytest
+
 from eddies.events import murmur2, partition_for
 
 # Vectors from Apache Kafka's UtilsTest.testMurmur2 and librdkafka's rdmurmur2.c tests.

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from eddies.events import AgentEvent, InputEvent, decode, decode_record, encode_record, to_record
-from eddies.events.codec import from_record
-from eddies.events.schemas import avro_dir, envelope_schema, load_envelope_from
 from fastavro import parse_schema
 from hypothesis import given, settings
 
+from eddies.events import AgentEvent, InputEvent, decode, decode_record, encode_record, to_record
+from eddies.events.codec import from_record
+from eddies.events.schemas import avro_dir, envelope_schema, load_envelope_from
 from tests.strategies import envelopes
 
 FROZEN = sorted((Path(__file__).parents[2] / "schemas").glob("v*"))
