@@ -21,17 +21,14 @@ from eddies import (
     Agent,
     AgentEvent,
     ChatMessage,
-    ChatModelSetup,
-    ChatRequestEvent,
     ChatResponseEvent,
     InputEvent,
     LocalRunner,
     MessageRole,
     OutputEvent,
-    ResourceType,
     action,
 )
-from eddies.connectors.models.scripted import ScriptedChatModel
+from eddies.demo import calculator_agent
 from eddies.engine import Journal
 from eddies.events import TokenUsage, decode, encode
 
@@ -44,35 +41,10 @@ class Echo(Agent):
         ctx.send_event(OutputEvent(output=event.input))
 
 
-class Chat(Agent):
-    @action(InputEvent)
-    def start(event: InputEvent, ctx: Any) -> None:
-        ctx.send_event(ChatRequestEvent(model="llm", messages=[ChatMessage(content=event.input)]))
-
-    @action(ChatResponseEvent)
-    def done(event: ChatResponseEvent, ctx: Any) -> None:
-        ctx.send_event(OutputEvent(output=event.response.content))
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-def chat_agent(tools: bool) -> Agent:
-    agent = Chat()
-    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel())
-    if tools:
-        agent.add_resource("add", ResourceType.TOOL, add)
-    tool_names = ["add"] if tools else []
-    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", tools=tool_names))
-    return agent
-
-
 WORKLOADS = {
     "input->output": (lambda: Echo(), lambda i: f"hello {i}"),
-    "input->chat->output": (lambda: chat_agent(False), lambda i: f"hello {i}"),
-    "react-1-tool": (lambda: chat_agent(True), lambda i: f'{{"a": {i}, "b": 2}}'),
+    "input->chat->output": (lambda: calculator_agent(tools=False), lambda i: f"hello {i}"),
+    "react-1-tool": (lambda: calculator_agent(), lambda i: f'{{"a": {i}, "b": 2}}'),
 }
 
 

@@ -40,14 +40,17 @@ class Calculator(Agent):
         ctx.send_event(OutputEvent(output=event.response.content))
 
 
-def calculator_agent() -> Calculator:
-    """The calculator with the offline model and the ``add`` tool."""
+def calculator_agent(model: Any = None, *, tools: bool = True, tool: Any = add) -> Calculator:
+    """The calculator on ``model`` (default: the offline scripted model), with the ``add``
+    tool (``tool`` replaces its function) unless ``tools`` is False."""
     from eddies.connectors.models.scripted import ScriptedChatModel
 
     agent = Calculator("calculator")
-    agent.add_resource("add", ResourceType.TOOL, add)
-    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel())
-    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["add"]))
+    if tools:
+        agent.add_resource("add", ResourceType.TOOL, tool)
+    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, model or ScriptedChatModel())
+    setup = ChatModelSetup("offline", tools=["add"] if tools else [])
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, setup)
     return agent
 
 

@@ -282,8 +282,9 @@ class SessionMachine:
         Returns (None if it completed, SUSPENDED, or an ErrorInfo) and its context.
         """
         spec = self.plan.actions[inv.action]
+        coro: Any = None
+        key = self._live_key(state, run, inv)
         if spec.is_async:
-            key = self._live_key(state, run, inv)
             live = self._live.pop(key, None)
             if live is not None and live[2] is run:
                 coro, ctx = live[0], live[1]
@@ -291,31 +292,16 @@ class SessionMachine:
                 ctx.waiting = []
             else:
                 ctx = RunnerContext(self, state, run, inv)
-                coro = None
-            try:
-                if coro is None:
-                    coro = spec.fn(inv.trigger.payload, ctx)
-                signal = coro.send(None)
-            except StopIteration:
-                return None, ctx
-            except Suspend:
-                return SUSPENDED, ctx
-            except JournalMismatchError as err:
-                return ErrorInfo("JournalMismatchError", str(err)), ctx
-            except Exception as err:
-                return ErrorInfo.of(err), ctx
-            if signal is SUSPEND:
-                self._live[key] = (coro, ctx, run)
-                return SUSPENDED, ctx
-            coro.close()
-            return ErrorInfo(
-                "TypeError",
-                f"action {inv.action!r} awaited {signal!r}; actions may only await "
-                "ctx.durable_execute_async() and ctx.durable_execute_all_async()",
-            ), ctx
-        ctx = RunnerContext(self, state, run, inv)
+        else:
+            ctx = RunnerContext(self, state, run, inv)
         try:
-            spec.fn(inv.trigger.payload, ctx)
+            if not spec.is_async:
+                spec.fn(inv.trigger.payload, ctx)
+                return None, ctx
+            if coro is None:
+                coro = spec.fn(inv.trigger.payload, ctx)
+            signal = coro.send(None)
+        except StopIteration:
             return None, ctx
         except Suspend:
             return SUSPENDED, ctx
@@ -323,6 +309,15 @@ class SessionMachine:
             return ErrorInfo("JournalMismatchError", str(err)), ctx
         except Exception as err:
             return ErrorInfo.of(err), ctx
+        if signal is SUSPEND:
+            self._live[key] = (coro, ctx, run)
+            return SUSPENDED, ctx
+        coro.close()
+        return ErrorInfo(
+            "TypeError",
+            f"action {inv.action!r} awaited {signal!r}; actions may only await "
+            "ctx.durable_execute_async() and ctx.durable_execute_all_async()",
+        ), ctx
 
     def _complete(
         self,
