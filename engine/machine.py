@@ -135,6 +135,22 @@ class SessionMachine:
             again.append(self._envelope(state, rec.request_id, 0, payload, None, run.active.action))
         return state, again
 
+    def evict(self, session_id: str) -> None:
+        """Drop this machine's transient caches of a session (e.g. its partition was revoked).
+
+        Correctness never depends on them: a later apply replays from the state instead.
+        """
+        for key in [k for k in self._live if k[0] == session_id]:
+            self._live.pop(key)[0].close()
+        prefix = session_id + ":"
+        for cid in [c for c in self._callables if c.startswith(prefix)]:
+            del self._callables[cid]
+
+    @property
+    def cached(self) -> int:
+        """How many live continuations and callables are cached (for leak checks)."""
+        return len(self._live) + len(self._callables)
+
     def callable_for(self, request: DurableCallRequest) -> Callable[..., Any] | None:
         """The live function (or reconciler) of a FUNCTION/RECONCILE request, if known here."""
         entry = self._callables.get(request.call_id)

@@ -280,3 +280,16 @@ def test_async_actions_and_async_functions() -> None:
     runner.recover()
     runner.run_until_idle()
     assert runner.run([("s1", 1)]) == [4]
+
+
+def test_transient_caches_are_empty_after_runs_and_evictable() -> None:
+    runner = LocalRunner(AsyncCalls())
+    runner.run([("s1", 1), ("s2", 2)])
+    assert runner.machine.cached == 0
+    runner.submit("s3", 5)
+    runner.step()  # the action is now suspended at its first call
+    assert runner.machine.cached == 2  # its continuation and its function
+    runner.machine.evict("s3")
+    assert runner.machine.cached == 0
+    runner.run_until_idle()  # still completes: the action is replayed from the state
+    assert runner.outputs_for("s3") == [20]
