@@ -38,9 +38,15 @@ class Journal:
         self._started: set[tuple[str, int]] = set()
         self._log: dict[str, list[Stored]] = {}
         self._snapshots: dict[str, tuple[bytes, int]] = {}
+        # A call result is recorded as an outcome and later logged for its session:
+        # its bytes wait here (by event id) so it is encoded once.
+        self._encoded: dict[str, bytes] = {}
 
     def _store(self, event: AgentEvent) -> Stored:
-        return encode(event) if self.serialize else event
+        if not self.serialize:
+            return event
+        data = self._encoded.pop(event.event_id, None)
+        return data if data is not None else encode(event)
 
     @staticmethod
     def _load(stored: Stored) -> AgentEvent:
@@ -57,7 +63,10 @@ class Journal:
 
     def record_outcome(self, call_id: str, attempt: int, result: AgentEvent) -> None:
         """Record a call's result event (status OK or ERROR)."""
-        self._outcomes[(call_id, attempt)] = self._store(result)
+        stored = self._store(result)
+        if isinstance(stored, bytes):
+            self._encoded[result.event_id] = stored
+        self._outcomes[(call_id, attempt)] = stored
 
     def outcome(self, call_id: str, attempt: int) -> AgentEvent | None:
         """The recorded result event of a call, if any."""

@@ -131,7 +131,8 @@ class InProcessExecutor:
 
     def _call(self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
         result = fn(*args, **kwargs)
-        if inspect.isawaitable(result):
+        # Cheaper than inspect.isawaitable (an ABC check) on every plain result.
+        if hasattr(result, "__await__"):
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
             result = self._loop.run_until_complete(result)
