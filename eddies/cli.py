@@ -1,51 +1,344 @@
-"""The ``eddies`` command.
+"""The ``eddies`` command: demo, broker, worker, send, tail, replay, topics.
 
-``eddies demo`` runs the bundled calculator agent in-process on the offline model and
-prints the outputs and one session's history.
+Every command that needs Kafka uses ``bootstrap_servers`` from the config file,
+``EDDIES_BOOTSTRAP_SERVERS`` or ``--bootstrap-servers``; with none it starts the embedded
+broker, says so, and stops it on exit.
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
+import json
+import signal
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
 
 from eddies import __version__
 
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Eddies: an event-sourced engine for AI agents on Kafka.")
+topics_app = typer.Typer(no_args_is_help=True, help="Create or describe the application's topics.")
+app.add_typer(topics_app, name="topics")
+console = Console()
+err_console = Console(stderr=True)
 
-def demo() -> int:
-    """Run the in-process demo; returns the exit code."""
-    from eddies.connectors.local import LocalRunner
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML settings file.",
+                                                envvar="EDDIES_CONFIG")]
+AppOpt = Annotated[str | None, typer.Option("--app", help="Application id (topic prefix).")]
+BootstrapOpt = Annotated[str | None, typer.Option("--bootstrap-servers", "-b",
+                                                  help="Kafka bootstrap servers.")]
+PartitionsOpt = Annotated[int | None, typer.Option("--partitions", help="Partitions per topic.")]
+
+
+def _settings(config: Path | None, **overrides: Any) -> Any:
+    from eddies.connectors.kafka.settings import ConfigError, load_settings
+
+    try:
+        return load_settings(config, overrides=overrides)
+    except ConfigError as err:
+        err_console.print(f"[red]configuration error:[/red] {err}")
+        raise typer.Exit(2) from None
+
+
+@contextlib.contextmanager
+def _kafka(settings: Any) -> Iterator[Any]:
+    """Yield settings with a broker: the configured one, or an embedded one."""
+    if settings.bootstrap_servers:
+        yield settings
+        return
+    from eddies.connectors.kafka.broker import EmbeddedBroker
+
+    with EmbeddedBroker() as broker:
+        err_console.print(f"[yellow]no bootstrap servers configured: started the embedded broker "
+                          f"at {broker.bootstrap} (in memory, stopped on exit)[/yellow]")
+        settings.bootstrap_servers = broker.bootstrap
+        yield settings
+
+
+def _wait_for_signal() -> None:
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    while not done.wait(0.2):
+        pass
+
+
+@app.callback(invoke_without_command=True)
+def _root(version: Annotated[bool, typer.Option("--version", help="Show the version.")] = False) -> None:
+    if version:
+        console.print(f"eddies {__version__}")
+        raise typer.Exit()
+
+
+@app.command()
+def demo(
+    config: ConfigOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the answers.")] = 60.0,
+) -> None:
+    """Run the bundled calculator agent end to end on Kafka with the offline model."""
+    from eddies.connectors.kafka.client import producer, read_events, send_input
+    from eddies.connectors.kafka.replay import load_history, replay
+    from eddies.connectors.kafka.worker import Worker
     from eddies.demo import PROMPTS, calculator_agent, describe
 
-    runner = LocalRunner(calculator_agent())
-    print("Eddies demo: calculator agent, offline scripted model, in-process runner\n")
-    for session, prompt in PROMPTS:
-        print(f"  -> {session}: {prompt}")
-    outputs = runner.run(PROMPTS)
-    print()
-    for ev, value in zip(runner.outputs, outputs, strict=True):
-        print(f"  <- {ev.session_id} (run {ev.run}): {value}")
-    print("\nHistory of session 'alice' (every model and tool call is a durable call):")
-    for ev in runner.history:
-        if ev.session_id == "alice":
-            print(describe(ev))
-    calls = runner.executor.performed
-    print(f"\n{len(runner.history)} events, {calls} durable calls performed, "
-          f"{len(outputs)} outputs.")
-    return 0
+    settings = _settings(config, app="demo", bootstrap_servers=bootstrap_servers)
+    with _kafka(settings) as s:
+        worker = Worker(s, calculator_agent()).start()
+        try:
+            with console.status("worker joining its consumer groups ..."):
+                if not worker.wait_assigned(60):
+                    err_console.print("[red]the worker did not get its partitions[/red]")
+                    raise typer.Exit(1)
+            prod = producer(s)
+            for session, prompt in PROMPTS:
+                send_input(s, session, prompt, prod=prod)
+                console.print(f"-> [bold]{session}[/bold]: {prompt}")
+            prod.flush(30)
+            got = 0
+            start = time.monotonic()
+            with console.status("waiting for answers ..."):
+                for ev in read_events(s, worker.names.output, follow=True, timeout=timeout):
+                    out = ev.payload
+                    text = out.output if out.error is None else f"ERROR {out.error.message}"  # type: ignore[attr-defined]
+                    console.print(f"<- [bold]{ev.session_id}[/bold] (run {ev.run}): {text}")
+                    got += 1
+                    if got == len(PROMPTS):
+                        break
+            console.print(f"{got} answers in {time.monotonic() - start:.2f}s; "
+                          f"counters: {worker.counters.snapshot()}")
+            report = replay(worker.plan, load_history(s, "alice"), "alice")
+            console.print("\nReplay of session 'alice' from its history (no model or tool call):")
+            for step in report.steps:
+                mark = "[green]ok[/green]" if step.matches else "[red]DIFFERS[/red]"
+                console.print(f"{describe(step.recorded)}  {mark}")
+            console.print(f"replay: {'ids match' if report.ok else 'MISMATCH'}\n")
+            console.print("To run it against a broker that outlives one command:\n"
+                          "  eddies broker                       # terminal 1; prints the address\n"
+                          "  export EDDIES_BOOTSTRAP_SERVERS=...  # then, in terminal 2:\n"
+                          "  eddies worker --app demo &\n"
+                          "  eddies send alice '{\"a\": 2, \"b\": 3}' --app demo\n"
+                          "  eddies tail --app demo\n"
+                          "  eddies replay --session alice --app demo")
+            if got != len(PROMPTS) or not report.ok:
+                raise typer.Exit(1)
+        finally:
+            worker.stop()
+
+
+@app.command()
+def broker(port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free one).")] = 0) -> None:
+    """Run the embedded broker (Tansu, in memory) until Ctrl-C."""
+    from eddies.connectors.kafka.broker import EmbeddedBroker
+
+    with EmbeddedBroker(port or None) as b:
+        console.print(f"embedded broker at [bold]{b.bootstrap}[/bold] (in memory)\n"
+                      f"  export EDDIES_BOOTSTRAP_SERVERS={b.bootstrap}")
+        _wait_for_signal()
+
+
+@app.command()
+def worker(
+    config: ConfigOpt = None,
+    app_id: AppOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    partitions: PartitionsOpt = None,
+    agent: Annotated[str | None, typer.Option(help="module:attribute of the Agent.")] = None,
+    role: Annotated[str | None, typer.Option(help="all, orchestrator or executor.")] = None,
+) -> None:
+    """Run a worker until Ctrl-C or SIGTERM."""
+    from eddies.connectors.kafka.settings import ConfigError, load_agent
+    from eddies.connectors.kafka.worker import Worker
+
+    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers,
+                         partitions=partitions, agent=agent, role=role)
+    try:
+        agent_obj = load_agent(settings.agent)
+    except ConfigError as err:
+        err_console.print(f"[red]configuration error:[/red] {err}")
+        raise typer.Exit(2) from None
+    with _kafka(settings) as s:
+        w = Worker(s, agent_obj).start()
+        err_console.print(f"worker for app [bold]{s.app}[/bold], agent {w.plan.agent_name!r}, "
+                          f"role {s.role}, broker {s.bootstrap_servers}")
+        done = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: done.set())
+        while not done.wait(1.0):
+            if w.stopped:
+                break
+        w.stop()
+        if w.errors:
+            err_console.print(f"[red]worker failed:[/red] {w.errors[0]!r}")
+            raise typer.Exit(1)
+
+
+@app.command()
+def send(
+    session: Annotated[str, typer.Argument(help="Session id (the record key).")],
+    value: Annotated[str, typer.Argument(help="The input: text, or JSON with --json.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Parse VALUE as JSON.")] = False,
+    event_id: Annotated[str, typer.Option(help="Input id (default: from its offset).")] = "",
+    config: ConfigOpt = None,
+    app_id: AppOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+) -> None:
+    """Send one input to a session."""
+    from eddies.connectors.kafka.client import send_input
+
+    payload: Any = value
+    if as_json:
+        try:
+            payload = json.loads(value)
+        except ValueError as err:
+            err_console.print(f"[red]VALUE is not JSON:[/red] {err}")
+            raise typer.Exit(2) from None
+    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
+    with _kafka(settings) as s:
+        send_input(s, session, payload, event_id)
+        console.print(f"sent to {session}")
+
+
+@app.command()
+def tail(
+    config: ConfigOpt = None,
+    app_id: AppOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    from_beginning: Annotated[bool, typer.Option(help="Print what is there, too.")] = False,
+    follow: Annotated[bool, typer.Option(help="Keep following new records.")] = True,
+    idle: Annotated[float, typer.Option(help="With --follow: stop after this many idle seconds.")] = 3600.0,
+    topic: Annotated[str, typer.Option(help="output, events or dlq.")] = "output",
+) -> None:
+    """Decode and print outputs (or events, or dead letters)."""
+    from eddies.connectors.kafka.client import read_records
+    from eddies.connectors.kafka.records import DLQ_REASON_HEADER, header
+    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.demo import describe
+    from eddies.events import DecodeError, decode
+
+    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
+    names = TopicNames(settings.app)
+    name = {"output": names.output, "events": names.events, "dlq": names.dlq}.get(topic)
+    if name is None:
+        err_console.print(f"[red]--topic {topic!r}: use output, events or dlq[/red]")
+        raise typer.Exit(2)
+    with _kafka(settings) as s:
+        # Without --from-beginning, records written before this command started are skipped
+        # (by timestamp: the embedded broker's end offsets cannot be trusted).
+        since_ms = int(time.time() * 1000) - 1000
+        for msg in read_records(s, name, follow=follow, timeout=idle):
+            if not from_beginning and msg.timestamp()[1] < since_ms:
+                continue
+            if topic == "dlq":
+                reason = (header(msg.headers(), DLQ_REASON_HEADER) or b"").decode()
+                console.print(f"{msg.partition()}/{msg.offset()}: {reason}")
+                continue
+            try:
+                ev = decode(msg.value())
+            except DecodeError as err:
+                console.print(f"undecodable record at {msg.partition()}/{msg.offset()}: {err}")
+                continue
+            console.print(f"{ev.session_id}:{describe(ev)}" if topic == "events" else
+                          f"{ev.session_id} run {ev.run}: {json.dumps(getattr(ev.payload, 'output', None))}")
+
+
+@app.command("replay")
+def replay_cmd(
+    session: Annotated[str, typer.Option("--session", help="The session to replay.")],
+    from_offset: Annotated[int, typer.Option(help="Report from this offset of app.events on.")] = 0,
+    config: ConfigOpt = None,
+    app_id: AppOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    partitions: PartitionsOpt = None,
+    agent: Annotated[str | None, typer.Option(help="module:attribute of the Agent.")] = None,
+) -> None:
+    """Re-run a session from its history with no live calls; check the event ids."""
+    from eddies.connectors.kafka.replay import load_history, replay
+    from eddies.connectors.kafka.settings import load_agent
+    from eddies.demo import describe
+    from eddies.engine import AgentPlan
+
+    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers,
+                         partitions=partitions, agent=agent)
+    plan = AgentPlan.compile(load_agent(settings.agent))
+    with _kafka(settings) as s:
+        history = load_history(s, session)
+        if not history:
+            err_console.print(f"[red]no history for session {session!r} in {s.app}.events[/red]")
+            raise typer.Exit(1)
+        report = replay(plan, history, session, from_offset)
+    table = Table("offset", "trace", "recomputed")
+    for step in report.steps:
+        table.add_row(str(step.offset), describe(step.recorded).strip(),
+                      "[green]same id[/green]" if step.matches else "[red]differs[/red]")
+    console.print(table)
+    if report.ok:
+        console.print(f"replay of {session}: {len(report.steps)} events, every id recomputed identically")
+    else:
+        console.print(f"[red]replay of {session}: {len(report.mismatches)} differing events, "
+                      f"{len(report.extra)} extra[/red]")
+        raise typer.Exit(1)
+
+
+@topics_app.command("create")
+def topics_create(config: ConfigOpt = None, app_id: AppOpt = None,
+                  bootstrap_servers: BootstrapOpt = None, partitions: PartitionsOpt = None) -> None:
+    """Create the application's topics (missing ones); check the others."""
+    from confluent_kafka.admin import AdminClient
+
+    from eddies.connectors.kafka.topics import TopicError, TopicNames, ensure_topics
+
+    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers, partitions=partitions)
+    with _kafka(settings) as s:
+        try:
+            created = ensure_topics(AdminClient(s.client_config()), TopicNames(s.app), s.partitions,
+                                    s.replication)
+        except TopicError as err:
+            err_console.print(f"[red]{err}[/red]")
+            raise typer.Exit(1) from None
+        console.print(f"created: {', '.join(created) or 'nothing (all present)'}")
+
+
+@topics_app.command("describe")
+def topics_describe(config: ConfigOpt = None, app_id: AppOpt = None,
+                    bootstrap_servers: BootstrapOpt = None) -> None:
+    """Show the application's topics and their partition counts."""
+    from confluent_kafka.admin import AdminClient
+
+    from eddies.connectors.kafka.topics import TopicNames, describe_topics
+
+    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
+    with _kafka(settings) as s:
+        table = Table("topic", "partitions")
+        for name, count in describe_topics(AdminClient(s.client_config()), TopicNames(s.app)).items():
+            table.add_row(name, "missing" if count is None else str(count))
+        console.print(table)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``eddies`` console script."""
-    parser = argparse.ArgumentParser(prog="eddies", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", action="version", version=f"eddies {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run the bundled example agent end to end")
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        return demo()
-    parser.error(f"unknown command {args.command}")
-    return 2
+    try:
+        app(args=argv, standalone_mode=False)
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    except Exception as err:
+        import click
+
+        if isinstance(err, click.ClickException):
+            err.show()
+            return err.exit_code
+        raise
+    return 0
 
 
 if __name__ == "__main__":

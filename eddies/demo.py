@@ -70,9 +70,9 @@ def describe(ev: AgentEvent) -> str:
     elif isinstance(p, OutputEvent):
         detail = json.dumps(p.output) if p.error is None else f"ERROR {p.error.type}: {p.error.message}"
     elif isinstance(p, DurableCallRequest):
-        detail = f"{p.kind.value} {p.target} call={p.call_id}"
+        detail = f"{p.kind.value} {p.target}"
     elif isinstance(p, DurableCallResult):
-        detail = f"{p.status.value} {p.value[:60]} call={p.call_id}"
+        detail = f"{p.status.value} {p.value[:36]}"
     elif isinstance(p, ChatResponseEvent):
         detail = json.dumps(p.response.content)
-    return f"  #{ev.seq:<3} run {ev.run}  {ev.type:<19} {ev.action or '':<18} {detail}"
+    return f"#{ev.seq:<3} run {ev.run}  {ev.type:<19} {ev.action or '':<18} {detail}"

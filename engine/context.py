@@ -22,6 +22,7 @@ from eddies.events import (
     decode_value,
     encode_value,
 )
+from eddies.events.codec import payload_to_record
 from eddies.events.ids import call_digest, call_id, scope_path
 
 from .durable import (
@@ -265,6 +266,8 @@ class RunnerContext:
         """Emit ``event`` when this action completes; it may trigger other actions."""
         if not isinstance(event, Event):
             raise TypeError(f"send_event expects an Event, got {type(event).__name__}")
+        # Fail the action now, with the field named, rather than the runner at write time.
+        payload_to_record(event)
         self.sent.append(event)
 
     def get_resource(self, name: str, resource_type: ResourceType | None = None) -> Any:

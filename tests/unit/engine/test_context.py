@@ -140,3 +140,13 @@ def test_memory_rejects_values_that_are_not_json() -> None:
 
     with pytest.raises(RunFailedError, match=r"short_term_memory\['x'\]"):
         LocalRunner(Stores()).run([("s1", 0)])
+
+
+def test_an_event_that_cannot_be_written_fails_the_action_that_sends_it() -> None:
+    class SendsBytes(Agent):
+        @action(InputEvent)
+        def start(event: InputEvent, ctx: Any) -> None:
+            ctx.send_event(OutputEvent(output=b"raw"))
+
+    with pytest.raises(RunFailedError, match="EncodingError.*OutputEvent.output"):
+        LocalRunner(SendsBytes()).run([("s1", 0)])

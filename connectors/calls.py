@@ -1,0 +1,125 @@
+"""Performing durable-call requests: dispatch by kind, and the result event.
+
+Shared by every executor (in-process, Kafka). Example::
+
+    performer = CallPerformer(plan, machine.callable_for)
+    value = performer.perform(request_payload)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from eddies.engine import AgentPlan
+from eddies.engine.context import message_from_value
+from eddies.events import (
+    AgentEvent,
+    CallKind,
+    CallStatus,
+    DurableCallRequest,
+    DurableCallResult,
+    ErrorInfo,
+    decode_value,
+)
+from eddies.events.ids import call_digest, result_event_id
+
+Resolver = Callable[[DurableCallRequest], Callable[..., Any] | None]
+
+
+def import_target(target: str) -> Callable[..., Any]:
+    """The function named ``module:qualname``; a LookupError says why it cannot be found."""
+    module_name, _, qualname = target.partition(":")
+    if "<" in qualname:
+        raise LookupError(
+            f"durable function {target} is a lambda or local function and is not registered in "
+            "this process; use a module-level function for calls run by separate executors"
+        )
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as err:
+        raise LookupError(f"durable function {target} cannot be imported: {err}") from None
+    if not callable(obj):
+        raise LookupError(f"durable function {target} is not callable")
+    fn: Callable[..., Any] = obj
+    return fn
+
+
+def result_event(
+    request: AgentEvent, status: CallStatus, value: str = "null", error: ErrorInfo | None = None
+) -> AgentEvent:
+    """The result event answering ``request`` (same id from every executor that answers)."""
+    req = request.payload
+    assert isinstance(req, DurableCallRequest)
+    # A reconciler answers for a call whose digest the machine already checked.
+    reconcile = req.kind is CallKind.RECONCILE
+    dig = "" if reconcile else call_digest(req.kind.value, req.target, req.args)
+    payload = DurableCallResult(req.call_id, req.kind, status, value, error, req.attempt, dig)
+    return AgentEvent.external(
+        request.session_id,
+        payload,
+        event_id=result_event_id(req.call_id, req.attempt),
+        timestamp=request.timestamp,
+        scope=request.scope,
+    )
+
+
+class CallPerformer:
+    """Turns a request into a call of a function, reconciler, chat model or tool."""
+
+    def __init__(self, plan: AgentPlan, resolver: Resolver | None = None) -> None:
+        self.plan = plan
+        self.resolver: Resolver = resolver or (lambda _req: None)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def perform(self, req: DurableCallRequest) -> Any:
+        """Perform the call and return its value (exceptions propagate)."""
+        call = decode_value(req.args, f"arguments of {req.call_id}")
+        args, kwargs = call.get("args", []), call.get("kwargs", {})
+        kind = req.kind
+        if kind is CallKind.FUNCTION:
+            return self.call(self.resolver(req) or import_target(req.target), args, kwargs)
+        if kind is CallKind.RECONCILE:
+            fn = self.resolver(req) or import_target(req.target)
+            if _takes_no_arguments(fn):
+                return self.call(fn, [], {})
+            return self.call(fn, args, kwargs)
+        if kind is CallKind.CHAT_MODEL:
+            setup = self.plan.chat_model(req.target)
+            conn = self.plan.resource(setup.connection)
+            messages = [message_from_value(m) for m in kwargs.pop("messages")]
+            tools = self.plan.tool_specs(req.target)
+            return self.call(
+                conn.chat, [messages], {"model": setup.model, "tools": tools, **setup.arguments, **kwargs}
+            )
+        if kind is CallKind.TOOL:
+            return self.call(self.plan.tool(req.target).fn, args, kwargs)
+        raise NotImplementedError(f"{kind.value} calls are not supported by this executor")
+
+    def call(self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Call ``fn``; an awaitable result is run to completion on this performer's loop."""
+        result = fn(*args, **kwargs)
+        # Cheaper than inspect.isawaitable (an ABC check) on every plain result.
+        if hasattr(result, "__await__"):
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            result = self._loop.run_until_complete(result)
+        return result
+
+    def close(self) -> None:
+        """Close the private event loop, if one was started."""
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+
+def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
+    try:
+        return not inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False

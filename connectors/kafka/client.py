@@ -1,0 +1,96 @@
+"""Producing inputs and reading topics, for the CLI, tests and notebooks.
+
+Readers use ``assign`` (no consumer group): they start at once, read a topic's
+partitions to their true end (PARTITION_EOF), and optionally keep following. Example::
+
+    send_input(settings, "alice", "what is 2 + 3?")
+    for ev in read_events(settings, names.output, follow=True, timeout=30):
+        print(ev.payload.output)
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from eddies.events import AgentEvent, DecodeError, InputEvent, decode, encode
+
+from .records import event_headers
+from .settings import Settings
+from .topics import TopicNames
+
+
+def producer(settings: Settings) -> Any:
+    """A producer with the Java-compatible partitioner."""
+    from confluent_kafka import Producer
+
+    return Producer(settings.client_config(**{"partitioner": "murmur2_random",
+                                              "enable.idempotence": True}))
+
+
+def input_event(session_id: str, value: Any, event_id: str = "", timestamp: int | None = None) -> AgentEvent:
+    """An InputEvent envelope for ``session_id``; an empty id is derived from its offset."""
+    ts = int(time.time() * 1000) if timestamp is None else timestamp
+    return AgentEvent.external(session_id, InputEvent(value), event_id=event_id, timestamp=ts)
+
+
+def send_input(settings: Settings, session_id: str, value: Any, event_id: str = "",
+               prod: Any = None) -> None:
+    """Produce one input for ``session_id`` to the application's input topic."""
+    own = prod is None
+    prod = prod or producer(settings)
+    ev = input_event(session_id, value, event_id)
+    prod.produce(TopicNames(settings.app).input, encode(ev), session_id.encode(),
+                 headers=event_headers())
+    if own:
+        prod.flush(30)
+
+
+def read_records(settings: Settings, topic: str, *, follow: bool = False, timeout: float = 30.0,
+                 partitions: list[int] | None = None, start: int | None = None) -> Iterator[Any]:
+    """Raw messages of ``topic`` from the beginning (or ``start`` offset) to the end; with
+    ``follow``, keep yielding new ones until ``timeout`` seconds pass without any."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(settings.client_config(**{
+        "group.id": f"{settings.app}.reader.{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 10,
+    }))
+    try:
+        if partitions is None:
+            meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+            if meta is None or meta.error is not None:
+                raise LookupError(f"topic {topic} does not exist")
+            partitions = sorted(meta.partitions)
+        offset = OFFSET_BEGINNING if start is None else start
+        consumer.assign([TopicPartition(topic, p, offset) for p in partitions])
+        at_end: set[int] = set()
+        last = time.monotonic()
+        while True:
+            msgs = consumer.consume(num_messages=500, timeout=0.1)
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        at_end.add(msg.partition())
+                        continue
+                    raise RuntimeError(f"reading {topic}: {err}")
+                last = time.monotonic()
+                yield msg
+            if not follow and at_end >= set(partitions):
+                return
+            if follow and time.monotonic() - last > timeout:
+                return
+    finally:
+        consumer.close()
+
+
+def read_events(settings: Settings, topic: str, **kwargs: Any) -> Iterator[AgentEvent]:
+    """Decoded events of ``topic`` (undecodable records are skipped)."""
+    for msg in read_records(settings, topic, **kwargs):
+        try:
+            yield decode(msg.value())
+        except DecodeError:
+            continue

@@ -1,0 +1,75 @@
+"""How Eddies events sit in Kafka records: keys, headers, journal entries, DLQ entries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eddies.events import AgentEvent, encode, headers, partition_for
+
+ORIGIN_HEADER = "eddies.origin"  # who wrote a record to the events topic
+ORIGIN_ORCHESTRATOR = b"orchestrator"
+ORIGIN_EXECUTOR = b"executor"
+JOURNAL_KIND_HEADER = "eddies.journal"  # snapshot | outcome | started
+DLQ_REASON_HEADER = "eddies.dlq.reason"
+DLQ_SOURCE_HEADER = "eddies.dlq.source"  # topic/partition/offset
+
+Headers = list[tuple[str, bytes]]
+
+
+def event_headers(origin: bytes | None = None) -> Headers:
+    """Headers of an event record: the schema fingerprint, and who wrote it."""
+    h = headers()
+    if origin is not None:
+        h.append((ORIGIN_HEADER, origin))
+    return h
+
+
+def header(record_headers: Any, name: str) -> bytes | None:
+    """The first value of header ``name`` in a confluent-kafka message's headers."""
+    for key, value in record_headers or ():
+        if key == name:
+            return value if isinstance(value, bytes) else (value.encode() if value else None)
+    return None
+
+
+def event_record(ev: AgentEvent, origin: bytes | None = None) -> tuple[bytes, bytes, Headers]:
+    """(key, value, headers) of an event record."""
+    return ev.session_id.encode(), encode(ev), event_headers(origin)
+
+
+def snapshot_key(session_id: str) -> bytes:
+    """Journal key of a session's latest state."""
+    return f"snap/{session_id}".encode()
+
+
+def outcome_key(call_id: str, attempt: int) -> bytes:
+    """Journal key of a call's outcome."""
+    return f"out/{call_id}/{attempt}".encode()
+
+
+def started_key(call_id: str, attempt: int) -> bytes:
+    """Journal key marking that a non-idempotent call started."""
+    return f"start/{call_id}/{attempt}".encode()
+
+
+def session_of_call(call_id: str) -> str:
+    """The session id part of a call id (``session[/scope]:rN:iN:cN``)."""
+    head = call_id.rsplit(":", 3)[0]
+    return head.split("/", 1)[0]
+
+
+def journal_partition(session_id: str, partitions: int) -> int:
+    """Journal records are keyed by kind, so they are placed explicitly: a session's
+    journal records go to its partition, like all of its other records."""
+    return partition_for(session_id, partitions)
+
+
+def dlq_headers(reason: str, topic: str, partition: int, offset: int, original: Any) -> Headers:
+    """Headers of a dead-letter record: reason, source position, then the original headers."""
+    h: Headers = [
+        (DLQ_REASON_HEADER, reason.encode()[:4000]),
+        (DLQ_SOURCE_HEADER, f"{topic}/{partition}/{offset}".encode()),
+    ]
+    for key, value in original or ():
+        h.append((key, value if isinstance(value, bytes) else b""))
+    return h

@@ -1,0 +1,88 @@
+"""Replay a session from its recorded history: no live calls, ids checked.
+
+The history is what the orchestrator wrote to ``app.events`` for the session (seq > 0).
+Its external events (inputs and call results) are re-applied to a fresh session machine;
+every event the machine emits again must have the recorded id at the same place.
+Requests emitted during replay are not performed: results come from the history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from eddies.engine import AgentPlan, SessionMachine
+from eddies.events import AgentEvent, DurableCallResult, InputEvent, partition_for
+
+from .client import read_records
+from .records import ORIGIN_HEADER, ORIGIN_ORCHESTRATOR, header
+from .settings import Settings
+from .topics import TopicNames
+
+
+@dataclass
+class ReplayStep:
+    """One recorded event, the recomputed one at its place, and its offset."""
+
+    recorded: AgentEvent
+    recomputed: AgentEvent | None
+    offset: int
+
+    @property
+    def matches(self) -> bool:
+        """Same id, type and sequence number."""
+        r = self.recomputed
+        return r is not None and (r.event_id, r.type, r.seq) == (
+            self.recorded.event_id, self.recorded.type, self.recorded.seq)
+
+
+@dataclass
+class ReplayReport:
+    """The outcome of a replay."""
+
+    session_id: str
+    steps: list[ReplayStep] = field(default_factory=list)
+    extra: list[AgentEvent] = field(default_factory=list)  # recomputed beyond the history
+
+    @property
+    def ok(self) -> bool:
+        """Every recorded event was recomputed identically, and nothing more."""
+        return bool(self.steps) and all(s.matches for s in self.steps) and not self.extra
+
+    @property
+    def mismatches(self) -> list[ReplayStep]:
+        """Steps whose recomputed event differs."""
+        return [s for s in self.steps if not s.matches]
+
+
+def load_history(settings: Settings, session_id: str) -> list[tuple[int, AgentEvent]]:
+    """(offset, event) of the session's recorded history, in order."""
+    from eddies.events import decode
+
+    names = TopicNames(settings.app)
+    part = partition_for(session_id, settings.partitions)
+    key = session_id.encode()
+    out: list[tuple[int, AgentEvent]] = []
+    for msg in read_records(settings, names.events, partitions=[part]):
+        if msg.key() != key or header(msg.headers(), ORIGIN_HEADER) != ORIGIN_ORCHESTRATOR:
+            continue
+        out.append((msg.offset(), decode(msg.value())))
+    return out
+
+
+def replay(plan: AgentPlan, history: list[tuple[int, AgentEvent]], session_id: str,
+           from_offset: int = 0) -> ReplayReport:
+    """Recompute ``history``; steps before ``from_offset`` are applied but not reported."""
+    machine = SessionMachine(plan)
+    state = machine.new_state(session_id)
+    recomputed: list[AgentEvent] = []
+    for _, ev in history:
+        if isinstance(ev.payload, (InputEvent, DurableCallResult)):
+            state, out = machine.apply(state, ev)
+            recomputed.extend(out)
+    report = ReplayReport(session_id)
+    for i, (offset, ev) in enumerate(history):
+        if offset < from_offset:
+            continue
+        report.steps.append(ReplayStep(ev, recomputed[i] if i < len(recomputed) else None, offset))
+    report.extra = recomputed[len(history):]
+    return report

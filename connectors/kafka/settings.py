@@ -1,0 +1,171 @@
+"""Worker settings from one file, the environment and flags (later ones win).
+
+File (TOML)::
+
+    [eddies]
+    app = "support"
+    agent = "my_pkg.agents:support_agent"   # an Agent, or a function returning one
+    bootstrap_servers = "pkc-xxx.confluent.cloud:9092"
+    partitions = 12
+
+    [kafka]                                   # any librdkafka setting, passed through
+    "security.protocol" = "SASL_SSL"
+    "sasl.mechanisms" = "PLAIN"
+
+Environment: ``EDDIES_APP``, ``EDDIES_BOOTSTRAP_SERVERS``, ... for ``[eddies]`` keys and
+``EDDIES_KAFKA_SASL_USERNAME`` -> ``sasl.username`` for ``[kafka]``. An unknown key is an
+error that names it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; the message names the key."""
+
+
+@dataclass
+class Settings:
+    """Everything a worker needs; see the module docstring for where values come from."""
+
+    app: str = "eddies"
+    agent: str = "eddies.demo:calculator_agent"
+    bootstrap_servers: str = ""  # empty: start the embedded broker
+    partitions: int = 4
+    replication: int = 1
+    role: str = "all"  # all | orchestrator | executor
+    exactly_once: bool = False
+    executor_concurrency: int = 8
+    max_record_bytes: int = 1_048_576
+    fetch_wait_ms: int = 10
+    batch_size: int = 500
+    session_timeout_ms: int = 6000
+    kafka: dict[str, str] = field(default_factory=dict)
+
+    def validate(self) -> Settings:
+        """Check values; raises ConfigError naming the key."""
+        if not self.app or any(c in self.app for c in " /\\"):
+            raise ConfigError(f"app: {self.app!r} is not a usable application id")
+        if self.role not in ("all", "orchestrator", "executor"):
+            raise ConfigError(f"role: {self.role!r} is not one of all, orchestrator, executor")
+        for key in ("partitions", "replication", "executor_concurrency", "max_record_bytes",
+                    "batch_size", "session_timeout_ms"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
+        if self.fetch_wait_ms < 0:
+            raise ConfigError(f"fetch_wait_ms: must not be negative, got {self.fetch_wait_ms}")
+        if ":" not in self.agent:
+            raise ConfigError(f"agent: {self.agent!r} is not 'module:attribute'")
+        return self
+
+    def client_config(self, **extra: Any) -> dict[str, Any]:
+        """librdkafka settings: bootstrap, the pass-through ``kafka`` table, then ``extra``."""
+        import logging
+
+        # librdkafka prints connection churn to stderr; send it to Python logging instead.
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers,
+                                "logger": logging.getLogger("eddies.kafka.client")}
+        conf.update(self.kafka)
+        conf.update(extra)
+        return conf
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings) if f.name != "kafka"}
+
+
+def _coerce(key: str, value: Any, kind: Any) -> Any:
+    kind_name = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
+    try:
+        if kind_name == "int":
+            if isinstance(value, bool):
+                raise ValueError
+            return int(value)
+        if kind_name == "bool":
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in ("1", "true", "yes", "on"):
+                return True
+            if str(value).lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        return str(value)
+    except ValueError:
+        raise ConfigError(f"{key}: {value!r} is not a valid {kind_name}") from None
+
+
+def load_settings(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Settings from ``path`` (TOML), then ``env`` (default os.environ), then ``overrides``."""
+    values: dict[str, Any] = {}
+    kafka: dict[str, str] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist")
+        try:
+            data = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"config file {p}: {err}") from None
+        for section in data:
+            if section not in ("eddies", "kafka"):
+                raise ConfigError(f"config file {p}: unknown section [{section}]")
+        for key, value in data.get("eddies", {}).items():
+            if key not in _FIELDS:
+                raise ConfigError(f"config file {p}: unknown key eddies.{key}")
+            values[key] = value
+        kafka.update({k: str(v) for k, v in data.get("kafka", {}).items()})
+    environ = os.environ if env is None else env
+    for name, value in environ.items():
+        if not name.startswith("EDDIES_"):
+            continue
+        rest = name[len("EDDIES_"):]
+        if rest.startswith("KAFKA_"):
+            kafka[rest[len("KAFKA_"):].lower().replace("_", ".")] = value
+        elif rest.lower() in _FIELDS:
+            values[rest.lower()] = value
+        elif rest in ("CONFIG",):
+            continue
+        else:
+            raise ConfigError(f"environment variable {name}: unknown setting {rest.lower()!r}")
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key not in _FIELDS:
+            raise ConfigError(f"unknown setting {key!r}")
+        values[key] = value
+    settings = Settings(kafka=kafka)
+    for key, value in values.items():
+        setattr(settings, key, _coerce(key, value, _FIELDS[key].type))
+    return settings.validate()
+
+
+def load_agent(spec: str) -> Any:
+    """The Agent named by ``module:attribute`` (an Agent, or a callable returning one)."""
+    import importlib
+
+    from eddies.engine import Agent
+
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ConfigError(f"agent: cannot import module {module_name!r}: {err}") from None
+    obj = getattr(module, attr, None)
+    if obj is None:
+        raise ConfigError(f"agent: module {module_name!r} has no attribute {attr!r}")
+    if (isinstance(obj, type) and issubclass(obj, Agent)) or (callable(obj) and not isinstance(obj, Agent)):
+        obj = obj()
+    if not isinstance(obj, Agent):
+        raise ConfigError(f"agent: {spec} is not an Agent (got {type(obj).__name__})")
+    return obj

@@ -1,0 +1,108 @@
+"""The topics of an application, created when missing and checked when present.
+
+Every topic is keyed by session id and has the same partition count, so a session's
+records share one partition number everywhere (co-partitioning). Example::
+
+    names = TopicNames("demo")
+    ensure_topics(admin, names, partitions=4)   # creates demo.input, demo.events, ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class TopicError(RuntimeError):
+    """A topic is missing or has the wrong shape; the message names the topic."""
+
+
+@dataclass(frozen=True)
+class TopicNames:
+    """Names of the six topics of application ``app``."""
+
+    app: str
+
+    @property
+    def input(self) -> str:
+        """InputEvents from users (prompts)."""
+        return f"{self.app}.input"
+
+    @property
+    def events(self) -> str:
+        """Every event of every session, in order: the history."""
+        return f"{self.app}.events"
+
+    @property
+    def requests(self) -> str:
+        """Durable-call requests for executors."""
+        return f"{self.app}.requests"
+
+    @property
+    def output(self) -> str:
+        """OutputEvents for downstream consumers."""
+        return f"{self.app}.output"
+
+    @property
+    def journal(self) -> str:
+        """Call outcomes, started marks and session snapshots (compacted)."""
+        return f"{self.app}.journal"
+
+    @property
+    def dlq(self) -> str:
+        """Records that could not be decoded or accepted, with the reason in headers."""
+        return f"{self.app}.dlq"
+
+    def all(self) -> list[str]:
+        """All six names."""
+        return [self.input, self.events, self.requests, self.output, self.journal, self.dlq]
+
+    def configs(self, name: str) -> dict[str, str]:
+        """Topic configs Eddies sets when it creates ``name``."""
+        if name == self.journal:
+            return {"cleanup.policy": "compact"}
+        return {}
+
+
+def ensure_topics(admin: Any, names: TopicNames, partitions: int, replication: int = 1,
+                  timeout: float = 15.0) -> list[str]:
+    """Create missing topics; check that existing ones have ``partitions`` partitions.
+
+    Returns the names created. Raises :class:`TopicError` naming a topic whose partition
+    count differs (co-partitioning would break) or that could not be created.
+    """
+    from confluent_kafka.admin import NewTopic
+
+    existing = admin.list_topics(timeout=timeout).topics
+    for name in names.all():
+        meta = existing.get(name)
+        if meta is not None and meta.error is None and len(meta.partitions) != partitions:
+            raise TopicError(
+                f"topic {name} has {len(meta.partitions)} partitions, expected {partitions}; "
+                "all topics of an application must have the same count (set `partitions` to "
+                f"{len(meta.partitions)} or use another app id)"
+            )
+    missing = [n for n in names.all() if n not in existing or existing[n].error is not None]
+    if not missing:
+        return []
+    futures = admin.create_topics(
+        [NewTopic(n, partitions, replication, config=names.configs(n)) for n in missing],
+        operation_timeout=timeout,
+    )
+    for name, future in futures.items():
+        try:
+            future.result()
+        except Exception as err:
+            if "TOPIC_ALREADY_EXISTS" in str(err):  # created meanwhile by another worker
+                continue
+            raise TopicError(f"topic {name} could not be created: {err}") from err
+    return missing
+
+
+def describe_topics(admin: Any, names: TopicNames, timeout: float = 15.0) -> dict[str, int | None]:
+    """Partition count of each topic of the application (None when missing)."""
+    existing = admin.list_topics(timeout=timeout).topics
+    return {
+        n: (len(existing[n].partitions) if n in existing and existing[n].error is None else None)
+        for n in names.all()
+    }

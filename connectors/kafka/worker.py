@@ -1,0 +1,485 @@
+"""The Kafka worker: an orchestrator that drives the session machine, and executors that
+perform durable calls, in one process by default (``role``: all, orchestrator, executor).
+
+Orchestrator: a consumer group on ``app.input`` and ``app.events`` (range assignment, so
+one worker owns a partition number on both). It applies user inputs and executor results
+(``app.events`` records written by executors) to the session machine, produces what it
+emits (every event to ``app.events``, requests to ``app.requests``, outputs to
+``app.output``), writes a snapshot of each touched session to ``app.journal``, flushes,
+and only then commits its offsets. After a crash, re-delivered records are dropped by the
+machine (known input ids, calls that have their outcome), and re-emitted events carry the
+same ids, so a consumer that drops seen ids sees each once. On assignment it restores
+sessions from ``app.journal`` (read to PARTITION_EOF) and re-issues requests that have no
+recorded outcome.
+
+Executor: a consumer group on ``app.requests``; calls run on a thread pool (one slow call
+never blocks another session). Before a non-idempotent call it journals a started mark
+(flushed); a request found started without an outcome is answered UNKNOWN, so the machine
+reconciles or fails closed instead of repeating a side effect.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from eddies.connectors.calls import CallPerformer, Resolver, result_event
+from eddies.engine import Agent, AgentPlan, SessionMachine, SessionState
+from eddies.engine.machine import UnsupportedEventError
+from eddies.events import (
+    AgentEvent,
+    CallStatus,
+    DecodeError,
+    DurableCallRequest,
+    ErrorInfo,
+    InputEvent,
+    OutputEvent,
+    decode,
+    encode,
+    encode_value,
+    partition_for,
+)
+
+from .journal import JournalView, journal_headers, read_journal
+from .records import (
+    ORIGIN_EXECUTOR,
+    ORIGIN_HEADER,
+    ORIGIN_ORCHESTRATOR,
+    dlq_headers,
+    event_headers,
+    header,
+    journal_partition,
+    outcome_key,
+    snapshot_key,
+    started_key,
+)
+from .settings import Settings, load_agent
+from .topics import TopicNames, ensure_topics
+
+log = logging.getLogger("eddies.worker")
+
+
+class Counters:
+    """Thread-safe counters a worker exposes (dlq, inputs, results, outputs, calls, ...)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, int] = {}
+
+    def inc(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to ``name``."""
+        with self._lock:
+            self._values[name] = self._values.get(name, 0) + n
+
+    def get(self, name: str) -> int:
+        """The value of ``name`` (0 if never counted)."""
+        with self._lock:
+            return self._values.get(name, 0)
+
+    def snapshot(self) -> dict[str, int]:
+        """A copy of every counter."""
+        with self._lock:
+            return dict(self._values)
+
+
+class Worker:
+    """Runs the roles of ``settings.role`` in threads until :meth:`stop`.
+
+    Example::
+
+        worker = Worker(load_settings(overrides={"bootstrap_servers": "localhost:9092"}))
+        worker.start()
+        ...
+        worker.stop()
+    """
+
+    def __init__(self, settings: Settings, agent: Agent | AgentPlan | None = None) -> None:
+        self.settings = settings.validate()
+        if agent is None:
+            agent = load_agent(settings.agent)
+        self.plan = agent if isinstance(agent, AgentPlan) else AgentPlan.compile(agent)
+        self.names = TopicNames(settings.app)
+        self.counters = Counters()
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.orchestrator: Orchestrator | None = None
+        self.executor: KafkaExecutor | None = None
+
+    def start(self) -> Worker:
+        """Create missing topics, then start the role threads."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient(self.settings.client_config())
+        ensure_topics(admin, self.names, self.settings.partitions, self.settings.replication)
+        role = self.settings.role
+        if role in ("all", "orchestrator"):
+            self.orchestrator = Orchestrator(self)
+            self._spawn("eddies-orchestrator", self.orchestrator.run)
+        if role in ("all", "executor"):
+            resolver = self.orchestrator.machine.callable_for if self.orchestrator else None
+            self.executor = KafkaExecutor(self, resolver)
+            self._spawn("eddies-executor", self.executor.run)
+        return self
+
+    def _spawn(self, name: str, target: Any) -> None:
+        def guarded() -> None:
+            try:
+                target(self._stop)
+            except BaseException as err:  # surfaced through .errors and wait()
+                log.exception("%s stopped with an error", name)
+                self.errors.append(err)
+                self._stop.set()
+
+        thread = threading.Thread(target=guarded, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def wait_assigned(self, timeout: float = 30.0) -> bool:
+        """Wait until every role has joined its group and restored its partitions."""
+        parts = [p for p in (self.orchestrator, self.executor) if p is not None]
+        return all(p.assigned.wait(timeout) for p in parts)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop the roles (offsets committed, producers flushed)."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads.clear()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the worker was stopped (or a role failed)."""
+        return self._stop.is_set()
+
+
+class Orchestrator:
+    """Consumes inputs and call results, drives the session machine, produces its output."""
+
+    def __init__(self, worker: Worker) -> None:
+        from confluent_kafka import Consumer, Producer
+
+        s = worker.settings
+        self.worker = worker
+        self.settings = s
+        self.names = worker.names
+        self.counters = worker.counters
+        self.machine = SessionMachine(worker.plan)
+        self.states: dict[str, SessionState] = {}
+        self.partitions: set[int] = set()
+        self.assigned = threading.Event()
+        self.producer = Producer(s.client_config(**{
+            "partitioner": "murmur2_random", "enable.idempotence": True, "linger.ms": 1,
+            "compression.type": "lz4",
+        }))
+        self.consumer = Consumer(s.client_config(**{
+            "group.id": f"{s.app}.orchestrator", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
+            "session.timeout.ms": s.session_timeout_ms, "heartbeat.interval.ms": 500,
+            "fetch.wait.max.ms": s.fetch_wait_ms,
+        }))
+
+    def run(self, stop: threading.Event) -> None:
+        """Consume until ``stop`` is set."""
+        self.consumer.subscribe([self.names.input, self.names.events],
+                                on_assign=self._on_assign, on_revoke=self._on_revoke)
+        try:
+            while not stop.is_set():
+                msgs = self.consumer.consume(num_messages=self.settings.batch_size, timeout=0.05)
+                if msgs:
+                    self._process(msgs)
+                else:
+                    self.producer.poll(0)
+        finally:
+            self.producer.flush(10)
+            self.consumer.close()
+
+    # --- partitions ----------------------------------------------------------------------
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        numbers = {tp.partition for tp in partitions} - self.partitions
+        view = read_journal(self.settings, self.names.journal, numbers)
+        for sid, data in view.snapshots.items():
+            state, requests = self.machine.resume(SessionState.from_bytes(data))
+            self.states[sid] = state
+            for req in requests:
+                p = req.payload
+                assert isinstance(p, DurableCallRequest)
+                if (p.call_id, p.attempt) not in view.outcomes:
+                    self._produce_event(self.names.requests, req)
+                    self.counters.inc("requests_reissued")
+        self.producer.flush(10)
+        self.partitions |= numbers
+        self.counters.inc("sessions_restored", len(view.snapshots))
+        self.assigned.set()
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        self.producer.flush(10)
+        numbers = {tp.partition for tp in partitions}
+        for sid in [s for s in self.states if partition_for(s, self.settings.partitions) in numbers]:
+            del self.states[sid]
+            self.machine.evict(sid)
+        self.partitions -= numbers
+
+    # --- records -------------------------------------------------------------------------
+    def _process(self, msgs: list[Any]) -> None:
+        from confluent_kafka import KafkaError
+
+        touched: dict[str, SessionState] = {}
+        events_topic = self.names.events
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    log.warning("consumer error: %s", err)
+                    self.counters.inc("consumer_errors")
+                continue
+            if msg.topic() == events_topic and header(msg.headers(), ORIGIN_HEADER) != ORIGIN_EXECUTOR:
+                continue  # our own emitted events: history, not input
+            self._handle(msg, touched)
+        for sid, state in touched.items():
+            self.producer.produce(
+                self.names.journal, state.to_bytes(), snapshot_key(sid),
+                partition=journal_partition(sid, self.settings.partitions),
+                headers=journal_headers("snapshot"),
+            )
+        self.producer.flush(30)
+        self.consumer.commit(asynchronous=False)
+
+    def _handle(self, msg: Any, touched: dict[str, SessionState]) -> None:
+        key, value = msg.key(), msg.value()
+        if key is None:
+            return self._dlq(msg, "record has no key; the key must be the session id")
+        if value is None:
+            return self._dlq(msg, "record has no value")
+        if len(value) > self.settings.max_record_bytes:
+            return self._dlq(msg, f"record of {len(value)} bytes exceeds max_record_bytes="
+                                  f"{self.settings.max_record_bytes}")
+        try:
+            ev = decode(value)
+        except DecodeError as err:
+            return self._dlq(msg, f"undecodable: {err}")
+        try:
+            sid = key.decode()
+        except UnicodeDecodeError:
+            return self._dlq(msg, "the key is not UTF-8 text")
+        if ev.session_id != sid:
+            return self._dlq(msg, f"key {sid!r} differs from the event's session_id {ev.session_id!r}")
+        if ev.agent and ev.agent != self.worker.plan.agent_name:
+            return self._dlq(msg, f"unknown agent {ev.agent!r}; this worker runs "
+                                  f"{self.worker.plan.agent_name!r}")
+        if msg.topic() == self.names.input:
+            if not isinstance(ev.payload, InputEvent):
+                return self._dlq(msg, f"{ev.type} is not accepted on {self.names.input}; "
+                                      "send InputEvent")
+            if not ev.event_id:
+                ev.event_id = f"in/{msg.partition()}/{msg.offset()}"
+            if not ev.timestamp:
+                ev.timestamp = max(msg.timestamp()[1], 0)
+            ev.seq = 0
+            self.counters.inc("inputs")
+        else:
+            self.counters.inc("results")
+        state = self.states.get(sid) or self.machine.new_state(sid)
+        try:
+            state, emitted = self.machine.apply(state, ev)
+        except (UnsupportedEventError, ValueError) as err:
+            return self._dlq(msg, f"not accepted: {err}")
+        self.states[sid] = state
+        touched[sid] = state
+        for out in emitted:
+            self._route(out)
+        return None
+
+    def _route(self, ev: AgentEvent) -> None:
+        data = encode(ev)
+        key = ev.session_id.encode()
+        self.producer.produce(self.names.events, data, key,
+                              headers=event_headers(ORIGIN_ORCHESTRATOR))
+        payload = ev.payload
+        if isinstance(payload, DurableCallRequest):
+            self.producer.produce(self.names.requests, data, key, headers=event_headers())
+            self.counters.inc("requests")
+        elif isinstance(payload, OutputEvent):
+            self.producer.produce(self.names.output, data, key, headers=event_headers())
+            self.counters.inc("outputs_failed" if payload.error else "outputs")
+        self.counters.inc("events")
+
+    def _produce_event(self, topic: str, ev: AgentEvent) -> None:
+        self.producer.produce(topic, encode(ev), ev.session_id.encode(), headers=event_headers())
+
+    def _dlq(self, msg: Any, reason: str) -> None:
+        self.producer.produce(
+            self.names.dlq, msg.value(), msg.key(), partition=msg.partition(),
+            headers=dlq_headers(reason, msg.topic(), msg.partition(), msg.offset(), msg.headers()),
+        )
+        self.counters.inc("dlq")
+        log.warning("dead-lettered %s/%s/%s: %s", msg.topic(), msg.partition(), msg.offset(), reason)
+
+
+class KafkaExecutor:
+    """Consumes requests and performs them on a bounded thread pool."""
+
+    def __init__(self, worker: Worker, resolver: Resolver | None) -> None:
+        from confluent_kafka import Consumer, Producer
+
+        s = worker.settings
+        self.worker = worker
+        self.settings = s
+        self.names = worker.names
+        self.counters = worker.counters
+        self.resolver = resolver
+        self.assigned = threading.Event()
+        self.view = JournalView()
+        self.inflight: set[tuple[str, int]] = set()
+        self._offsets: dict[int, dict[int, bool]] = {}  # partition -> offset -> done
+        self._done: queue.SimpleQueue[tuple[int, int, tuple[str, int], bytes | None]] = queue.SimpleQueue()
+        self._local = threading.local()
+        self.pool = ThreadPoolExecutor(max_workers=s.executor_concurrency,
+                                       thread_name_prefix="eddies-call")
+        self.producer = Producer(s.client_config(**{
+            "partitioner": "murmur2_random", "enable.idempotence": True, "linger.ms": 1,
+            "compression.type": "lz4",
+        }))
+        self.consumer = Consumer(s.client_config(**{
+            "group.id": f"{s.app}.executor", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
+            "session.timeout.ms": s.session_timeout_ms, "heartbeat.interval.ms": 500,
+            "fetch.wait.max.ms": s.fetch_wait_ms,
+        }))
+
+    def run(self, stop: threading.Event) -> None:
+        """Consume until ``stop`` is set; in-flight calls finish before it returns."""
+        self.consumer.subscribe([self.names.requests], on_assign=self._on_assign)
+        limit = self.settings.executor_concurrency * 4
+        try:
+            while not stop.is_set():
+                room = limit - len(self.inflight)
+                if room <= 0:
+                    self._drain(block=True)
+                    continue
+                msgs = self.consumer.consume(num_messages=min(room, self.settings.batch_size),
+                                             timeout=0.02)
+                for msg in msgs:
+                    self._handle(msg)
+                self._drain(block=False)
+        finally:
+            self.pool.shutdown(wait=True)
+            self._drain(block=False)
+            self.producer.flush(10)
+            self.consumer.close()
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        numbers = {tp.partition for tp in partitions}
+        view = read_journal(self.settings, self.names.journal, numbers)
+        self.view.outcomes.update(view.outcomes)
+        self.view.started |= view.started
+        self.assigned.set()
+
+    def _handle(self, msg: Any) -> None:
+        err = msg.error()
+        if err is not None:
+            return
+        part, offset = msg.partition(), msg.offset()
+        self._offsets.setdefault(part, {})[offset] = False
+        try:
+            request = decode(msg.value() or b"")
+            req = request.payload
+            if not isinstance(req, DurableCallRequest):
+                raise DecodeError(f"{request.type} is not a DurableCallRequest")
+        except DecodeError as err:
+            self.producer.produce(self.names.dlq, msg.value(), msg.key(), partition=part,
+                                  headers=dlq_headers(f"undecodable request: {err}", msg.topic(),
+                                                      part, offset, msg.headers()))
+            self.counters.inc("dlq")
+            self._offsets[part][offset] = True
+            return
+        ref = (req.call_id, req.attempt)
+        if ref in self.inflight:  # a re-issued request for a call already running here
+            self._offsets[part][offset] = True
+            return
+        recorded = self.view.outcomes.get(ref)
+        if recorded is not None:
+            self._send_result(decode(recorded))
+            self._offsets[part][offset] = True
+            self.counters.inc("results_resent")
+            return
+        if not req.idempotent and ref in self.view.started:
+            self._send_result(result_event(request, CallStatus.UNKNOWN))
+            self._offsets[part][offset] = True
+            self.counters.inc("results_unknown")
+            return
+        self.inflight.add(ref)
+        self.pool.submit(self._perform, request, part, offset)
+        return
+
+    def _perform(self, request: AgentEvent, part: int, offset: int) -> None:
+        req = request.payload
+        assert isinstance(req, DurableCallRequest)
+        ref = (req.call_id, req.attempt)
+        jpart = journal_partition(request.session_id, self.settings.partitions)
+        try:
+            if not req.idempotent:
+                # Durable before the side effect: a crash from here on leaves "unknown".
+                self.producer.produce(self.names.journal, b"1", started_key(*ref), partition=jpart,
+                                      headers=journal_headers("started"))
+                self.producer.flush(30)
+            performer = getattr(self._local, "performer", None)
+            if performer is None:
+                performer = self._local.performer = CallPerformer(self.worker.plan, self.resolver)
+            try:
+                value = encode_value(performer.perform(req), f"result of {req.target}")
+                result = result_event(request, CallStatus.OK, value)
+            except Exception as err:
+                result = result_event(request, CallStatus.ERROR, "null", ErrorInfo.of(err))
+            data = encode(result)
+            self.producer.produce(self.names.journal, data, outcome_key(*ref), partition=jpart,
+                                  headers=journal_headers("outcome"))
+            self._send_result(result, data)
+            self.counters.inc("calls_performed")
+            self._done.put((part, offset, ref, data))
+        except BaseException:
+            self._done.put((part, offset, ref, None))
+            raise
+
+    def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None:
+        self.producer.produce(self.names.events, data if data is not None else encode(result),
+                              result.session_id.encode(), headers=event_headers(ORIGIN_EXECUTOR))
+
+    def _drain(self, block: bool) -> None:
+        from confluent_kafka import TopicPartition
+
+        finished = False
+        try:
+            item = self._done.get(timeout=0.05) if block else self._done.get_nowait()
+            while True:
+                part, offset, ref, data = item
+                self._offsets[part][offset] = True
+                self.inflight.discard(ref)
+                if data is not None:
+                    self.view.outcomes[ref] = data
+                finished = True
+                item = self._done.get_nowait()
+        except queue.Empty:
+            pass
+        commits = []
+        for part, offsets in self._offsets.items():
+            last = None
+            while offsets:
+                first = next(iter(offsets))
+                if not offsets[first]:
+                    break
+                offsets.pop(first)
+                last = first
+            if last is not None:
+                commits.append(TopicPartition(self.names.requests, part, last + 1))
+        if commits or finished:
+            self.producer.flush(30)  # results durable before their requests are committed
+        if commits:
+            try:
+                self.consumer.commit(offsets=commits, asynchronous=False)
+            except Exception as err:  # e.g. partitions revoked meanwhile; re-delivery is safe
+                log.info("executor commit skipped: %s", err)
+        self.producer.poll(0)

@@ -1,0 +1,131 @@
+"""The Kafka worker end to end on a real broker."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from eddies.connectors.kafka.client import producer, read_events, read_records, send_input
+from eddies.connectors.kafka.records import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER, header
+from eddies.connectors.kafka.replay import load_history, replay
+from eddies.connectors.kafka.settings import Settings
+from eddies.connectors.kafka.topics import TopicError, TopicNames, ensure_topics
+from eddies.connectors.kafka.worker import Worker
+from eddies.demo import PROMPTS, calculator_agent
+from eddies.events import AgentEvent, CustomEvent, InputEvent, OutputEvent, encode
+
+pytestmark = pytest.mark.integration
+
+
+def outputs(settings: Settings, n: int, timeout: float = 60.0) -> list[AgentEvent]:
+    """The first ``n`` distinct outputs (by event id), waiting up to ``timeout``."""
+    seen: dict[str, AgentEvent] = {}
+    deadline = time.monotonic() + timeout
+    while len(seen) < n and time.monotonic() < deadline:
+        for ev in read_events(settings, TopicNames(settings.app).output):
+            seen.setdefault(ev.event_id, ev)
+        if len(seen) < n:
+            time.sleep(0.2)
+    return list(seen.values())
+
+
+def test_demo_scenario_end_to_end(settings: Settings) -> None:
+    worker = Worker(settings, calculator_agent()).start()
+    try:
+        assert worker.wait_assigned(60)
+        prod = producer(settings)
+        for session, prompt in PROMPTS:
+            send_input(settings, session, prompt, prod=prod)
+        prod.flush(30)
+        got = outputs(settings, len(PROMPTS))
+    finally:
+        worker.stop()
+    by_session = defaultdict(list)
+    for ev in got:
+        assert isinstance(ev.payload, OutputEvent) and ev.payload.error is None
+        by_session[ev.session_id].append((ev.run, ev.payload.output))
+    assert by_session == {
+        "alice": [(1, "The result is 5."), (2, "The result is 15.")],
+        "bob": [(1, "The result is 42.")],
+    }
+    report = replay(worker.plan, load_history(settings, "alice"), "alice")
+    assert report.ok and len(report.steps) == 24
+
+
+def test_bad_records_go_to_the_dlq_and_good_sessions_complete(settings: Settings) -> None:
+    names = TopicNames(settings.app)
+    worker = Worker(settings, calculator_agent()).start()
+    try:
+        assert worker.wait_assigned(60)
+        prod = producer(settings)
+        prod.produce(names.input, b"\x00\xffgarbage", b"s-bad")
+        prod.produce(names.input, encode(AgentEvent.external("s-nokey", InputEvent("x"), event_id="",
+                                                             timestamp=1)), None)
+        prod.produce(names.input, encode(AgentEvent.external("s-other", InputEvent("x"), event_id="",
+                                                             timestamp=1)), b"s-mismatch")
+        prod.produce(names.input, encode(AgentEvent.external("s-wrong", CustomEvent("Nope", {}),
+                                                             event_id="", timestamp=1)), b"s-wrong")
+        send_input(settings, "good", '{"a": 1, "b": 1}', prod=prod)
+        prod.flush(30)
+        got = outputs(settings, 1)
+        assert [e.payload.output for e in got] == ["The result is 2."]  # type: ignore[attr-defined]
+        dead: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(dead) < 4 and time.monotonic() < deadline:
+            dead = list(read_records(settings, names.dlq))
+    finally:
+        worker.stop()
+    reasons = sorted((header(m.headers(), DLQ_REASON_HEADER) or b"").decode() for m in dead)
+    assert len(reasons) == 4, reasons
+    assert any("undecodable" in r for r in reasons)
+    assert any("no key" in r for r in reasons)
+    assert any("differs from the event's session_id" in r for r in reasons)
+    assert any("is not accepted" in r for r in reasons)
+    for m in dead:
+        assert (header(m.headers(), DLQ_SOURCE_HEADER) or b"").startswith(names.input.encode())
+    assert worker.counters.get("dlq") == 4
+
+
+def test_two_workers_share_sessions_and_keep_each_sessions_order(settings: Settings) -> None:
+    agent = calculator_agent()
+    first = Worker(settings, agent).start()
+    second = Worker(settings, agent).start()
+    try:
+        assert first.wait_assigned(60) and second.wait_assigned(60)
+        deadline = time.monotonic() + 30  # wait until the group has settled on both members
+        while time.monotonic() < deadline:
+            a, b = first.orchestrator.partitions, second.orchestrator.partitions  # type: ignore[union-attr]
+            if a and b and not a & b and len(a | b) == settings.partitions:
+                break
+            time.sleep(0.2)
+        prod = producer(settings)
+        sessions = [f"user-{i}" for i in range(8)]
+        for k in range(3):
+            for s in sessions:
+                send_input(settings, s, f'{{"a": {k}, "b": 100}}', prod=prod)
+        prod.flush(30)
+        got = outputs(settings, 24)
+    finally:
+        first.stop()
+        second.stop()
+    assert first.counters.get("inputs") > 0 and second.counters.get("inputs") > 0
+    per_session: dict[str, list[Any]] = defaultdict(list)
+    for ev in got:
+        per_session[ev.session_id].append((ev.run, ev.payload.output))  # type: ignore[attr-defined]
+    assert set(per_session) == set(sessions)
+    for s in sessions:  # read in offset order: runs and answers come in input order
+        assert per_session[s] == [(k + 1, f"The result is {k + 100}.") for k in range(3)]
+
+
+def test_topics_with_another_partition_count_are_refused(settings: Settings) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(settings.client_config())
+    names = TopicNames(settings.app)
+    assert set(ensure_topics(admin, names, 4)) == set(names.all())
+    assert ensure_topics(admin, names, 4) == []
+    with pytest.raises(TopicError, match=f"{names.input} has 4 partitions, expected 8"):
+        ensure_topics(admin, names, 8)
