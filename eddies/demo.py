@@ -40,16 +40,19 @@ class Calculator(Agent):
         ctx.send_event(OutputEvent(output=event.response.content))
 
 
-def calculator_agent(model: Any = None, *, tools: bool = True, tool: Any = add) -> Calculator:
-    """The calculator on ``model`` (default: the offline scripted model), with the ``add``
-    tool (``tool`` replaces its function) unless ``tools`` is False."""
+def calculator_agent(
+    model: Any = None, *, tools: bool = True, tool: Any = add, model_name: str = ""
+) -> Calculator:
+    """The calculator on connection ``model`` (default: the offline scripted model) asking
+    for ``model_name``, with the ``add`` tool (``tool`` replaces its function) unless
+    ``tools`` is False."""
     from eddies.connectors.models.scripted import ScriptedChatModel
 
     agent = Calculator("calculator")
     if tools:
         agent.add_resource("add", ResourceType.TOOL, tool)
     agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, model or ScriptedChatModel())
-    setup = ChatModelSetup("offline", tools=["add"] if tools else [])
+    setup = ChatModelSetup("offline", model=model_name, tools=["add"] if tools else [])
     agent.add_resource("llm", ResourceType.CHAT_MODEL, setup)
     return agent
 

@@ -69,7 +69,8 @@ async def chat_model_action(
                 else f"error: {r.error.type}: {r.error.message}"
             )
             messages.append(ChatMessage(MessageRole.TOOL, content, [], r.tool_call_id))
-    spec = _CallSpec(CallKind.CHAT_MODEL, model, (), {"messages": messages})
+    spec = _CallSpec(CallKind.CHAT_MODEL, model, (), {"messages": messages},
+                     idempotent=plan.chat_model(model).idempotent)
     reply = message_from_value(await ctx._call_async(spec))
     used = reply.extra_args.get("usage")
     if isinstance(used, dict):

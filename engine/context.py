@@ -404,7 +404,9 @@ class ChatModelHandle:
 
     def chat(self, messages: list[ChatMessage], **arguments: Any) -> ChatMessage:
         """Ask the model; returns its message (usage in ``extra_args["usage"]``)."""
-        spec = _CallSpec(CallKind.CHAT_MODEL, self.name, (), {"messages": messages, **arguments})
+        setup = self._ctx._machine.plan.chat_model(self.name)
+        spec = _CallSpec(CallKind.CHAT_MODEL, self.name, (), {"messages": messages, **arguments},
+                         idempotent=setup.idempotent)
         return message_from_value(self._ctx._call_now(spec))
 
 

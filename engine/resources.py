@@ -116,7 +116,10 @@ class FunctionTool:
 class ChatModelSetup:
     """A CHAT_MODEL resource: which connection, model name, tools and system prompt.
 
-    Example: ``ChatModelSetup("conn", model="gpt-4o-mini", tools=["add"])``.
+    Model calls are ``idempotent`` by default: they change nothing outside the provider, so
+    one whose outcome was lost in a crash is asked again (tokens, not correctness). Set it
+    False to fail closed instead. Example: ``ChatModelSetup("conn", model="gpt-4o-mini",
+    tools=["add"])``.
     """
 
     connection: str
@@ -124,6 +127,7 @@ class ChatModelSetup:
     tools: tuple[str, ...] | list[str] = ()
     prompt: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
+    idempotent: bool = True
 
 
 class ChatModelConnection(Protocol):

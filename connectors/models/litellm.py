@@ -1,0 +1,80 @@
+"""A CHAT_MODEL_CONNECTION backed by litellm: any provider it supports, or any
+OpenAI-compatible server (``model="openai/NAME", api_base="http://host/v1"``).
+
+litellm is an optional extra (``pip install 'eddies[litellm]'``) imported on first use; it
+takes seconds to import. Set ``LITELLM_LOCAL_MODEL_COST_MAP=True`` and
+``LITELLM_OFFLINE_MODE=true`` where the internet is out of reach. Example::
+
+    conn = LiteLLMChatModel(api_base="http://127.0.0.1:8000/v1", api_key="none")
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, conn)
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", model="openai/m"))
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from eddies.engine.resources import ToolSpec
+from eddies.events import ChatMessage, MessageRole, ToolCall
+
+
+def to_openai(message: ChatMessage) -> dict[str, Any]:
+    """A ChatMessage in the OpenAI chat-completions wire shape."""
+    out: dict[str, Any] = {"role": message.role.value, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": t.id, "type": "function",
+             "function": {"name": t.name, "arguments": json.dumps(t.arguments)}}
+            for t in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def from_openai(message: Any, usage: Any = None) -> ChatMessage:
+    """The assistant ChatMessage of an OpenAI-shaped (litellm) response message."""
+    calls = []
+    for t in getattr(message, "tool_calls", None) or []:
+        raw = t.function.arguments or "{}"
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else dict(raw)
+        except ValueError:
+            args = {"_raw": raw}
+        calls.append(ToolCall(t.id, t.function.name, args if isinstance(args, dict) else {"_": args}))
+    extra: dict[str, Any] = {}
+    if usage is not None:
+        extra["usage"] = {"prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+                          "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0)}
+    return ChatMessage(MessageRole.ASSISTANT, getattr(message, "content", None) or "", calls, None, extra)
+
+
+class LiteLLMChatModel:
+    """Calls ``litellm.completion``; ``model`` of the CHAT_MODEL setup picks the model."""
+
+    def __init__(self, *, api_base: str | None = None, api_key: str | None = None,
+                 timeout: float = 120.0, **params: Any) -> None:
+        self.api_base = api_base
+        self.api_key = api_key
+        self.timeout = timeout
+        self.params = params
+
+    def chat(self, messages: list[ChatMessage], *, model: str, tools: list[ToolSpec],
+             **arguments: Any) -> ChatMessage:
+        """One completion; litellm's exceptions propagate (the call's outcome is an error)."""
+        import litellm
+
+        kwargs: dict[str, Any] = {**self.params, **arguments}
+        if tools:
+            kwargs["tools"] = [{"type": "function", "function": t.to_dict()} for t in tools]
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self.api_key:
+            kwargs["api_key"] = self.api_key
+        response = litellm.completion(
+            model=model, messages=[to_openai(m) for m in messages], timeout=self.timeout,
+            num_retries=0, **kwargs,
+        )
+        choice = response.choices[0]
+        return from_openai(choice.message, getattr(response, "usage", None))

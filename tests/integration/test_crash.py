@@ -1,0 +1,114 @@
+"""A worker killed with SIGKILL mid-sessions and restarted finishes every session."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from eddies.connectors.kafka.client import producer, read_events, send_input
+from eddies.connectors.kafka.replay import load_history, replay
+from eddies.connectors.kafka.settings import Settings
+from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+from eddies.engine import AgentPlan
+from eddies.events import AgentEvent, OutputEvent
+from tests.integration.agents import http_calculator
+from tests.openai_server import OpenAIServer
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+CONCURRENCY = 4
+
+
+def _worker(settings: Settings, server: OpenAIServer, log: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, TEST_OPENAI_BASE=server.base_url,
+               EDDIES_EXECUTOR_CONCURRENCY=str(CONCURRENCY), EDDIES_SESSION_TIMEOUT_MS="3000",
+               LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true")
+    return subprocess.Popen(
+        [sys.executable, "-m", "eddies", "worker", "--app", settings.app,
+         "--bootstrap-servers", settings.bootstrap_servers, "--partitions", str(settings.partitions),
+         "--agent", "tests.integration.agents:http_calculator"],
+        cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+    )
+
+
+def _outputs(settings: Settings) -> list[AgentEvent]:
+    return list(read_events(settings, TopicNames(settings.app).output))
+
+
+def _wait(settings: Settings, count: int, timeout: float,
+          proc: subprocess.Popen[bytes] | None = None) -> list[AgentEvent]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the worker exited with {proc.returncode}")
+        got = _outputs(settings)
+        if len({e.event_id for e in got}) >= count:
+            return got
+        time.sleep(0.2)
+    return _outputs(settings)
+
+
+def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path) -> None:
+    server = OpenAIServer(delay=0.25).start()
+    log = tmp_path / "worker.log"
+    sessions = [f"s{i}" for i in range(10)]
+    from confluent_kafka.admin import AdminClient
+
+    ensure_topics(AdminClient(settings.client_config()), TopicNames(settings.app), settings.partitions)
+    try:
+        first = _worker(settings, server, log)
+        prod = producer(settings)
+        for k in range(2):
+            for s in sessions:
+                send_input(settings, s, json.dumps({"a": k, "b": int(s[1:])}), prod=prod)
+        prod.flush(30)
+        before = _wait(settings, 6, timeout=90, proc=first)
+        assert len({e.event_id for e in before}) >= 6, log.read_text()[-3000:]
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        done_at_kill = len({e.event_id for e in _outputs(settings)})
+        assert done_at_kill < 20, "the kill came too late to test anything"
+
+        second = _worker(settings, server, log)
+        try:
+            got = _wait(settings, 20, timeout=120, proc=second)
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.wait(30)
+    finally:
+        server.stop()
+
+    unique = {e.event_id: e for e in got}
+    runs = Counter((e.session_id, e.run) for e in unique.values())
+    assert len(unique) == 20, log.read_text()[-3000:]
+    assert set(runs) == {(s, r) for s in sessions for r in (1, 2)} and max(runs.values()) == 1
+    for e in unique.values():
+        payload = e.payload
+        assert isinstance(payload, OutputEvent) and payload.error is None, payload
+        a = e.run - 1
+        assert payload.output == f"The result is {a + int(e.session_id[1:])}."
+
+    # No completed model call was repeated: only calls in flight at the kill ran twice.
+    bodies = Counter(json.dumps(r["messages"], sort_keys=True) for r in server.requests)
+    assert len(bodies) == 40  # two model calls per run
+    repeated = sum(n - 1 for n in bodies.values())
+    assert repeated <= CONCURRENCY, f"{repeated} model calls were repeated"
+
+    # Replay of a finished session reproduces its event ids and makes no model call.
+    calls = len(server.requests)
+    report = replay(AgentPlan.compile(http_calculator_for_replay()), load_history(settings, "s3"), "s3")
+    assert report.ok, [(s.recorded.type, s.recorded.seq) for s in report.mismatches]
+    assert len(server.requests) == calls
+
+
+def http_calculator_for_replay() -> object:
+    os.environ.setdefault("TEST_OPENAI_BASE", "http://127.0.0.1:9/v1")  # never called
+    return http_calculator()

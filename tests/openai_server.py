@@ -1,0 +1,100 @@
+"""A local OpenAI-compatible chat-completions server for tests (real HTTP, stdlib only).
+
+Policy, like the scripted model: if tools are offered and the last message is not a tool
+result, call the first tool with the JSON object in the last user message; otherwise
+answer with the last tool result. Every request is recorded, so tests can count calls.
+
+Run standalone: ``python -m tests.openai_server PORT [DELAY_S]``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class OpenAIServer:
+    """Serves POST /v1/chat/completions on 127.0.0.1 in a background thread."""
+
+    def __init__(self, port: int = 0, delay: float = 0.0, log_path: str | None = None) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.delay = delay
+        self.log_path = log_path
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.record(body)
+                if server.delay:
+                    time.sleep(server.delay)
+                data = json.dumps(server.reply(body)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.httpd.server_address[1]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The ``api_base`` for litellm."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> OpenAIServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def record(self, body: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(body)
+            if self.log_path:
+                with open(self.log_path, "a") as fh:
+                    fh.write(json.dumps(body["messages"], sort_keys=True) + "\n")
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        messages = body["messages"]
+        last = messages[-1]
+        tools = body.get("tools") or []
+        message: dict[str, Any]
+        if tools and last["role"] != "tool":
+            user = next(m for m in reversed(messages) if m["role"] == "user")
+            try:
+                args = json.loads(user["content"])
+            except ValueError:
+                args = {}
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{len(messages)}", "type": "function",
+                "function": {"name": tools[0]["function"]["name"], "arguments": json.dumps(args)}}]}
+            finish = "tool_calls"
+        else:
+            message = {"role": "assistant", "content": f"The result is {last['content']}."}
+            finish = "stop"
+        return {
+            "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion",
+            "created": int(time.time()), "model": body.get("model", "test"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+
+
+if __name__ == "__main__":
+    srv = OpenAIServer(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 0.0,
+                       sys.argv[3] if len(sys.argv) > 3 else None).start()
+    print(srv.base_url, flush=True)
+    threading.Event().wait()
