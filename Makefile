@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 
-.PHONY: install demo test lint typecheck pytest bench clean
+.PHONY: install demo test lint typecheck pytest bench bench-kafka clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ pytest: install
 
 bench: install
 	$(BIN)/python bench/engine.py
+
+bench-kafka: install
+	$(BIN)/python bench/kafka.py
 
 clean:
 	rm -rf $(VENV) .typecheck .pytest_cache .mypy_cache .ruff_cache

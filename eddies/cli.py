@@ -325,6 +325,12 @@ def topics_describe(config: ConfigOpt = None, app_id: AppOpt = None,
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``eddies`` console script."""
+    import logging
+    import os
+
+    logging.basicConfig(level=os.environ.get("EDDIES_LOG_LEVEL", "WARNING").upper(),
+                        format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
+    logging.getLogger("eddies.kafka.client").setLevel(logging.ERROR)
     try:
         app(args=argv, standalone_mode=False)
     except typer.Exit as exc:

@@ -79,3 +79,8 @@ def describe(ev: AgentEvent) -> str:
     elif isinstance(p, ChatResponseEvent):
         detail = json.dumps(p.response.content)
     return f"#{ev.seq:<3} run {ev.run}  {ev.type:<19} {ev.action or '':<18} {detail}"
+
+
+def one_turn_agent() -> Calculator:
+    """The calculator without tools: input -> one model call -> output (for benchmarks)."""
+    return calculator_agent(tools=False)

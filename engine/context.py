@@ -22,7 +22,7 @@ from eddies.events import (
     decode_value,
     encode_value,
 )
-from eddies.events.codec import payload_to_record
+from eddies.events.codec import validate_payload
 from eddies.events.ids import call_digest, call_id, scope_path
 
 from .durable import (
@@ -131,7 +131,11 @@ class _Awaitable:
     def __await__(self) -> Generator[Any, None, Any]:
         ctx = self._ctx
         records = [ctx._record(spec) for spec in self._specs]
-        if any(r is None for r in records):
+        pending = False
+        for r in records:
+            if r is None:
+                pending = True
+        if pending:
             yield SUSPEND
             # The machine resumes a live action only once every call has its outcome.
             calls = ctx._run.calls
@@ -267,7 +271,7 @@ class RunnerContext:
         if not isinstance(event, Event):
             raise TypeError(f"send_event expects an Event, got {type(event).__name__}")
         # Fail the action now, with the field named, rather than the runner at write time.
-        payload_to_record(event)
+        validate_payload(event)
         self.sent.append(event)
 
     def get_resource(self, name: str, resource_type: ResourceType | None = None) -> Any:

@@ -200,8 +200,29 @@ _WRITERS: dict[type, tuple[str, Callable[[Any], Record]]] = {
 }
 
 
+# Records of payloads checked by validate_payload, by object identity, each taken once by
+# the next encode of that same object (sending an event and writing it happen close together).
+_VALIDATED: dict[int, tuple[Event, str, Record]] = {}
+_VALIDATED_MAX = 8192
+
+
+def validate_payload(payload: Event) -> None:
+    """Raise EncodingError (naming the field) if ``payload`` cannot be written."""
+    name, rec = _payload_record(payload)
+    if len(_VALIDATED) >= _VALIDATED_MAX:
+        _VALIDATED.clear()
+    _VALIDATED[id(payload)] = (payload, name, rec)
+
+
 def payload_to_record(payload: Event) -> tuple[str, Record]:
     """The Avro union branch name and record of a payload (user events -> CustomEvent)."""
+    cached = _VALIDATED.pop(id(payload), None)
+    if cached is not None and cached[0] is payload:
+        return cached[1], cached[2]
+    return _payload_record(payload)
+
+
+def _payload_record(payload: Event) -> tuple[str, Record]:
     writer = _WRITERS.get(type(payload))
     if writer is not None:
         name, fn = writer

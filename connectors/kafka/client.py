@@ -22,6 +22,26 @@ from .settings import Settings
 from .topics import TopicNames
 
 
+def next_batch(consumer: Any, size: int, wait: float) -> list[Any]:
+    """Up to ``size`` records: block up to ``wait`` for the first, then take only what has
+    already been fetched. (``consume(size, timeout)`` would wait for a full batch.)"""
+    first = consumer.poll(wait)
+    if first is None:
+        return []
+    return [first, *consumer.consume(num_messages=size - 1, timeout=0)] if size > 1 else [first]
+
+
+def produce(prod: Any, topic: str, value: bytes | None, key: bytes | None, **kwargs: Any) -> None:
+    """``prod.produce`` that waits for room when the local queue is full (a burst larger
+    than ``queue.buffering.max.messages``) instead of raising BufferError."""
+    while True:
+        try:
+            prod.produce(topic, value, key, **kwargs)
+            return
+        except BufferError:
+            prod.poll(0.05)  # serve delivery reports; the queue drains
+
+
 def producer(settings: Settings) -> Any:
     """A producer with the Java-compatible partitioner."""
     from confluent_kafka import Producer
@@ -69,7 +89,7 @@ def read_records(settings: Settings, topic: str, *, follow: bool = False, timeou
         at_end: set[int] = set()
         last = time.monotonic()
         while True:
-            msgs = consumer.consume(num_messages=500, timeout=0.1)
+            msgs = next_batch(consumer, 500, 0.1)
             for msg in msgs:
                 err = msg.error()
                 if err is not None:

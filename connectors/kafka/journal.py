@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from .client import next_batch
 from .records import JOURNAL_KIND_HEADER, header
 from .settings import Settings
 
@@ -71,7 +72,7 @@ def read_journal(settings: Settings, topic: str, partitions: set[int], timeout: 
             if time.monotonic() > deadline:
                 raise TimeoutError(f"journal {topic} partitions {sorted(pending)} not read to the end "
                                    f"within {timeout}s")
-            for msg in consumer.consume(num_messages=1000, timeout=0.2):
+            for msg in next_batch(consumer, 1000, 0.2):
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:

@@ -6,9 +6,6 @@ from typing import Any
 
 from eddies.events import AgentEvent, encode, headers, partition_for
 
-ORIGIN_HEADER = "eddies.origin"  # who wrote a record to the events topic
-ORIGIN_ORCHESTRATOR = b"orchestrator"
-ORIGIN_EXECUTOR = b"executor"
 JOURNAL_KIND_HEADER = "eddies.journal"  # snapshot | outcome | started
 DLQ_REASON_HEADER = "eddies.dlq.reason"
 DLQ_SOURCE_HEADER = "eddies.dlq.source"  # topic/partition/offset
@@ -16,12 +13,13 @@ DLQ_SOURCE_HEADER = "eddies.dlq.source"  # topic/partition/offset
 Headers = list[tuple[str, bytes]]
 
 
-def event_headers(origin: bytes | None = None) -> Headers:
-    """Headers of an event record: the schema fingerprint, and who wrote it."""
-    h = headers()
-    if origin is not None:
-        h.append((ORIGIN_HEADER, origin))
-    return h
+def event_headers() -> Headers:
+    """Headers of an event record: the writer schema and its fingerprint."""
+    return headers()
+
+
+#: The headers of every event record (computed once: they are the same for all).
+HEADERS: Headers = event_headers()
 
 
 def header(record_headers: Any, name: str) -> bytes | None:
@@ -32,9 +30,9 @@ def header(record_headers: Any, name: str) -> bytes | None:
     return None
 
 
-def event_record(ev: AgentEvent, origin: bytes | None = None) -> tuple[bytes, bytes, Headers]:
+def event_record(ev: AgentEvent) -> tuple[bytes, bytes, Headers]:
     """(key, value, headers) of an event record."""
-    return ev.session_id.encode(), encode(ev), event_headers(origin)
+    return ev.session_id.encode(), encode(ev), HEADERS
 
 
 def snapshot_key(session_id: str) -> bytes:

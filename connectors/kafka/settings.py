@@ -47,6 +47,7 @@ class Settings:
     max_record_bytes: int = 1_048_576
     fetch_wait_ms: int = 10
     batch_size: int = 500
+    commit_interval_ms: int = 100
     session_timeout_ms: int = 6000
     kafka: dict[str, str] = field(default_factory=dict)
 
@@ -57,7 +58,7 @@ class Settings:
         if self.role not in ("all", "orchestrator", "executor"):
             raise ConfigError(f"role: {self.role!r} is not one of all, orchestrator, executor")
         for key in ("partitions", "replication", "executor_concurrency", "max_record_bytes",
-                    "batch_size", "session_timeout_ms"):
+                    "batch_size", "session_timeout_ms", "commit_interval_ms"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
         if self.fetch_wait_ms < 0:
@@ -134,7 +135,7 @@ def load_settings(
             kafka[rest[len("KAFKA_"):].lower().replace("_", ".")] = value
         elif rest.lower() in _FIELDS:
             values[rest.lower()] = value
-        elif rest in ("CONFIG",):
+        elif rest in ("CONFIG", "LOG_LEVEL"):
             continue
         else:
             raise ConfigError(f"environment variable {name}: unknown setting {rest.lower()!r}")

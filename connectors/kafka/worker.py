@@ -1,16 +1,19 @@
 """The Kafka worker: an orchestrator that drives the session machine, and executors that
 perform durable calls, in one process by default (``role``: all, orchestrator, executor).
 
-Orchestrator: a consumer group on ``app.input`` and ``app.events`` (range assignment, so
-one worker owns a partition number on both). It applies user inputs and executor results
-(``app.events`` records written by executors) to the session machine, produces what it
-emits (every event to ``app.events``, requests to ``app.requests``, outputs to
-``app.output``), writes a snapshot of each touched session to ``app.journal``, flushes,
-and only then commits its offsets. After a crash, re-delivered records are dropped by the
-machine (known input ids, calls that have their outcome), and re-emitted events carry the
-same ids, so a consumer that drops seen ids sees each once. On assignment it restores
-sessions from ``app.journal`` (read to PARTITION_EOF) and re-issues requests that have no
-recorded outcome.
+Orchestrator: a consumer group on ``app.input``, which carries everything that enters the
+session machine: InputEvents from users and DurableCallResults from executors. One topic
+means one order per partition, so re-processing after a crash applies the same records in
+the same order and emits the same event ids. It produces what the machine emits (every
+event to ``app.events``, the history; requests to ``app.requests``; outputs to
+``app.output``) at once. Every ``commit_interval_ms`` it writes a snapshot of each session
+touched since the last commit to ``app.journal``, flushes, and only then commits its
+offsets (as Kafka Streams does). After a crash it re-reads from the last commit: records
+already reflected in a snapshot are dropped by the machine (known input ids, calls that
+have their outcome), the others are applied again in the same order and emit the same
+event ids, so a consumer that drops seen event ids sees each event once. On assignment
+it restores sessions from ``app.journal`` (read to PARTITION_EOF) and re-issues requests
+that have no recorded outcome.
 
 Executor: a consumer group on ``app.requests``; calls run on a thread pool (one slow call
 never blocks another session). Before a non-idempotent call it journals a started mark
@@ -23,6 +26,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -34,6 +38,7 @@ from eddies.events import (
     CallStatus,
     DecodeError,
     DurableCallRequest,
+    DurableCallResult,
     ErrorInfo,
     InputEvent,
     OutputEvent,
@@ -43,14 +48,11 @@ from eddies.events import (
     partition_for,
 )
 
+from .client import next_batch, produce
 from .journal import JournalView, journal_headers, read_journal
 from .records import (
-    ORIGIN_EXECUTOR,
-    ORIGIN_HEADER,
-    ORIGIN_ORCHESTRATOR,
+    HEADERS,
     dlq_headers,
-    event_headers,
-    header,
     journal_partition,
     outcome_key,
     snapshot_key,
@@ -60,6 +62,14 @@ from .settings import Settings, load_agent
 from .topics import TopicNames, ensure_topics
 
 log = logging.getLogger("eddies.worker")
+SNAPSHOT_HEADERS = journal_headers("snapshot")
+
+
+def _kafka() -> Any:
+    """confluent_kafka, imported on first use (it is not needed to import this module)."""
+    import confluent_kafka
+
+    return confluent_kafka
 
 
 class Counters:
@@ -169,11 +179,13 @@ class Orchestrator:
         self.counters = worker.counters
         self.machine = SessionMachine(worker.plan)
         self.states: dict[str, SessionState] = {}
+        self.dirty: set[str] = set()  # sessions changed since the last commit
         self.partitions: set[int] = set()
         self.assigned = threading.Event()
+        self._interval = s.commit_interval_ms / 1000
+        self._last_commit = time.monotonic()
         self.producer = Producer(s.client_config(**{
             "partitioner": "murmur2_random", "enable.idempotence": True, "linger.ms": 1,
-            "compression.type": "lz4",
         }))
         self.consumer = Consumer(s.client_config(**{
             "group.id": f"{s.app}.orchestrator", "enable.auto.commit": False,
@@ -184,23 +196,26 @@ class Orchestrator:
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set."""
-        self.consumer.subscribe([self.names.input, self.names.events],
-                                on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self.consumer.subscribe([self.names.input], on_assign=self._on_assign,
+                                on_revoke=self._on_revoke)
         try:
             while not stop.is_set():
-                msgs = self.consumer.consume(num_messages=self.settings.batch_size, timeout=0.05)
+                msgs = next_batch(self.consumer, self.settings.batch_size, 0.05)
                 if msgs:
                     self._process(msgs)
-                else:
-                    self.producer.poll(0)
+                self.producer.poll(0)
+                if self.dirty and time.monotonic() - self._last_commit >= self._interval:
+                    self._commit()
         finally:
-            self.producer.flush(10)
+            self._commit()
             self.consumer.close()
 
     # --- partitions ----------------------------------------------------------------------
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         numbers = {tp.partition for tp in partitions} - self.partitions
         view = read_journal(self.settings, self.names.journal, numbers)
+        log.info("orchestrator assigned partitions %s: %d journal records, %d sessions",
+                 sorted(numbers), view.records, len(view.snapshots))
         for sid, data in view.snapshots.items():
             state, requests = self.machine.resume(SessionState.from_bytes(data))
             self.states[sid] = state
@@ -216,7 +231,8 @@ class Orchestrator:
         self.assigned.set()
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        self.producer.flush(10)
+        log.info("orchestrator partitions revoked: %s", sorted(tp.partition for tp in partitions))
+        self._commit(sync=True)
         numbers = {tp.partition for tp in partitions}
         for sid in [s for s in self.states if partition_for(s, self.settings.partitions) in numbers]:
             del self.states[sid]
@@ -225,30 +241,34 @@ class Orchestrator:
 
     # --- records -------------------------------------------------------------------------
     def _process(self, msgs: list[Any]) -> None:
-        from confluent_kafka import KafkaError
-
-        touched: dict[str, SessionState] = {}
-        events_topic = self.names.events
         for msg in msgs:
             err = msg.error()
             if err is not None:
-                if err.code() != KafkaError._PARTITION_EOF:
+                if err.code() != _kafka().KafkaError._PARTITION_EOF:
                     log.warning("consumer error: %s", err)
                     self.counters.inc("consumer_errors")
                 continue
-            if msg.topic() == events_topic and header(msg.headers(), ORIGIN_HEADER) != ORIGIN_EXECUTOR:
-                continue  # our own emitted events: history, not input
-            self._handle(msg, touched)
-        for sid, state in touched.items():
-            self.producer.produce(
-                self.names.journal, state.to_bytes(), snapshot_key(sid),
-                partition=journal_partition(sid, self.settings.partitions),
-                headers=journal_headers("snapshot"),
-            )
-        self.producer.flush(30)
-        self.consumer.commit(asynchronous=False)
+            self._handle(msg)
 
-    def _handle(self, msg: Any, touched: dict[str, SessionState]) -> None:
+    def _commit(self, sync: bool = False) -> None:
+        """Snapshot the sessions changed since the last commit, flush, commit offsets."""
+        prod = self.producer
+        parts = self.settings.partitions
+        for sid in self.dirty:
+            state = self.states.get(sid)
+            if state is not None:
+                produce(prod, self.names.journal, state.to_bytes(), snapshot_key(sid),
+                        partition=journal_partition(sid, parts), headers=SNAPSHOT_HEADERS)
+        self.counters.inc("snapshots", len(self.dirty))
+        self.dirty.clear()
+        self.producer.flush(30)  # everything the consumed records caused is durable ...
+        try:  # ... so their offsets may be committed; a lost commit means re-delivery only
+            self.consumer.commit(asynchronous=not sync)
+        except _kafka().KafkaException as err:  # nothing consumed since the last commit
+            log.debug("commit: %s", err)
+        self._last_commit = time.monotonic()
+
+    def _handle(self, msg: Any) -> None:
         key, value = msg.key(), msg.value()
         if key is None:
             return self._dlq(msg, "record has no key; the key must be the session id")
@@ -270,25 +290,32 @@ class Orchestrator:
         if ev.agent and ev.agent != self.worker.plan.agent_name:
             return self._dlq(msg, f"unknown agent {ev.agent!r}; this worker runs "
                                   f"{self.worker.plan.agent_name!r}")
-        if msg.topic() == self.names.input:
-            if not isinstance(ev.payload, InputEvent):
-                return self._dlq(msg, f"{ev.type} is not accepted on {self.names.input}; "
-                                      "send InputEvent")
+        payload = ev.payload
+        if isinstance(payload, InputEvent):
             if not ev.event_id:
                 ev.event_id = f"in/{msg.partition()}/{msg.offset()}"
             if not ev.timestamp:
                 ev.timestamp = max(msg.timestamp()[1], 0)
-            ev.seq = 0
             self.counters.inc("inputs")
-        else:
+        elif isinstance(payload, DurableCallResult):
             self.counters.inc("results")
-        state = self.states.get(sid) or self.machine.new_state(sid)
+        else:
+            return self._dlq(msg, f"{ev.type} is not accepted on {self.names.input}; "
+                                  "send InputEvent")
+        ev.seq = 0
+        state = self.states.get(sid)
+        if state is None:
+            if isinstance(payload, DurableCallResult):
+                log.warning("result %s for session %s, which has no state here",
+                            payload.call_id, sid)
+                self.counters.inc("orphan_results")
+            state = self.machine.new_state(sid)
         try:
             state, emitted = self.machine.apply(state, ev)
         except (UnsupportedEventError, ValueError) as err:
             return self._dlq(msg, f"not accepted: {err}")
         self.states[sid] = state
-        touched[sid] = state
+        self.dirty.add(sid)
         for out in emitted:
             self._route(out)
         return None
@@ -296,23 +323,23 @@ class Orchestrator:
     def _route(self, ev: AgentEvent) -> None:
         data = encode(ev)
         key = ev.session_id.encode()
-        self.producer.produce(self.names.events, data, key,
-                              headers=event_headers(ORIGIN_ORCHESTRATOR))
+        prod = self.producer
+        produce(prod, self.names.events, data, key, headers=HEADERS)
         payload = ev.payload
         if isinstance(payload, DurableCallRequest):
-            self.producer.produce(self.names.requests, data, key, headers=event_headers())
+            produce(prod, self.names.requests, data, key, headers=HEADERS)
             self.counters.inc("requests")
         elif isinstance(payload, OutputEvent):
-            self.producer.produce(self.names.output, data, key, headers=event_headers())
+            produce(prod, self.names.output, data, key, headers=HEADERS)
             self.counters.inc("outputs_failed" if payload.error else "outputs")
         self.counters.inc("events")
 
     def _produce_event(self, topic: str, ev: AgentEvent) -> None:
-        self.producer.produce(topic, encode(ev), ev.session_id.encode(), headers=event_headers())
+        produce(self.producer, topic, encode(ev), ev.session_id.encode(), headers=HEADERS)
 
     def _dlq(self, msg: Any, reason: str) -> None:
-        self.producer.produce(
-            self.names.dlq, msg.value(), msg.key(), partition=msg.partition(),
+        produce(
+            self.producer, self.names.dlq, msg.value(), msg.key(), partition=msg.partition(),
             headers=dlq_headers(reason, msg.topic(), msg.partition(), msg.offset(), msg.headers()),
         )
         self.counters.inc("dlq")
@@ -337,11 +364,13 @@ class KafkaExecutor:
         self._offsets: dict[int, dict[int, bool]] = {}  # partition -> offset -> done
         self._done: queue.SimpleQueue[tuple[int, int, tuple[str, int], bytes | None]] = queue.SimpleQueue()
         self._local = threading.local()
+        self._pending_commit: dict[int, int] = {}
+        self._interval = s.commit_interval_ms / 1000
+        self._last_commit = time.monotonic()
         self.pool = ThreadPoolExecutor(max_workers=s.executor_concurrency,
                                        thread_name_prefix="eddies-call")
         self.producer = Producer(s.client_config(**{
             "partitioner": "murmur2_random", "enable.idempotence": True, "linger.ms": 1,
-            "compression.type": "lz4",
         }))
         self.consumer = Consumer(s.client_config(**{
             "group.id": f"{s.app}.executor", "enable.auto.commit": False,
@@ -360,8 +389,7 @@ class KafkaExecutor:
                 if room <= 0:
                     self._drain(block=True)
                     continue
-                msgs = self.consumer.consume(num_messages=min(room, self.settings.batch_size),
-                                             timeout=0.02)
+                msgs = next_batch(self.consumer, min(room, self.settings.batch_size), 0.02)
                 for msg in msgs:
                     self._handle(msg)
                 self._drain(block=False)
@@ -390,8 +418,8 @@ class KafkaExecutor:
             if not isinstance(req, DurableCallRequest):
                 raise DecodeError(f"{request.type} is not a DurableCallRequest")
         except DecodeError as err:
-            self.producer.produce(self.names.dlq, msg.value(), msg.key(), partition=part,
-                                  headers=dlq_headers(f"undecodable request: {err}", msg.topic(),
+            produce(self.producer, self.names.dlq, msg.value(), msg.key(), partition=part,
+                    headers=dlq_headers(f"undecodable request: {err}", msg.topic(),
                                                       part, offset, msg.headers()))
             self.counters.inc("dlq")
             self._offsets[part][offset] = True
@@ -412,8 +440,16 @@ class KafkaExecutor:
             self.counters.inc("results_unknown")
             return
         self.inflight.add(ref)
-        self.pool.submit(self._perform, request, part, offset)
+        future = self.pool.submit(self._perform, request, part, offset)
+        future.add_done_callback(self._task_failed)
         return
+
+    def _task_failed(self, future: Any) -> None:
+        err = future.exception()
+        if err is not None:  # a bug or a broken producer: never silent, stop the worker
+            log.error("executor task failed: %r", err)
+            self.worker.errors.append(err)
+            self.worker._stop.set()
 
     def _perform(self, request: AgentEvent, part: int, offset: int) -> None:
         req = request.payload
@@ -423,8 +459,8 @@ class KafkaExecutor:
         try:
             if not req.idempotent:
                 # Durable before the side effect: a crash from here on leaves "unknown".
-                self.producer.produce(self.names.journal, b"1", started_key(*ref), partition=jpart,
-                                      headers=journal_headers("started"))
+                produce(self.producer, self.names.journal, b"1", started_key(*ref), partition=jpart,
+                        headers=journal_headers("started"))
                 self.producer.flush(30)
             performer = getattr(self._local, "performer", None)
             if performer is None:
@@ -435,8 +471,8 @@ class KafkaExecutor:
             except Exception as err:
                 result = result_event(request, CallStatus.ERROR, "null", ErrorInfo.of(err))
             data = encode(result)
-            self.producer.produce(self.names.journal, data, outcome_key(*ref), partition=jpart,
-                                  headers=journal_headers("outcome"))
+            produce(self.producer, self.names.journal, data, outcome_key(*ref), partition=jpart,
+                    headers=journal_headers("outcome"))
             self._send_result(result, data)
             self.counters.inc("calls_performed")
             self._done.put((part, offset, ref, data))
@@ -445,13 +481,12 @@ class KafkaExecutor:
             raise
 
     def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None:
-        self.producer.produce(self.names.events, data if data is not None else encode(result),
-                              result.session_id.encode(), headers=event_headers(ORIGIN_EXECUTOR))
+        # Results enter the session machine through the input topic, in partition order.
+        produce(self.producer, self.names.input, data if data is not None else encode(result),
+                result.session_id.encode(), headers=HEADERS)
 
     def _drain(self, block: bool) -> None:
-        from confluent_kafka import TopicPartition
-
-        finished = False
+        TopicPartition = _kafka().TopicPartition
         try:
             item = self._done.get(timeout=0.05) if block else self._done.get_nowait()
             while True:
@@ -460,7 +495,6 @@ class KafkaExecutor:
                 self.inflight.discard(ref)
                 if data is not None:
                     self.view.outcomes[ref] = data
-                finished = True
                 item = self._done.get_nowait()
         except queue.Empty:
             pass
@@ -475,11 +509,22 @@ class KafkaExecutor:
                 last = first
             if last is not None:
                 commits.append(TopicPartition(self.names.requests, part, last + 1))
-        if commits or finished:
-            self.producer.flush(30)  # results durable before their requests are committed
+        now = time.monotonic()
+        if not commits or now - self._last_commit < self._interval:
+            self.producer.poll(0)
+            if commits:  # not yet: keep them for the next commit
+                for tp in commits:
+                    self._pending_commit[tp.partition] = tp.offset
+            return
+        for tp in commits:
+            self._pending_commit[tp.partition] = tp.offset
+        commits = [TopicPartition(self.names.requests, p, o) for p, o in self._pending_commit.items()]
+        self._pending_commit.clear()
+        self._last_commit = now
+        self.producer.flush(30)  # results durable before their requests are committed
         if commits:
             try:
-                self.consumer.commit(offsets=commits, asynchronous=False)
+                self.consumer.commit(offsets=commits, asynchronous=True)
             except Exception as err:  # e.g. partitions revoked meanwhile; re-delivery is safe
                 log.info("executor commit skipped: %s", err)
         self.producer.poll(0)

@@ -19,6 +19,12 @@ def _python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
 
 
+def downstream_snippet() -> str:
+    """The README's plain confluent-kafka + fastavro client (run by an integration test)."""
+    [block] = re.findall(r"```python downstream\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    return block
+
+
 @pytest.mark.parametrize("block", _python_blocks())
 def test_readme_python_blocks_run(block: str, capsys: pytest.CaptureFixture[str]) -> None:
     exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
@@ -36,3 +42,17 @@ def test_readme_has_snippets() -> None:
 def test_docstring_examples(module: object) -> None:
     result = doctest.testmod(module)  # type: ignore[arg-type]
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_compose_file_runs_kafka_and_a_worker() -> None:
+    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert services["kafka"]["image"].startswith("apache/kafka:")
+    assert "controller" in services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"]  # KRaft
+    env = services["worker"]["environment"]
+    assert env["EDDIES_BOOTSTRAP_SERVERS"] == "kafka:9092"
+    from eddies.connectors.kafka.settings import load_agent, load_settings
+
+    settings = load_settings(env={k: str(v) for k, v in env.items()})  # every key is known
+    load_agent(settings.agent)

@@ -1,0 +1,176 @@
+"""Kafka runtime throughput and latency on the embedded broker, next to a raw loop.
+
+Run: ``.venv/bin/python bench/kafka.py`` (``make bench-kafka``). In one run, on one fresh
+embedded broker:
+
+1. raw: a plain confluent-kafka consume-transform-produce loop (consume a batch, produce
+   one record per record, commit the batch) over 200-byte records: records/s.
+2. engine: one worker process (``eddies worker``, orchestrator and executor) with the
+   scripted model; one-turn sessions (input -> model call -> output, 6 events each) are
+   produced in a burst: sessions/s and engine events/s (events the orchestrator emits).
+3. idle latency: one prompt at a time into the idle worker, from produce to the answer
+   consumed: p50/p99.
+
+Targets: engine events/s >= 25% of the raw loop's records/s; idle p50 <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from eddies.connectors.kafka.broker import EmbeddedBroker
+from eddies.connectors.kafka.client import input_event, next_batch
+from eddies.connectors.kafka.records import HEADERS
+from eddies.connectors.kafka.settings import load_settings
+from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+from eddies.events import encode
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTITIONS = 4
+
+
+def raw_loop(bootstrap: str, n: int) -> float:
+    """records/s of a consume-transform-produce loop with per-batch commits."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [NewTopic("raw.in", PARTITIONS, 1), NewTopic("raw.out", PARTITIONS, 1)]
+    for f in admin.create_topics(topics).values():
+        f.result()
+    prod = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random"})
+    payload = b"x" * 200
+    for i in range(n):
+        prod.produce("raw.in", payload, f"k{i % 1000}".encode())
+        if i % 10000 == 0:
+            prod.poll(0)
+    prod.flush(60)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "raw", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 10})
+    consumer.assign([TopicPartition("raw.in", p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    out = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "partitioner": "murmur2_random",
+                    "enable.idempotence": True})
+    seen = 0
+    t0 = time.perf_counter()
+    while seen < n:
+        msgs = next_batch(consumer, 500, 1.0)
+        for m in msgs:
+            if m.error():
+                continue
+            out.produce("raw.out", m.value()[::-1], m.key())
+            seen += 1
+        out.flush(30)
+        if msgs:
+            consumer.commit(asynchronous=False)
+    elapsed = time.perf_counter() - t0
+    consumer.close()
+    return n / elapsed
+
+
+def start_worker(bootstrap: str, app: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
+               EDDIES_LOG_LEVEL="INFO")
+    return subprocess.Popen(
+        [sys.executable, "-m", "eddies", "worker", "--app", app, "--bootstrap-servers", bootstrap,
+         "--partitions", str(PARTITIONS), "--agent", "eddies.demo:one_turn_agent"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+        stderr=open(os.environ.get("BENCH_WORKER_LOG", os.devnull), "ab"),
+    )
+
+
+def output_reader(bootstrap: str, names: TopicNames) -> Consumer:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 5})
+    c.assign([TopicPartition(names.output, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    return c
+
+
+def wait_outputs(reader: Consumer, n: int, timeout: float) -> int:
+    got = 0
+    deadline = time.monotonic() + timeout
+    while got < n and time.monotonic() < deadline:
+        for m in next_batch(reader, 1000, 0.05):
+            if not m.error():
+                got += 1
+    return got
+
+
+def engine(bootstrap: str, n: int, latency_samples: int) -> tuple[float, float, list[float]]:
+    app = f"bench{uuid.uuid4().hex[:6]}"
+    settings = load_settings(env={}, overrides={"bootstrap_servers": bootstrap, "app": app,
+                                                "partitions": PARTITIONS})
+    names = TopicNames(app)
+    ensure_topics(AdminClient({"bootstrap.servers": bootstrap}), names, PARTITIONS)
+    worker = start_worker(bootstrap, app)
+    reader = output_reader(bootstrap, names)
+    prod = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 0})
+    try:
+        # Warm-up: the worker has joined its groups once an answer comes back.
+        prod.produce(names.input, encode(input_event("warm", "hi")), b"warm", headers=HEADERS)
+        prod.flush(10)
+        if wait_outputs(reader, 1, 90) != 1:
+            raise RuntimeError("the worker did not answer the warm-up prompt")
+        # Idle latency: one prompt at a time.
+        latencies = []
+        for i in range(latency_samples):
+            sid = f"lat{i}"
+            t0 = time.perf_counter()
+            prod.produce(names.input, encode(input_event(sid, "ping")), sid.encode(),
+                         headers=HEADERS)
+            prod.flush(10)
+            if wait_outputs(reader, 1, 10) != 1:
+                raise RuntimeError("no answer within 10 s")
+            latencies.append((time.perf_counter() - t0) * 1000)
+            time.sleep(0.02)
+        # Throughput: a burst of one-turn sessions.
+        t0 = time.perf_counter()
+        for i in range(n):
+            sid = f"s{i}"
+            prod.produce(names.input, encode(input_event(sid, f"hello {i}")), sid.encode(),
+                         headers=HEADERS)
+            if i % 5000 == 0:
+                prod.poll(0)
+        prod.flush(60)
+        got = wait_outputs(reader, n, float(os.environ.get("BENCH_WAIT", "600")))
+        elapsed = time.perf_counter() - t0
+        if got != n:
+            raise RuntimeError(f"only {got} of {n} answers")
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        reader.close()
+    del settings
+    sessions = n / elapsed
+    return sessions, sessions * 6, latencies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=200_000, help="raw loop records")
+    parser.add_argument("--sessions", type=int, default=5_000, help="one-turn sessions")
+    parser.add_argument("--latency-samples", type=int, default=100)
+    args = parser.parse_args()
+    with EmbeddedBroker() as broker:
+        raw = raw_loop(broker.bootstrap, args.records)
+        sessions, events, lat = engine(broker.bootstrap, args.sessions, args.latency_samples)
+    lat.sort()
+    p50 = statistics.median(lat)
+    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+    print(f"embedded broker, {PARTITIONS} partitions, one worker process (scripted model)")
+    print(f"raw consume-transform-produce loop: {raw:10,.0f} records/s ({args.records} records)")
+    print(f"engine one-turn sessions:           {sessions:10,.0f} sessions/s ({args.sessions} sessions)")
+    print(f"engine events:                      {events:10,.0f} events/s = {events / raw:.0%} of raw "
+          f"(target >= 25%)")
+    print(f"idle end-to-end latency:            p50 {p50:.1f} ms, p99 {p99:.1f} ms "
+          f"({len(lat)} prompts; target p50 <= 50 ms)")
+
+
+if __name__ == "__main__":
+    main()
