@@ -28,7 +28,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 topics_app = typer.Typer(no_args_is_help=True, help="Create or describe the application's topics.")
 app.add_typer(topics_app, name="topics")
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # error lines are never cut
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML settings file.",
                                                 envvar="EDDIES_CONFIG")]
@@ -167,6 +167,12 @@ def worker(
         raise typer.Exit(2) from None
     with _kafka(settings) as s:
         w = Worker(s, agent_obj).start()
+        import gc
+
+        # This process only runs the worker: keep start-up objects out of GC scans, and
+        # collect less often (sessions allocate many short-lived objects).
+        gc.freeze()
+        gc.set_threshold(50_000, 20, 100)
         err_console.print(f"worker for app [bold]{s.app}[/bold], agent {w.plan.agent_name!r}, "
                           f"role {s.role}, broker {s.bootstrap_servers}")
         done = threading.Event()
@@ -332,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     logging.getLogger("eddies.kafka.client").setLevel(logging.ERROR)
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
+        return int(code or 0) if isinstance(code, int) else 0
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except SystemExit as exc:

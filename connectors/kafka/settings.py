@@ -165,8 +165,12 @@ def load_agent(spec: str) -> Any:
     obj = getattr(module, attr, None)
     if obj is None:
         raise ConfigError(f"agent: module {module_name!r} has no attribute {attr!r}")
-    if (isinstance(obj, type) and issubclass(obj, Agent)) or (callable(obj) and not isinstance(obj, Agent)):
-        obj = obj()
+    if not isinstance(obj, Agent) and callable(obj):
+        try:
+            obj = obj()
+        except TypeError as err:
+            raise ConfigError(f"agent: {spec} is neither an Agent nor a function returning one "
+                              f"({err})") from None
     if not isinstance(obj, Agent):
         raise ConfigError(f"agent: {spec} is not an Agent (got {type(obj).__name__})")
     return obj

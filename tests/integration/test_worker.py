@@ -57,6 +57,7 @@ def test_demo_scenario_end_to_end(settings: Settings) -> None:
 
 def test_bad_records_go_to_the_dlq_and_good_sessions_complete(settings: Settings) -> None:
     names = TopicNames(settings.app)
+    settings.max_record_bytes = 2000
     worker = Worker(settings, calculator_agent()).start()
     try:
         assert worker.wait_assigned(60)
@@ -68,25 +69,32 @@ def test_bad_records_go_to_the_dlq_and_good_sessions_complete(settings: Settings
                                                              timestamp=1)), b"s-mismatch")
         prod.produce(names.input, encode(AgentEvent.external("s-wrong", CustomEvent("Nope", {}),
                                                              event_id="", timestamp=1)), b"s-wrong")
+        big = AgentEvent.external("s-big", InputEvent("x" * 3000), event_id="", timestamp=1)
+        prod.produce(names.input, encode(big), b"s-big")
+        stranger = AgentEvent.external("s-agent", InputEvent("x"), event_id="", timestamp=1)
+        stranger.agent = "someone-else"
+        prod.produce(names.input, encode(stranger), b"s-agent")
         send_input(settings, "good", '{"a": 1, "b": 1}', prod=prod)
         prod.flush(30)
         got = outputs(settings, 1)
         assert [e.payload.output for e in got] == ["The result is 2."]  # type: ignore[attr-defined]
         dead: list[Any] = []
         deadline = time.monotonic() + 30
-        while len(dead) < 4 and time.monotonic() < deadline:
+        while len(dead) < 6 and time.monotonic() < deadline:
             dead = list(read_records(settings, names.dlq))
     finally:
         worker.stop()
     reasons = sorted((header(m.headers(), DLQ_REASON_HEADER) or b"").decode() for m in dead)
-    assert len(reasons) == 4, reasons
+    assert len(reasons) == 6, reasons
+    assert any("exceeds max_record_bytes=2000" in r for r in reasons)
+    assert any("unknown agent 'someone-else'" in r for r in reasons)
     assert any("undecodable" in r for r in reasons)
     assert any("no key" in r for r in reasons)
     assert any("differs from the event's session_id" in r for r in reasons)
     assert any("is not accepted" in r for r in reasons)
     for m in dead:
         assert (header(m.headers(), DLQ_SOURCE_HEADER) or b"").startswith(names.input.encode())
-    assert worker.counters.get("dlq") == 4
+    assert worker.counters.get("dlq") == 6
 
 
 def test_two_workers_share_sessions_and_keep_each_sessions_order(settings: Settings) -> None:
