@@ -178,13 +178,33 @@ def worker(
         done = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: done.set())
-        while not done.wait(1.0):
-            if w.stopped:
-                break
+        if err_console.is_terminal:
+            from rich.live import Live
+
+            with Live(_status(w), console=err_console, refresh_per_second=2) as live:
+                while not done.wait(0.5) and not w.stopped:
+                    live.update(_status(w))
+        else:
+            while not done.wait(1.0) and not w.stopped:
+                pass
         w.stop()
         if w.errors:
             err_console.print(f"[red]worker failed:[/red] {w.errors[0]!r}")
             raise typer.Exit(1)
+
+
+def _status(w: Any) -> Table:
+    """A table of the worker's counters, for the live view."""
+    table = Table("counter", "value", title=f"eddies worker: {w.settings.app}", title_justify="left")
+    counts = w.counters.snapshot()
+    orch = w.orchestrator
+    if orch is not None:
+        table.add_row("partitions", ",".join(map(str, sorted(orch.partitions))) or "-")
+        table.add_row("sessions in memory", str(len(orch.states)))
+    for name in ("inputs", "outputs", "outputs_failed", "requests", "calls_performed", "results",
+                 "snapshots", "dlq", "sessions_restored", "requests_reissued"):
+        table.add_row(name, str(counts.get(name, 0)))
+    return table
 
 
 @app.command()
