@@ -52,6 +52,8 @@ from .state import (
 )
 
 MetricsSink = Callable[[str, str, str, float], None]
+#: An idempotent call whose outcome keeps coming back unknown is re-run at most this often.
+MAX_ATTEMPTS = 5
 
 
 class UnsupportedEventError(ValueError):
@@ -219,7 +221,7 @@ class SessionMachine:
                 env = self._emit(state, run, req, rec.request_id, action, out)
                 rec.request_id = env.event_id
                 return
-            if rec.idempotent:
+            if rec.idempotent and rec.attempt < MAX_ATTEMPTS:
                 rec.attempt += 1
                 req = DurableCallRequest(
                     result.call_id, CallKind(rec.kind), rec.target, rec.args, True, rec.attempt
@@ -229,10 +231,12 @@ class SessionMachine:
                 rec.request_id = env.event_id
                 return
             rec.status = ERROR
+            why = (f"it was tried {rec.attempt} times" if rec.idempotent
+                   else "it has no reconciler and is not idempotent")
             rec.error = ErrorInfo(
                 "DurableCallUnknownError",
                 f"call {result.call_id} ({rec.target}) started but its outcome was not recorded; "
-                "it has no reconciler and is not idempotent, so it is not run again",
+                f"{why}, so it is not run again",
             )
         elif result.status is CallStatus.OK:
             rec.status = OK

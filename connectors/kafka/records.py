@@ -56,6 +56,11 @@ def session_of_call(call_id: str) -> str:
     return head.split("/", 1)[0]
 
 
+def run_of_call(call_id: str) -> int:
+    """The run number part of a call id (``session[/scope]:rN:iN:cN``)."""
+    return int(call_id.rsplit(":", 3)[1][1:])
+
+
 def journal_partition(session_id: str, partitions: int) -> int:
     """Journal records are keyed by kind, so they are placed explicitly: a session's
     journal records go to its partition, like all of its other records."""

@@ -48,6 +48,8 @@ class Settings:
     fetch_wait_ms: int = 10
     batch_size: int = 500
     commit_interval_ms: int = 100
+    journal_retention_ms: int = 24 * 3600 * 1000
+    session_ttl_ms: int = 7 * 24 * 3600 * 1000
     session_timeout_ms: int = 6000
     kafka: dict[str, str] = field(default_factory=dict)
 
@@ -58,7 +60,8 @@ class Settings:
         if self.role not in ("all", "orchestrator", "executor"):
             raise ConfigError(f"role: {self.role!r} is not one of all, orchestrator, executor")
         for key in ("partitions", "replication", "executor_concurrency", "max_record_bytes",
-                    "batch_size", "session_timeout_ms", "commit_interval_ms"):
+                    "batch_size", "session_timeout_ms", "commit_interval_ms",
+                    "journal_retention_ms", "session_ttl_ms"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
         if self.fetch_wait_ms < 0:

@@ -15,6 +15,11 @@ event ids, so a consumer that drops seen event ids sees each event once. On assi
 it restores sessions from ``app.journal`` (read to PARTITION_EOF) and re-issues requests
 that have no recorded outcome.
 
+Retention: a finished run's call outcomes and started marks are tombstoned
+``journal_retention_ms`` after it finished (by then no redelivered request can ask for
+them), and a session idle for ``session_ttl_ms`` (by its logical clock) is closed: its
+snapshot is tombstoned, so the compacted journal does not grow without bound.
+
 Executor: a consumer group on ``app.requests``; calls run on a thread pool (one slow call
 never blocks another session). Before a non-idempotent call it journals a started mark
 (flushed); a request found started without an outcome is answered UNKNOWN, so the machine
@@ -27,6 +32,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -55,6 +61,8 @@ from .records import (
     dlq_headers,
     journal_partition,
     outcome_key,
+    run_of_call,
+    session_of_call,
     snapshot_key,
     started_key,
 )
@@ -63,6 +71,7 @@ from .topics import TopicNames, ensure_topics
 
 log = logging.getLogger("eddies.worker")
 SNAPSHOT_HEADERS = journal_headers("snapshot")
+TOMBSTONE_HEADERS = journal_headers("tombstone")
 
 
 def _kafka() -> Any:
@@ -184,6 +193,11 @@ class Orchestrator:
         self.assigned = threading.Event()
         self._interval = s.commit_interval_ms / 1000
         self._last_commit = time.monotonic()
+        # (when, session, journal keys) of finished runs, tombstoned after the retention.
+        self._finished: deque[tuple[float, str, list[bytes]]] = deque()
+        self._retention = s.journal_retention_ms / 1000
+        self._sweep_every = min(60.0, s.session_ttl_ms / 1000)
+        self._last_sweep = time.monotonic()
         self.producer = Producer(s.client_config(**{
             "partitioner": "murmur2_random", "enable.idempotence": True, "linger.ms": 1,
         }))
@@ -204,7 +218,8 @@ class Orchestrator:
                 if msgs:
                     self._process(msgs)
                 self.producer.poll(0)
-                if self.dirty and time.monotonic() - self._last_commit >= self._interval:
+                now = time.monotonic()
+                if now - self._last_commit >= self._interval and (self.dirty or self._due(now)):
                     self._commit()
         finally:
             self._commit()
@@ -225,10 +240,27 @@ class Orchestrator:
                 if (p.call_id, p.attempt) not in view.outcomes:
                     self._produce_event(self.names.requests, req)
                     self.counters.inc("requests_reissued")
+        self._schedule_finished_from(view)
         self.producer.flush(10)
         self.partitions |= numbers
         self.counters.inc("sessions_restored", len(view.snapshots))
         self.assigned.set()
+
+    def _schedule_finished_from(self, view: JournalView) -> None:
+        """Journal keys of calls whose run is over (found after a restart) expire as if
+        their run had just finished."""
+        keys: dict[str, list[bytes]] = {}
+        refs = [(r, outcome_key(*r)) for r in view.outcomes] + [(r, started_key(*r)) for r in view.started]
+        for (cid, _attempt), key in refs:
+            sid = session_of_call(cid)
+            state = self.states.get(sid)
+            current = state.run.number if state is not None and state.run is not None else None
+            run = run_of_call(cid)
+            if current is None or run < current:
+                keys.setdefault(sid, []).append(key)
+        now = time.monotonic()
+        for sid, ks in keys.items():
+            self._finished.append((now, sid, ks))
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         log.info("orchestrator partitions revoked: %s", sorted(tp.partition for tp in partitions))
@@ -261,12 +293,39 @@ class Orchestrator:
                         partition=journal_partition(sid, parts), headers=SNAPSHOT_HEADERS)
         self.counters.inc("snapshots", len(self.dirty))
         self.dirty.clear()
+        now = time.monotonic()
+        while self._finished and now - self._finished[0][0] >= self._retention:
+            _, sid, keys = self._finished.popleft()
+            for key in keys:  # after the snapshot: the partition keeps that order
+                produce(prod, self.names.journal, None, key, partition=journal_partition(sid, parts),
+                        headers=TOMBSTONE_HEADERS)
+            self.counters.inc("tombstones", len(keys))
+        if now - self._last_sweep >= self._sweep_every:
+            self._last_sweep = now
+            self._close_idle_sessions()
         self.producer.flush(30)  # everything the consumed records caused is durable ...
         try:  # ... so their offsets may be committed; a lost commit means re-delivery only
             self.consumer.commit(asynchronous=not sync)
         except _kafka().KafkaException as err:  # nothing consumed since the last commit
             log.debug("commit: %s", err)
         self._last_commit = time.monotonic()
+
+    def _due(self, now: float) -> bool:
+        """Whether tombstones or the idle-session sweep are due."""
+        if self._finished and now - self._finished[0][0] >= self._retention:
+            return True
+        return now - self._last_sweep >= self._sweep_every
+
+    def _close_idle_sessions(self) -> None:
+        """Tombstone the snapshots of sessions idle longer than ``session_ttl_ms``."""
+        horizon = int(time.time() * 1000) - self.settings.session_ttl_ms
+        parts = self.settings.partitions
+        for sid in [sid for sid, st in self.states.items() if st.idle and st.clock < horizon]:
+            produce(self.producer, self.names.journal, None, snapshot_key(sid),
+                    partition=journal_partition(sid, parts), headers=TOMBSTONE_HEADERS)
+            del self.states[sid]
+            self.machine.evict(sid)
+            self.counters.inc("sessions_closed")
 
     def _handle(self, msg: Any) -> None:
         key, value = msg.key(), msg.value()
@@ -310,10 +369,15 @@ class Orchestrator:
                             payload.call_id, sid)
                 self.counters.inc("orphan_results")
             state = self.machine.new_state(sid)
+        before = state.run
         try:
             state, emitted = self.machine.apply(state, ev)
         except (UnsupportedEventError, ValueError) as err:
             return self._dlq(msg, f"not accepted: {err}")
+        if before is not None and state.run is not before and before.calls:
+            keys = [k for cid, rec in before.calls.items() for a in range(1, rec.attempt + 1)
+                    for k in (outcome_key(cid, a), started_key(cid, a))]
+            self._finished.append((time.monotonic(), sid, keys))
         self.states[sid] = state
         self.dirty.add(sid)
         for out in emitted:
@@ -365,6 +429,10 @@ class KafkaExecutor:
         self._done: queue.SimpleQueue[tuple[int, int, tuple[str, int], bytes | None]] = queue.SimpleQueue()
         self._local = threading.local()
         self._pending_commit: dict[int, int] = {}
+        # Outcomes stay in memory briefly: enough for requests re-issued or redelivered while
+        # this executor keeps its partitions; every new assignment re-reads the journal.
+        self._kept: deque[tuple[float, tuple[str, int]]] = deque()
+        self._retention = min(60.0, s.journal_retention_ms / 1000)
         self._interval = s.commit_interval_ms / 1000
         self._last_commit = time.monotonic()
         self.pool = ThreadPoolExecutor(max_workers=s.executor_concurrency,
@@ -406,6 +474,23 @@ class KafkaExecutor:
         self.view.started |= view.started
         self.assigned.set()
 
+    def _due(self, now: float) -> bool:
+        """Whether tombstones or the idle-session sweep are due."""
+        if self._finished and now - self._finished[0][0] >= self._retention:
+            return True
+        return now - self._last_sweep >= self._sweep_every
+
+    def _close_idle_sessions(self) -> None:
+        """Tombstone the snapshots of sessions idle longer than ``session_ttl_ms``."""
+        horizon = int(time.time() * 1000) - self.settings.session_ttl_ms
+        parts = self.settings.partitions
+        for sid in [sid for sid, st in self.states.items() if st.idle and st.clock < horizon]:
+            produce(self.producer, self.names.journal, None, snapshot_key(sid),
+                    partition=journal_partition(sid, parts), headers=TOMBSTONE_HEADERS)
+            del self.states[sid]
+            self.machine.evict(sid)
+            self.counters.inc("sessions_closed")
+
     def _handle(self, msg: Any) -> None:
         err = msg.error()
         if err is not None:
@@ -434,7 +519,11 @@ class KafkaExecutor:
             self._offsets[part][offset] = True
             self.counters.inc("results_resent")
             return
-        if not req.idempotent and ref in self.view.started:
+        produced_ms = msg.timestamp()[1]
+        too_old = produced_ms > 0 and time.time() * 1000 - produced_ms > self.settings.journal_retention_ms
+        if (not req.idempotent and ref in self.view.started) or too_old:
+            # A request older than the journal retention may belong to a run whose outcome was
+            # already tombstoned: never perform it again; UNKNOWN is ignored by a finished run.
             self._send_result(result_event(request, CallStatus.UNKNOWN))
             self._offsets[part][offset] = True
             self.counters.inc("results_unknown")
@@ -495,6 +584,7 @@ class KafkaExecutor:
                 self.inflight.discard(ref)
                 if data is not None:
                     self.view.outcomes[ref] = data
+                    self._kept.append((time.monotonic(), ref))
                 item = self._done.get_nowait()
         except queue.Empty:
             pass
@@ -510,6 +600,10 @@ class KafkaExecutor:
             if last is not None:
                 commits.append(TopicPartition(self.names.requests, part, last + 1))
         now = time.monotonic()
+        while self._kept and now - self._kept[0][0] >= self._retention:
+            _, old = self._kept.popleft()  # the orchestrator tombstones these in the journal
+            self.view.outcomes.pop(old, None)
+            self.view.started.discard(old)
         if not commits or now - self._last_commit < self._interval:
             self.producer.poll(0)
             if commits:  # not yet: keep them for the next commit

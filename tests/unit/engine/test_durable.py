@@ -293,3 +293,24 @@ def test_transient_caches_are_empty_after_runs_and_evictable() -> None:
     assert runner.machine.cached == 0
     runner.run_until_idle()  # still completes: the action is replayed from the state
     assert runner.outputs_for("s3") == [20]
+
+
+def test_an_idempotent_call_that_never_gets_an_outcome_fails_closed_eventually() -> None:
+    from eddies.engine import SessionMachine
+    from eddies.events import AgentEvent, CallStatus, InputEvent
+    from tests.unit.engine.executor import answer
+
+    machine = SessionMachine(Lookup())
+    state = machine.new_state("s1")
+    state, out = machine.apply(state, AgentEvent.external("s1", InputEvent("k"), event_id="i",
+                                                          timestamp=1))
+    request = out[-1]
+    for _ in range(10):  # an executor that keeps answering "unknown"
+        state, out = machine.apply(state, answer(machine, request, status=CallStatus.UNKNOWN))
+        if out[-1].type == "OutputEvent":
+            break
+        request = out[-1]
+    final = out[-1].payload
+    assert final.error is not None and final.error.type == "DurableCallUnknownError"  # type: ignore[attr-defined]
+    assert "tried 5 times" in final.error.message  # type: ignore[attr-defined]
+    assert EFFECTS["lookup"] == 0
