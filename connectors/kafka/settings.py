@@ -43,6 +43,7 @@ class Settings:
     replication: int = 1
     role: str = "all"  # all | orchestrator | executor
     exactly_once: bool = False
+    instance_id: str = ""  # worker slot for transactional ids; default: the host name
     executor_concurrency: int = 8
     max_record_bytes: int = 1_048_576
     fetch_wait_ms: int = 10
@@ -66,6 +67,10 @@ class Settings:
                 raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
         if self.fetch_wait_ms < 0:
             raise ConfigError(f"fetch_wait_ms: must not be negative, got {self.fetch_wait_ms}")
+        if not self.instance_id:
+            import socket
+
+            self.instance_id = socket.gethostname()
         if ":" not in self.agent:
             raise ConfigError(f"agent: {self.agent!r} is not 'module:attribute'")
         return self

@@ -56,6 +56,7 @@ from eddies.events import (
 
 from .client import next_batch, produce
 from .journal import JournalView, journal_headers, read_journal
+from .outbox import Outbox
 from .records import (
     HEADERS,
     dlq_headers,
@@ -179,7 +180,7 @@ class Orchestrator:
     """Consumes inputs and call results, drives the session machine, produces its output."""
 
     def __init__(self, worker: Worker) -> None:
-        from confluent_kafka import Consumer, Producer
+        from confluent_kafka import Consumer
 
         s = worker.settings
         self.worker = worker
@@ -198,9 +199,7 @@ class Orchestrator:
         self._retention = s.journal_retention_ms / 1000
         self._sweep_every = min(60.0, s.session_ttl_ms / 1000)
         self._last_sweep = time.monotonic()
-        self.producer = Producer(s.client_config(**{
-            "partitioner": "murmur2_random", "enable.idempotence": True, "linger.ms": 1,
-        }))
+        self.producer = Outbox(s, "orchestrator")
         self.consumer = Consumer(s.client_config(**{
             "group.id": f"{s.app}.orchestrator", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
@@ -303,11 +302,9 @@ class Orchestrator:
         if now - self._last_sweep >= self._sweep_every:
             self._last_sweep = now
             self._close_idle_sessions()
-        self.producer.flush(30)  # everything the consumed records caused is durable ...
-        try:  # ... so their offsets may be committed; a lost commit means re-delivery only
-            self.consumer.commit(asynchronous=not sync)
-        except _kafka().KafkaException as err:  # nothing consumed since the last commit
-            log.debug("commit: %s", err)
+        # Everything the consumed records caused is durable before their offsets are; a lost
+        # commit only means re-delivery, which the machine drops.
+        self.producer.commit(self.consumer, sync=sync)
         self._last_commit = time.monotonic()
 
     def _due(self, now: float) -> bool:
@@ -437,9 +434,9 @@ class KafkaExecutor:
         self._last_commit = time.monotonic()
         self.pool = ThreadPoolExecutor(max_workers=s.executor_concurrency,
                                        thread_name_prefix="eddies-call")
-        self.producer = Producer(s.client_config(**{
-            "partitioner": "murmur2_random", "enable.idempotence": True, "linger.ms": 1,
-        }))
+        self.producer = Outbox(s, "executor")
+        # Started marks must be durable before the side effect, outside any transaction.
+        self.marks = Producer(s.client_config(**{"enable.idempotence": True, "linger.ms": 0}))
         self.consumer = Consumer(s.client_config(**{
             "group.id": f"{s.app}.executor", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
@@ -449,7 +446,8 @@ class KafkaExecutor:
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set; in-flight calls finish before it returns."""
-        self.consumer.subscribe([self.names.requests], on_assign=self._on_assign)
+        self.consumer.subscribe([self.names.requests], on_assign=self._on_assign,
+                                on_revoke=lambda c, ps: self._drain(block=False, force=True))
         limit = self.settings.executor_concurrency * 4
         try:
             while not stop.is_set():
@@ -463,7 +461,7 @@ class KafkaExecutor:
                 self._drain(block=False)
         finally:
             self.pool.shutdown(wait=True)
-            self._drain(block=False)
+            self._drain(block=False, force=True)
             self.producer.flush(10)
             self.consumer.close()
 
@@ -548,9 +546,9 @@ class KafkaExecutor:
         try:
             if not req.idempotent:
                 # Durable before the side effect: a crash from here on leaves "unknown".
-                produce(self.producer, self.names.journal, b"1", started_key(*ref), partition=jpart,
+                produce(self.marks, self.names.journal, b"1", started_key(*ref), partition=jpart,
                         headers=journal_headers("started"))
-                self.producer.flush(30)
+                self.marks.flush(30)
             performer = getattr(self._local, "performer", None)
             if performer is None:
                 performer = self._local.performer = CallPerformer(self.worker.plan, self.resolver)
@@ -574,7 +572,7 @@ class KafkaExecutor:
         produce(self.producer, self.names.input, data if data is not None else encode(result),
                 result.session_id.encode(), headers=HEADERS)
 
-    def _drain(self, block: bool) -> None:
+    def _drain(self, block: bool, force: bool = False) -> None:
         TopicPartition = _kafka().TopicPartition
         try:
             item = self._done.get(timeout=0.05) if block else self._done.get_nowait()
@@ -604,21 +602,19 @@ class KafkaExecutor:
             _, old = self._kept.popleft()  # the orchestrator tombstones these in the journal
             self.view.outcomes.pop(old, None)
             self.view.started.discard(old)
-        if not commits or now - self._last_commit < self._interval:
-            self.producer.poll(0)
-            if commits:  # not yet: keep them for the next commit
-                for tp in commits:
-                    self._pending_commit[tp.partition] = tp.offset
-            return
-        for tp in commits:
+        for tp in commits:  # kept until the next commit is due
             self._pending_commit[tp.partition] = tp.offset
+        due = self._pending_commit and now - self._last_commit >= self._interval
+        if not force and not due:
+            self.producer.poll(0)
+            return
         commits = [TopicPartition(self.names.requests, p, o) for p, o in self._pending_commit.items()]
         self._pending_commit.clear()
         self._last_commit = now
-        self.producer.flush(30)  # results durable before their requests are committed
-        if commits:
-            try:
-                self.consumer.commit(offsets=commits, asynchronous=True)
-            except Exception as err:  # e.g. partitions revoked meanwhile; re-delivery is safe
-                log.info("executor commit skipped: %s", err)
+        try:  # results durable before their requests are committed
+            self.producer.commit(self.consumer, offsets=commits, sync=force)
+        except _kafka().KafkaException as err:
+            if self.producer.transactional:
+                raise  # see Outbox.commit: stop, restart, recover
+            log.info("executor commit skipped: %s", err)  # re-delivery is safe
         self.producer.poll(0)

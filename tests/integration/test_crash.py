@@ -29,6 +29,7 @@ CONCURRENCY = 4
 
 def _worker(settings: Settings, server: OpenAIServer, log: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, TEST_OPENAI_BASE=server.base_url,
+               EDDIES_EXACTLY_ONCE=str(settings.exactly_once).lower(), EDDIES_INSTANCE_ID="slot-0",
                EDDIES_EXECUTOR_CONCURRENCY=str(CONCURRENCY), EDDIES_SESSION_TIMEOUT_MS="3000",
                LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true")
     return subprocess.Popen(
@@ -56,7 +57,9 @@ def _wait(settings: Settings, count: int, timeout: float,
     return _outputs(settings)
 
 
-def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path) -> None:
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["idempotent", "transactions"])
+def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path, exactly_once: bool) -> None:
+    settings.exactly_once = exactly_once
     server = OpenAIServer(delay=0.25).start()
     log = tmp_path / "worker.log"
     sessions = [f"s{i}" for i in range(10)]

@@ -32,7 +32,9 @@ def outputs(settings: Settings, n: int, timeout: float = 60.0) -> list[AgentEven
     return list(seen.values())
 
 
-def test_demo_scenario_end_to_end(settings: Settings) -> None:
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["idempotent", "transactions"])
+def test_demo_scenario_end_to_end(settings: Settings, exactly_once: bool) -> None:
+    settings.exactly_once = exactly_once
     worker = Worker(settings, calculator_agent()).start()
     try:
         assert worker.wait_assigned(60)
