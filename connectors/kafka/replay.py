@@ -54,17 +54,25 @@ class ReplayReport:
 
 
 def load_history(settings: Settings, session_id: str) -> list[tuple[int, AgentEvent]]:
-    """(offset, event) of the session's recorded history, in order."""
+    """(offset, event) of the session's recorded history, in order, each event once.
+
+    After a crash a worker may write events again (same ids, same place in the session);
+    like every consumer, replay keeps the first copy of each id.
+    """
     from eddies.events import decode
 
     names = TopicNames(settings.app)
     part = partition_for(session_id, settings.partitions)
     key = session_id.encode()
     out: list[tuple[int, AgentEvent]] = []
+    seen: set[str] = set()
     for msg in read_records(settings, names.events, partitions=[part]):
         if msg.key() != key:
             continue
-        out.append((msg.offset(), decode(msg.value())))
+        ev = decode(msg.value())
+        if ev.event_id not in seen:
+            seen.add(ev.event_id)
+            out.append((msg.offset(), ev))
     return out
 
 

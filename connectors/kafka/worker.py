@@ -285,6 +285,11 @@ class Orchestrator:
         """Snapshot the sessions changed since the last commit, flush, commit offsets."""
         prod = self.producer
         parts = self.settings.partitions
+        # A snapshot must never be durable before the events it reflects: if the process
+        # died with the snapshot delivered but an output still queued, a restart would
+        # treat the input as done and the output would be lost. (Records to different
+        # topics travel in different batches, so a single flush does not order them.)
+        prod.flush(30)
         for sid in self.dirty:
             state = self.states.get(sid)
             if state is not None:

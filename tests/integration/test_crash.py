@@ -105,10 +105,15 @@ def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path, e
     repeated = sum(n - 1 for n in bodies.values())
     assert repeated <= CONCURRENCY, f"{repeated} model calls were repeated"
 
-    # Replay of a finished session reproduces its event ids and makes no model call.
+    # Replay of every finished session reproduces its event ids and makes no model call;
+    # the sessions that were running at the kill are among them.
     calls = len(server.requests)
-    report = replay(AgentPlan.compile(http_calculator_for_replay()), load_history(settings, "s3"), "s3")
-    assert report.ok, [(s.recorded.type, s.recorded.seq) for s in report.mismatches]
+    plan = AgentPlan.compile(http_calculator_for_replay())
+    for s in sessions:
+        history = load_history(settings, s)
+        assert [e.seq for _, e in history] == list(range(1, len(history) + 1))
+        report = replay(plan, history, s)
+        assert report.ok, (s, [(m.recorded.type, m.recorded.seq) for m in report.mismatches])
     assert len(server.requests) == calls
 
 
