@@ -15,6 +15,7 @@ from collections.abc import Callable
 from io import BytesIO
 from typing import Any
 
+import orjson
 from fastavro import schemaless_reader, schemaless_writer
 
 from .avro_compiled import compile_schema
@@ -45,6 +46,7 @@ from .payloads import (
     ToolResult,
 )
 from .schemas import envelope_fingerprint, envelope_schema
+from .values import _default as _value_default
 from .values import decode_value, encode_value
 
 SCHEMA_HEADER = "eddies.schema"
@@ -200,25 +202,28 @@ _WRITERS: dict[type, tuple[str, Callable[[Any], Record]]] = {
 }
 
 
-# Records of payloads checked by validate_payload, by object identity, each taken once by
-# the next encode of that same object (sending an event and writing it happen close together).
-_VALIDATED: dict[int, tuple[Event, str, Record]] = {}
-_VALIDATED_MAX = 8192
+def _check_default(obj: Any) -> Any:
+    # Like the value encoding, plus user events that are plain classes.
+    if isinstance(obj, Event):
+        return _attributes(obj)
+    return _value_default(obj)
 
 
 def validate_payload(payload: Event) -> None:
-    """Raise EncodingError (naming the field) if ``payload`` cannot be written."""
-    name, rec = _payload_record(payload)
-    if len(_VALIDATED) >= _VALIDATED_MAX:
-        _VALIDATED.clear()
-    _VALIDATED[id(payload)] = (payload, name, rec)
+    """Raise EncodingError, naming the field, if ``payload`` cannot be written.
+
+    One C-speed JSON pass over the whole payload; only when it fails does the full
+    conversion run, to name the field in the error.
+    """
+    try:
+        orjson.dumps(payload, default=_check_default)
+    except TypeError as err:
+        _payload_record(payload)  # raises EncodingError naming the field
+        raise EncodingError(f"{type(payload).__name__}: {err}") from None
 
 
 def payload_to_record(payload: Event) -> tuple[str, Record]:
     """The Avro union branch name and record of a payload (user events -> CustomEvent)."""
-    cached = _VALIDATED.pop(id(payload), None)
-    if cached is not None and cached[0] is payload:
-        return cached[1], cached[2]
     return _payload_record(payload)
 
 

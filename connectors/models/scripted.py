@@ -50,15 +50,14 @@ class ScriptedChatModel:
         self, messages: list[ChatMessage], *, model: str = "", tools: list[ToolSpec] | None = None,
         **arguments: Any,
     ) -> ChatMessage:
-        """Reply to ``messages``; usage is estimated at 4 characters per token, so token
-        budgets can be tested."""
+        """Reply to ``messages``; usage is a fixed estimate (25 tokens per message in, the
+        reply's characters / 4 out), so token budgets can be tested."""
         self.calls += 1
         reply = self.responder(messages, list(tools or ()))
         if isinstance(reply, str):
             reply = ChatMessage(MessageRole.ASSISTANT, reply)
-        prompt_chars = sum(len(m.content) for m in messages)
         reply.extra_args.setdefault(
             "usage",
-            {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(reply.content) // 4 + 1},
+            {"prompt_tokens": 25 * len(messages), "completion_tokens": len(reply.content) // 4 + 1},
         )
         return reply
