@@ -105,6 +105,18 @@ class Counters:
             return dict(self._values)
 
 
+def group_consumer(s: Settings, role: str) -> Any:
+    """The consumer of a role's group ``{app}.{role}``: manual commits, range assignment (so
+    co-partitioned topics land together), short session timeout (fast joins on the
+    embedded broker), low fetch wait (latency)."""
+    return _kafka().Consumer(s.client_config(**{
+        "group.id": f"{s.app}.{role}", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
+        "session.timeout.ms": s.session_timeout_ms, "heartbeat.interval.ms": 500,
+        "fetch.wait.max.ms": s.fetch_wait_ms,
+    }))
+
+
 class Worker:
     """Runs the roles of ``settings.role`` in threads until :meth:`stop`.
 
@@ -180,7 +192,6 @@ class Orchestrator:
     """Consumes inputs and call results, drives the session machine, produces its output."""
 
     def __init__(self, worker: Worker) -> None:
-        from confluent_kafka import Consumer
 
         s = worker.settings
         self.worker = worker
@@ -191,6 +202,10 @@ class Orchestrator:
         self.states: dict[str, SessionState] = {}
         self.dirty: set[str] = set()  # sessions changed since the last commit
         self.partitions: set[int] = set()
+        # Next offset per input partition of the records actually applied. Offsets are
+        # committed from here, never from consumer positions: a rebalance callback can run
+        # while records already returned by the consumer wait to be applied.
+        self._processed: dict[int, int] = {}
         self.assigned = threading.Event()
         self._interval = s.commit_interval_ms / 1000
         self._last_commit = time.monotonic()
@@ -200,12 +215,7 @@ class Orchestrator:
         self._sweep_every = min(60.0, s.session_ttl_ms / 1000)
         self._last_sweep = time.monotonic()
         self.producer = Outbox(s, "orchestrator")
-        self.consumer = Consumer(s.client_config(**{
-            "group.id": f"{s.app}.orchestrator", "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
-            "session.timeout.ms": s.session_timeout_ms, "heartbeat.interval.ms": 500,
-            "fetch.wait.max.ms": s.fetch_wait_ms,
-        }))
+        self.consumer = group_consumer(s, "orchestrator")
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set."""
@@ -265,6 +275,8 @@ class Orchestrator:
         log.info("orchestrator partitions revoked: %s", sorted(tp.partition for tp in partitions))
         self._commit(sync=True)
         numbers = {tp.partition for tp in partitions}
+        for part in numbers:
+            self._processed.pop(part, None)
         for sid in [s for s in self.states if partition_for(s, self.settings.partitions) in numbers]:
             del self.states[sid]
             self.machine.evict(sid)
@@ -279,7 +291,11 @@ class Orchestrator:
                     log.warning("consumer error: %s", err)
                     self.counters.inc("consumer_errors")
                 continue
+            part = msg.partition()
+            if part not in self.partitions:
+                continue  # revoked while this record waited: its next owner reads it again
             self._handle(msg)
+            self._processed[part] = msg.offset() + 1
 
     def _commit(self, sync: bool = False) -> None:
         """Snapshot the sessions changed since the last commit, flush, commit offsets."""
@@ -307,9 +323,11 @@ class Orchestrator:
         if now - self._last_sweep >= self._sweep_every:
             self._last_sweep = now
             self._close_idle_sessions()
-        # Everything the consumed records caused is durable before their offsets are; a lost
+        # Everything the applied records caused is durable before their offsets are; a lost
         # commit only means re-delivery, which the machine drops.
-        self.producer.commit(self.consumer, sync=sync)
+        TopicPartition = _kafka().TopicPartition
+        offsets = [TopicPartition(self.names.input, p, o) for p, o in self._processed.items()]
+        self.producer.commit(self.consumer, offsets=offsets, sync=sync)
         self._last_commit = time.monotonic()
 
     def _due(self, now: float) -> bool:
@@ -416,7 +434,7 @@ class KafkaExecutor:
     """Consumes requests and performs them on a bounded thread pool."""
 
     def __init__(self, worker: Worker, resolver: Resolver | None) -> None:
-        from confluent_kafka import Consumer, Producer
+        from confluent_kafka import Producer
 
         s = worker.settings
         self.worker = worker
@@ -427,6 +445,7 @@ class KafkaExecutor:
         self.assigned = threading.Event()
         self.view = JournalView()
         self.inflight: set[tuple[str, int]] = set()
+        self.owned: set[int] = set()
         self._offsets: dict[int, dict[int, bool]] = {}  # partition -> offset -> done
         self._done: queue.SimpleQueue[tuple[int, int, tuple[str, int], bytes | None]] = queue.SimpleQueue()
         self._local = threading.local()
@@ -442,17 +461,12 @@ class KafkaExecutor:
         self.producer = Outbox(s, "executor")
         # Started marks must be durable before the side effect, outside any transaction.
         self.marks = Producer(s.client_config(**{"enable.idempotence": True, "linger.ms": 0}))
-        self.consumer = Consumer(s.client_config(**{
-            "group.id": f"{s.app}.executor", "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
-            "session.timeout.ms": s.session_timeout_ms, "heartbeat.interval.ms": 500,
-            "fetch.wait.max.ms": s.fetch_wait_ms,
-        }))
+        self.consumer = group_consumer(s, "executor")
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set; in-flight calls finish before it returns."""
         self.consumer.subscribe([self.names.requests], on_assign=self._on_assign,
-                                on_revoke=lambda c, ps: self._drain(block=False, force=True))
+                                on_revoke=self._on_revoke)
         limit = self.settings.executor_concurrency * 4
         try:
             while not stop.is_set():
@@ -475,30 +489,23 @@ class KafkaExecutor:
         view = read_journal(self.settings, self.names.journal, numbers)
         self.view.outcomes.update(view.outcomes)
         self.view.started |= view.started
+        self.owned |= numbers
         self.assigned.set()
 
-    def _due(self, now: float) -> bool:
-        """Whether tombstones or the idle-session sweep are due."""
-        if self._finished and now - self._finished[0][0] >= self._retention:
-            return True
-        return now - self._last_sweep >= self._sweep_every
-
-    def _close_idle_sessions(self) -> None:
-        """Tombstone the snapshots of sessions idle longer than ``session_ttl_ms``."""
-        horizon = int(time.time() * 1000) - self.settings.session_ttl_ms
-        parts = self.settings.partitions
-        for sid in [sid for sid, st in self.states.items() if st.idle and st.clock < horizon]:
-            produce(self.producer, self.names.journal, None, snapshot_key(sid),
-                    partition=journal_partition(sid, parts), headers=TOMBSTONE_HEADERS)
-            del self.states[sid]
-            self.machine.evict(sid)
-            self.counters.inc("sessions_closed")
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        self._drain(block=False, force=True)
+        for tp in partitions:
+            self.owned.discard(tp.partition)
+            self._offsets.pop(tp.partition, None)
+            self._pending_commit.pop(tp.partition, None)
 
     def _handle(self, msg: Any) -> None:
         err = msg.error()
         if err is not None:
             return
         part, offset = msg.partition(), msg.offset()
+        if part not in self.owned:
+            return  # revoked while this request waited: its next owner reads it again
         self._offsets.setdefault(part, {})[offset] = False
         try:
             request = decode(msg.value() or b"")
@@ -583,7 +590,9 @@ class KafkaExecutor:
             item = self._done.get(timeout=0.05) if block else self._done.get_nowait()
             while True:
                 part, offset, ref, data = item
-                self._offsets[part][offset] = True
+                pending = self._offsets.get(part, {})
+                if offset in pending:  # not if it was committed meanwhile (a redelivered copy)
+                    pending[offset] = True
                 self.inflight.discard(ref)
                 if data is not None:
                     self.view.outcomes[ref] = data

@@ -91,7 +91,7 @@ def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path, e
 
     unique = {e.event_id: e for e in got}
     runs = Counter((e.session_id, e.run) for e in unique.values())
-    assert len(unique) == 20, log.read_text()[-3000:]
+    assert len(unique) == 20, _diagnose(settings, {(s, r) for s in sessions for r in (1, 2)} - set(runs), log)
     assert set(runs) == {(s, r) for s in sessions for r in (1, 2)} and max(runs.values()) == 1
     for e in unique.values():
         payload = e.payload
@@ -115,6 +115,30 @@ def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path, e
         report = replay(plan, history, s)
         assert report.ok, (s, [(m.recorded.type, m.recorded.seq) for m in report.mismatches])
     assert len(server.requests) == calls
+
+
+def _diagnose(settings: Settings, missing: set[tuple[str, int]], log: Path) -> str:
+    """Every record of the sessions that did not finish, for the failure message."""
+    from eddies.connectors.kafka.client import read_records
+    from eddies.events import decode
+
+    lines = [f"missing runs: {sorted(missing)}", log.read_text()[-2000:]]
+    wanted = {s for s, _ in missing}
+    names = TopicNames(settings.app)
+    for topic in (names.input, names.events, names.requests, names.journal):
+        for m in read_records(settings, topic):
+            key = (m.key() or b"").decode()
+            sid = key.split("/", 1)[1].split(":")[0] if "/" in key else key
+            if sid not in wanted:
+                continue
+            try:
+                e = decode(m.value())
+                what = f"{e.type} seq={e.seq} run={e.run} id={e.event_id[:12]} " \
+                       f"call={getattr(e.payload, 'call_id', '')} ts={m.timestamp()[1]}"
+            except Exception:
+                what = f"{len(m.value() or b'')} bytes ts={m.timestamp()[1]}"
+            lines.append(f"{topic} {m.partition()}/{m.offset()} {key}: {what}")
+    return "\n".join(lines)
 
 
 def http_calculator_for_replay() -> object:
