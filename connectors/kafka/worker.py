@@ -212,7 +212,7 @@ class Orchestrator:
         # (when, session, journal keys) of finished runs, tombstoned after the retention.
         self._finished: deque[tuple[float, str, list[bytes]]] = deque()
         self._retention = s.journal_retention_ms / 1000
-        self._sweep_every = min(60.0, s.session_ttl_ms / 1000)
+        self._sweep_every = min(60.0, s.session_ttl_ms / 10_000)  # a tenth of the TTL, at most 1 min
         self._last_sweep = time.monotonic()
         self.producer = Outbox(s, "orchestrator")
         self.consumer = group_consumer(s, "orchestrator")
