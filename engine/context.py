@@ -33,7 +33,7 @@ from .durable import (
     function_name,
 )
 from .resources import ResourceType
-from .state import PENDING, TERMINAL, CallRecord, Invocation, RunState, SessionState
+from .state import TERMINAL, CallRecord, Invocation, RunState, SessionState
 
 if TYPE_CHECKING:
     from .machine import SessionMachine
@@ -445,4 +445,4 @@ def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
     )
 
 
-__all__ = ["PENDING", "ChatModelHandle", "Memory", "Metrics", "RunnerContext", "ToolHandle"]
+__all__ = ["ChatModelHandle", "Memory", "Metrics", "RunnerContext", "ToolHandle"]

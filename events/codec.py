@@ -218,16 +218,12 @@ def validate_payload(payload: Event) -> None:
     try:
         orjson.dumps(payload, default=_check_default)
     except TypeError as err:
-        _payload_record(payload)  # raises EncodingError naming the field
+        payload_to_record(payload)  # raises EncodingError naming the field
         raise EncodingError(f"{type(payload).__name__}: {err}") from None
 
 
 def payload_to_record(payload: Event) -> tuple[str, Record]:
     """The Avro union branch name and record of a payload (user events -> CustomEvent)."""
-    return _payload_record(payload)
-
-
-def _payload_record(payload: Event) -> tuple[str, Record]:
     writer = _WRITERS.get(type(payload))
     if writer is not None:
         name, fn = writer

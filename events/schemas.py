@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any
 
-from fastavro import parse_schema
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 
 ENVELOPE = "eddies.AgentEvent"
@@ -40,8 +38,3 @@ def schema_fingerprint(parsed: Any) -> str:
 def envelope_fingerprint() -> str:
     """Fingerprint of the current envelope schema; written in every record's headers."""
     return schema_fingerprint(envelope_schema())
-
-
-def parse_json_schema(text: str) -> Any:
-    """Parse a schema given as JSON text (used by tests of schema evolution)."""
-    return parse_schema(json.loads(text), named_schemas={})

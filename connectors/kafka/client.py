@@ -17,7 +17,7 @@ from typing import Any
 
 from eddies.events import AgentEvent, DecodeError, InputEvent, decode, encode
 
-from .records import event_headers
+from .records import HEADERS
 from .settings import Settings
 from .topics import TopicNames
 
@@ -63,7 +63,7 @@ def send_input(settings: Settings, session_id: str, value: Any, event_id: str = 
     prod = prod or producer(settings)
     ev = input_event(session_id, value, event_id)
     prod.produce(TopicNames(settings.app).input, encode(ev), session_id.encode(),
-                 headers=event_headers())
+                 headers=HEADERS)
     if own:
         prod.flush(30)
 
@@ -71,7 +71,9 @@ def send_input(settings: Settings, session_id: str, value: Any, event_id: str = 
 def read_records(settings: Settings, topic: str, *, follow: bool = False, timeout: float = 30.0,
                  partitions: list[int] | None = None, start: int | None = None) -> Iterator[Any]:
     """Raw messages of ``topic`` from the beginning (or ``start`` offset) to the end; with
-    ``follow``, keep yielding new ones until ``timeout`` seconds pass without any."""
+    ``follow``, keep yielding new ones until ``timeout`` seconds pass without any. Without
+    ``follow``, TimeoutError if the end is not reached and ``timeout`` seconds pass with no
+    record."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(settings.client_config(**{
@@ -101,8 +103,12 @@ def read_records(settings: Settings, topic: str, *, follow: bool = False, timeou
                 yield msg
             if not follow and at_end >= set(partitions):
                 return
-            if follow and time.monotonic() - last > timeout:
-                return
+            if time.monotonic() - last > timeout:
+                if follow:
+                    return
+                missing = sorted(set(partitions) - at_end)
+                raise TimeoutError(f"{topic} partitions {missing} not read to the end: no record "
+                                   f"for {timeout}s")
     finally:
         consumer.close()
 

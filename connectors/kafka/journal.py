@@ -7,13 +7,10 @@ reports PARTITION_EOF, which the fetch high watermark drives correctly.
 
 from __future__ import annotations
 
-import time
-import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
-from .client import next_batch
-from .records import JOURNAL_KIND_HEADER, header
+from .client import read_records
+from .records import JOURNAL_KIND_HEADER
 from .settings import Settings
 
 
@@ -51,49 +48,20 @@ class JournalView:
 
 
 def read_journal(settings: Settings, topic: str, partitions: set[int], timeout: float = 60.0) -> JournalView:
-    """Read ``partitions`` of the journal from the beginning to their true end."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
+    """Read ``partitions`` of the journal from the beginning to their true end (TimeoutError
+    if no progress is made for ``timeout`` seconds)."""
     view = JournalView()
     if not partitions:
         return view
-    consumer = Consumer(settings.client_config(**{
-        "group.id": f"{settings.app}.journal-reader.{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": 10,
-    }))
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        pending = set(partitions)
-        deadline = time.monotonic() + timeout
-        while pending:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"journal {topic} partitions {sorted(pending)} not read to the end "
-                                   f"within {timeout}s")
-            for msg in next_batch(consumer, 1000, 0.2):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
-                        continue
-                    raise RuntimeError(f"reading journal {topic}: {err}")
-                key = msg.key()
-                if key is None:
-                    continue
-                view.records += 1
-                view.apply(key, msg.value())
-    finally:
-        consumer.close()
+    for msg in read_records(settings, topic, partitions=sorted(partitions), timeout=timeout):
+        key = msg.key()
+        if key is None:
+            continue
+        view.records += 1
+        view.apply(key, msg.value())
     return view
 
 
 def journal_headers(kind: str) -> list[tuple[str, bytes]]:
     """Headers of a journal record of ``kind`` (snapshot, outcome, started, tombstone)."""
     return [(JOURNAL_KIND_HEADER, kind.encode())]
-
-
-def journal_kind(msg: Any) -> bytes | None:
-    """The kind header of a journal record."""
-    return header(msg.headers(), JOURNAL_KIND_HEADER)

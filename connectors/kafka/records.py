@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eddies.events import AgentEvent, encode, headers, partition_for
+from eddies.events import headers, partition_for
 
 JOURNAL_KIND_HEADER = "eddies.journal"  # snapshot | outcome | started
 DLQ_REASON_HEADER = "eddies.dlq.reason"
@@ -13,13 +13,8 @@ DLQ_SOURCE_HEADER = "eddies.dlq.source"  # topic/partition/offset
 Headers = list[tuple[str, bytes]]
 
 
-def event_headers() -> Headers:
-    """Headers of an event record: the writer schema and its fingerprint."""
-    return headers()
-
-
-#: The headers of every event record (computed once: they are the same for all).
-HEADERS: Headers = event_headers()
+#: The headers of every event record: the writer schema and its fingerprint.
+HEADERS: Headers = headers()
 
 
 def header(record_headers: Any, name: str) -> bytes | None:
@@ -28,11 +23,6 @@ def header(record_headers: Any, name: str) -> bytes | None:
         if key == name:
             return value if isinstance(value, bytes) else (value.encode() if value else None)
     return None
-
-
-def event_record(ev: AgentEvent) -> tuple[bytes, bytes, Headers]:
-    """(key, value, headers) of an event record."""
-    return ev.session_id.encode(), encode(ev), HEADERS
 
 
 def snapshot_key(session_id: str) -> bytes:

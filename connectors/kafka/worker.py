@@ -73,6 +73,8 @@ from .topics import TopicNames, ensure_topics
 log = logging.getLogger("eddies.worker")
 SNAPSHOT_HEADERS = journal_headers("snapshot")
 TOMBSTONE_HEADERS = journal_headers("tombstone")
+STARTED_HEADERS = journal_headers("started")
+OUTCOME_HEADERS = journal_headers("outcome")
 
 
 def _kafka() -> Any:
@@ -192,7 +194,6 @@ class Orchestrator:
     """Consumes inputs and call results, drives the session machine, produces its output."""
 
     def __init__(self, worker: Worker) -> None:
-
         s = worker.settings
         self.worker = worker
         self.settings = s
@@ -449,7 +450,7 @@ class KafkaExecutor:
         self._offsets: dict[int, dict[int, bool]] = {}  # partition -> offset -> done
         self._done: queue.SimpleQueue[tuple[int, int, tuple[str, int], bytes | None]] = queue.SimpleQueue()
         self._local = threading.local()
-        self._pending_commit: dict[int, int] = {}
+        self._pending_commit: dict[int, int] = {}  # partition -> next offset to commit
         # Outcomes stay in memory briefly: enough for requests re-issued or redelivered while
         # this executor keeps its partitions; every new assignment re-reads the journal.
         self._kept: deque[tuple[float, tuple[str, int]]] = deque()
@@ -559,7 +560,7 @@ class KafkaExecutor:
             if not req.idempotent:
                 # Durable before the side effect: a crash from here on leaves "unknown".
                 produce(self.marks, self.names.journal, b"1", started_key(*ref), partition=jpart,
-                        headers=journal_headers("started"))
+                        headers=STARTED_HEADERS)
                 self.marks.flush(30)
             performer = getattr(self._local, "performer", None)
             if performer is None:
@@ -571,7 +572,7 @@ class KafkaExecutor:
                 result = result_event(request, CallStatus.ERROR, "null", ErrorInfo.of(err))
             data = encode(result)
             produce(self.producer, self.names.journal, data, outcome_key(*ref), partition=jpart,
-                    headers=journal_headers("outcome"))
+                    headers=OUTCOME_HEADERS)
             self._send_result(result, data)
             self.counters.inc("calls_performed")
             self._done.put((part, offset, ref, data))
@@ -600,24 +601,18 @@ class KafkaExecutor:
                 item = self._done.get_nowait()
         except queue.Empty:
             pass
-        commits = []
-        for part, offsets in self._offsets.items():
-            last = None
+        for part, offsets in self._offsets.items():  # advance over the done prefix
             while offsets:
                 first = next(iter(offsets))
                 if not offsets[first]:
                     break
                 offsets.pop(first)
-                last = first
-            if last is not None:
-                commits.append(TopicPartition(self.names.requests, part, last + 1))
+                self._pending_commit[part] = first + 1
         now = time.monotonic()
         while self._kept and now - self._kept[0][0] >= self._retention:
             _, old = self._kept.popleft()  # the orchestrator tombstones these in the journal
             self.view.outcomes.pop(old, None)
             self.view.started.discard(old)
-        for tp in commits:  # kept until the next commit is due
-            self._pending_commit[tp.partition] = tp.offset
         due = self._pending_commit and now - self._last_commit >= self._interval
         if not force and not due:
             self.producer.poll(0)
