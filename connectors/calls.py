@@ -58,14 +58,11 @@ def result_event(
     assert isinstance(req, DurableCallRequest)
     # A reconciler answers for a call whose digest the machine already checked.
     reconcile = req.kind is CallKind.RECONCILE
-    dig = "" if reconcile else call_digest(req.kind.value, req.target, req.args)
+    dig = "" if reconcile else (req.digest or call_digest(req.kind, req.target, req.args))
     payload = DurableCallResult(req.call_id, req.kind, status, value, error, req.attempt, dig)
-    return AgentEvent.external(
-        request.session_id,
-        payload,
-        event_id=result_event_id(req.call_id, req.attempt),
-        timestamp=request.timestamp,
-        scope=request.scope,
+    return AgentEvent(
+        result_event_id(req.call_id, req.attempt), request.session_id, 0, 0, request.scope,
+        "DurableCallResult", None, None, "", "", request.timestamp, payload,
     )
 
 

@@ -48,8 +48,10 @@ async def chat_model_action(
         request_id = ctx.event_id
         model = event.model
         setup = plan.chat_model(model)
-        messages = list(event.messages)
-        if setup.prompt and not any(m.role is MessageRole.SYSTEM for m in messages):
+        # Messages as ChatMessage objects or, restored from sensory memory, as the JSON
+        # objects they were saved as: both encode to the same call arguments.
+        messages: list[ChatMessage | dict[str, Any]] = list(event.messages)
+        if setup.prompt and not any(m.role is MessageRole.SYSTEM for m in event.messages):
             messages.insert(0, ChatMessage(MessageRole.SYSTEM, setup.prompt))
         rounds = 0
         usage = TokenUsage()
@@ -59,7 +61,8 @@ async def chat_model_action(
         if saved is None:
             return  # a ToolResponseEvent sent by a user action, not for a chat request
         model = saved["model"]
-        messages = [message_from_value(m) for m in saved["messages"]]
+        setup = plan.chat_model(model)
+        messages = saved["messages"]
         rounds = saved["rounds"]
         usage = TokenUsage(*saved["usage"])
         for r in event.responses:
@@ -70,7 +73,7 @@ async def chat_model_action(
             )
             messages.append(ChatMessage(MessageRole.TOOL, content, [], r.tool_call_id))
     spec = _CallSpec(CallKind.CHAT_MODEL, model, (), {"messages": messages},
-                     idempotent=plan.chat_model(model).idempotent)
+                     idempotent=setup.idempotent)
     reply = message_from_value(await ctx._call_async(spec))
     used = reply.extra_args.get("usage")
     if isinstance(used, dict):
@@ -92,10 +95,11 @@ async def chat_model_action(
                 "usage": [usage.prompt_tokens, usage.completion_tokens],
             },
         )
-        ctx.send_event(ToolRequestEvent(request_id, model, reply.tool_calls))
+        # Built from decoded JSON values: valid by construction, so not validated again.
+        ctx.sent.append(ToolRequestEvent(request_id, model, reply.tool_calls))
         return
     ctx.sensory_memory.delete(_conversation_key(request_id))
-    ctx.send_event(ChatResponseEvent(request_id, reply, usage))
+    ctx.sent.append(ChatResponseEvent(request_id, reply, usage))  # valid by construction
 
 
 async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
@@ -125,7 +129,7 @@ async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
                 results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(err.error_type, err.message))
             else:
                 results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo.of(err))
-    ctx.send_event(ToolResponseEvent(event.request_id, results))
+    ctx.sent.append(ToolResponseEvent(event.request_id, results))  # valid by construction
 
 
 def builtin_actions() -> list[ActionSpec]:

@@ -357,19 +357,16 @@ class RunnerContext:
     def _record(self, spec: _CallSpec) -> CallRecord | None:
         """The call's journal record if it has an outcome; else register it and return None."""
         run = self._run
-        cid = call_id(
-            self._state.session_id, self._inv.trigger.scope, run.number, self._inv.number,
-            self._ordinal,
-        )
+        inv = self._inv
+        cid = call_id(self._state.session_id, inv.trigger.scope, run.number, inv.number, self._ordinal)
         self._ordinal += 1
         spec.cid = cid
         args = encode_value(
             {"args": spec.args, "kwargs": spec.kwargs}, f"arguments of durable call {spec.target}"
         )
-        kind = spec.kind.value
+        kind: str = spec.kind  # a StrEnum: formats and compares as its value
         dig = call_digest(kind, spec.target, args)
         rec = run.calls.get(cid)
-        machine = self._machine
         if rec is not None:
             if rec.digest != dig:
                 raise JournalMismatchError(
@@ -381,13 +378,13 @@ class RunnerContext:
         else:
             reconciler = None if spec.reconciler is None else function_name(spec.reconciler)
             # request_id is filled in when the machine emits the request event.
-            rec = CallRecord(kind, spec.target, dig, args, "", spec.idempotent, reconciler)
+            rec = CallRecord(str(kind), spec.target, dig, args, "", spec.idempotent, reconciler)
             run.calls[cid] = rec
             self.requests.append(
-                DurableCallRequest(cid, spec.kind, spec.target, args, spec.idempotent, 1)
+                DurableCallRequest(cid, spec.kind, spec.target, args, spec.idempotent, 1, None, dig)
             )
         if spec.fn is not None:
-            machine._callables[cid] = (spec.fn, spec.reconciler)
+            self._machine._callables[cid] = (spec.fn, spec.reconciler)
         self.waiting.append(cid)
         return None
 

@@ -133,6 +133,8 @@ class SessionMachine:
                 rec.args,
                 True if reconciling else rec.idempotent,
                 rec.attempt,
+                None,
+                "" if reconciling else rec.digest,
             )
             again.append(self._envelope(state, rec.request_id, 0, payload, None, run.active.action))
         return state, again
@@ -224,7 +226,8 @@ class SessionMachine:
             if rec.idempotent and rec.attempt < MAX_ATTEMPTS:
                 rec.attempt += 1
                 req = DurableCallRequest(
-                    result.call_id, CallKind(rec.kind), rec.target, rec.args, True, rec.attempt
+                    result.call_id, CallKind(rec.kind), rec.target, rec.args, True, rec.attempt,
+                    None, rec.digest,
                 )
                 action = run.active.action if run.active else None
                 env = self._emit(state, run, req, rec.request_id, action, out)
@@ -245,7 +248,11 @@ class SessionMachine:
             rec.status = ERROR
             rec.error = result.error or ErrorInfo("Error", "call failed without an error")
         self._callables.pop(result.call_id, None)
-        if run.waiting and all(run.calls[c].status in TERMINAL for c in run.waiting):
+        if run.waiting:
+            calls = run.calls
+            for c in run.waiting:
+                if calls[c].status not in TERMINAL:
+                    return
             run.waiting = []
             self._drive(state, out)
             self._start_runs(state, out)
@@ -303,7 +310,7 @@ class SessionMachine:
         """
         spec = self.plan.actions[inv.action]
         coro: Any = None
-        key = self._live_key(state, run, inv)
+        key = (state.session_id, run.number, inv.number)
         if spec.is_async:
             live = self._live.pop(key, None)
             if live is not None and live[2] is run:

@@ -168,6 +168,7 @@ def _call_req(p: Any) -> Record:
         "idempotent": p.idempotent,
         "attempt": p.attempt,
         "timeout_ms": p.timeout_ms,
+        "digest": p.digest,
     }
 
 
@@ -216,7 +217,10 @@ def validate_payload(payload: Event) -> None:
     conversion run, to name the field in the error.
     """
     try:
-        orjson.dumps(payload, default=_check_default)
+        if type(payload) is OutputEvent:  # the common case: only its value can be wrong
+            orjson.dumps(payload.output, default=_check_default)
+        else:
+            orjson.dumps(payload, default=_check_default)
     except TypeError as err:
         payload_to_record(payload)  # raises EncodingError naming the field
         raise EncodingError(f"{type(payload).__name__}: {err}") from None
@@ -338,6 +342,7 @@ _READERS: dict[str, Callable[[Record], Event]] = {
         r["idempotent"],
         r["attempt"],
         r["timeout_ms"],
+        r.get("digest", ""),  # absent in records read with schema v1
     ),
     "eddies.DurableCallResult": lambda r: DurableCallResult(
         r["call_id"],

@@ -256,6 +256,7 @@ class DurableCallRequest(Event):
     idempotent: bool = False
     attempt: int = 1
     timeout_ms: int | None = None
+    digest: str = ""  # of kind, target and args; echoed by the result
 
 
 @dataclass(slots=True)

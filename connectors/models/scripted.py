@@ -10,9 +10,10 @@ it is a JSON object, then answers with the tool's result; with no tools it echoe
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 from eddies.engine.resources import ToolSpec
 from eddies.events import ChatMessage, MessageRole, ToolCall
@@ -28,8 +29,8 @@ def tool_then_answer(messages: list[ChatMessage], tools: list[ToolSpec]) -> Chat
     user = next((m for m in reversed(messages) if m.role is MessageRole.USER), last)
     if tools:
         try:
-            args = json.loads(user.content)
-        except ValueError:
+            args = orjson.loads(user.content)
+        except orjson.JSONDecodeError:
             args = {}
         if not isinstance(args, dict):
             args = {}

@@ -15,10 +15,12 @@ from eddies.events import (
     FINGERPRINT_HEADER,
     SCHEMA_HEADER,
     AgentEvent,
+    CallKind,
     ChatMessage,
     ChatResponseEvent,
     CustomEvent,
     DecodeError,
+    DurableCallRequest,
     EncodingError,
     Event,
     InputEvent,
@@ -57,6 +59,14 @@ def test_record_form_round_trips_and_is_what_fastavro_reads(ev: AgentEvent) -> N
     assert raw["event_id"] == expected["event_id"]
     assert raw["payload"][0] == expected["payload"][0]
     assert raw["payload"][1] == expected["payload"][1]
+
+
+def test_request_digest_added_after_v1_round_trips() -> None:
+    req = DurableCallRequest("s1:r1:i1:c0", CallKind.TOOL, "add", '{"args":[],"kwargs":{}}', False, 2,
+                             None, "0123456789abcdef")
+    ev = AgentEvent.external("s1", req, event_id="e", timestamp=1)
+    back = decode(encode(ev)).payload
+    assert isinstance(back, DurableCallRequest) and back.digest == "0123456789abcdef"
 
 
 def test_values_are_plain_json_in_the_avro_record() -> None:
