@@ -27,16 +27,30 @@ _unpack_d = struct.Struct("<d").unpack_from
 _unpack_f = struct.Struct("<f").unpack_from
 
 
+#: Varints of large numbers seen recently: an event's millisecond timestamp takes six
+#: loop turns to encode and repeats across the events of a session and of a batch.
+_LONG_CACHE: dict[int, bytes] = {}
+
+
 def _long(n: int) -> bytes:
     n = (n << 1) ^ (n >> 63)
     if n < 0x80:
         return _ONE[n]
+    cached = _LONG_CACHE.get(n)
+    if cached is not None:
+        return cached
+    z = n
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
-    return bytes(out)
+    data = bytes(out)
+    if z >= 0x4000:  # three bytes or more
+        if len(_LONG_CACHE) >= 4096:
+            _LONG_CACHE.clear()
+        _LONG_CACHE[z] = data
+    return data
 
 
 def _str(v: str) -> bytes:

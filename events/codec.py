@@ -213,17 +213,28 @@ def _check_default(obj: Any) -> Any:
 def validate_payload(payload: Event) -> None:
     """Raise EncodingError, naming the field, if ``payload`` cannot be written.
 
-    One C-speed JSON pass over the whole payload; only when it fails does the full
-    conversion run, to name the field in the error.
+    Built-in events go through their record conversion (which encodes their value fields
+    and walks their structure); user events through one C-speed JSON pass, and only when
+    that fails through the full conversion, to name the field in the error.
     """
+    kind = type(payload)
+    if kind is OutputEvent:  # the common case: only its value can be wrong
+        encode_value(payload.output, "OutputEvent.output")
+        return
+    writer = _WRITERS.get(kind)
+    if writer is not None:
+        try:
+            writer[1](payload)
+        except EncodingError:
+            raise
+        except (AttributeError, TypeError, ValueError, KeyError) as err:
+            raise EncodingError(f"{kind.__name__}: {type(err).__name__}: {err}") from None
+        return
     try:
-        if type(payload) is OutputEvent:  # the common case: only its value can be wrong
-            orjson.dumps(payload.output, default=_check_default)
-        else:
-            orjson.dumps(payload, default=_check_default)
+        orjson.dumps(payload, default=_check_default)
     except TypeError as err:
         payload_to_record(payload)  # raises EncodingError naming the field
-        raise EncodingError(f"{type(payload).__name__}: {err}") from None
+        raise EncodingError(f"{kind.__name__}: {err}") from None
 
 
 def payload_to_record(payload: Event) -> tuple[str, Record]:

@@ -23,8 +23,11 @@ class Outbox:
     def __init__(self, settings: Settings, role: str) -> None:
         from confluent_kafka import Producer
 
+        # Batching (linger) matters more than it seems: the broker's cost is mostly per
+        # request, and a worker writes to five topics; 5 ms measured ~25% more sessions/s
+        # than 1 ms on the embedded broker for ~10 ms more idle latency end to end.
         conf: dict[str, Any] = {"partitioner": "murmur2_random", "enable.idempotence": True,
-                                "linger.ms": 1}
+                                "linger.ms": settings.linger_ms}
         self.transactional = settings.exactly_once
         if self.transactional:
             conf["transactional.id"] = f"{settings.app}.{role}.{settings.instance_id}"
@@ -55,11 +58,13 @@ class Outbox:
 
     def commit(self, consumer: Any, offsets: list[Any] | None = None, sync: bool = False) -> None:
         """Make ``offsets`` (default: the consumer's positions) durable after everything
-        produced so far."""
+        produced so far. Without a consumer: only what was produced."""
         from confluent_kafka import KafkaException
 
         if not self.transactional:
             self.producer.flush(30)
+            if consumer is None:
+                return
             try:
                 if offsets is None:
                     consumer.commit(asynchronous=not sync)
@@ -72,10 +77,13 @@ class Outbox:
             if not self._open:
                 self.producer.begin_transaction()
                 self._open = True
-            assigned = consumer.assignment()
-            owned = {(tp.topic, tp.partition) for tp in assigned}
-            positions = offsets if offsets is not None else consumer.position(assigned)
-            positions = [tp for tp in positions if tp.offset >= 0 and (tp.topic, tp.partition) in owned]
+            positions = []
+            if consumer is not None:
+                assigned = consumer.assignment()
+                owned = {(tp.topic, tp.partition) for tp in assigned}
+                positions = offsets if offsets is not None else consumer.position(assigned)
+                positions = [tp for tp in positions
+                             if tp.offset >= 0 and (tp.topic, tp.partition) in owned]
             try:
                 if positions:
                     self.producer.send_offsets_to_transaction(

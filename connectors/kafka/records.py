@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from eddies.events import headers, partition_for
@@ -51,6 +52,7 @@ def run_of_call(call_id: str) -> int:
     return int(call_id.rsplit(":", 3)[1][1:])
 
 
+@functools.lru_cache(maxsize=65536)
 def journal_partition(session_id: str, partitions: int) -> int:
     """Journal records are keyed by kind, so they are placed explicitly: a session's
     journal records go to its partition, like all of its other records."""

@@ -47,6 +47,7 @@ class Settings:
     executor_concurrency: int = 8
     max_record_bytes: int = 1_048_576
     fetch_wait_ms: int = 10
+    linger_ms: int = 5
     batch_size: int = 500
     commit_interval_ms: int = 100
     journal_retention_ms: int = 24 * 3600 * 1000
@@ -65,8 +66,9 @@ class Settings:
                     "journal_retention_ms", "session_ttl_ms"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
-        if self.fetch_wait_ms < 0:
-            raise ConfigError(f"fetch_wait_ms: must not be negative, got {self.fetch_wait_ms}")
+        for key in ("fetch_wait_ms", "linger_ms"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key}: must not be negative, got {getattr(self, key)}")
         if not self.instance_id:
             import socket
 

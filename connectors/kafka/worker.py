@@ -85,26 +85,44 @@ def _kafka() -> Any:
 
 
 class Counters:
-    """Thread-safe counters a worker exposes (dlq, inputs, results, outputs, calls, ...)."""
+    """Thread-safe counters a worker exposes (dlq, inputs, results, outputs, calls, ...).
+
+    Each thread counts in its own dict (no lock on the hot path); readers sum them.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._values: dict[str, int] = {}
+        self._local = threading.local()
+        self._dicts: list[dict[str, int]] = []
+
+    def _own(self) -> dict[str, int]:
+        mine: dict[str, int] = {}
+        self._local.values = mine
+        with self._lock:
+            self._dicts.append(mine)
+        return mine
 
     def inc(self, name: str, n: int = 1) -> None:
         """Add ``n`` to ``name``."""
-        with self._lock:
-            self._values[name] = self._values.get(name, 0) + n
+        try:
+            mine: dict[str, int] = self._local.values
+        except AttributeError:
+            mine = self._own()
+        mine[name] = mine.get(name, 0) + n
 
     def get(self, name: str) -> int:
         """The value of ``name`` (0 if never counted)."""
-        with self._lock:
-            return self._values.get(name, 0)
+        return self.snapshot().get(name, 0)
 
     def snapshot(self) -> dict[str, int]:
         """A copy of every counter."""
+        total: dict[str, int] = {}
         with self._lock:
-            return dict(self._values)
+            dicts = list(self._dicts)
+        for d in dicts:
+            for k, v in dict(d).items():  # dict(d) is one step under the GIL
+                total[k] = total.get(k, 0) + v
+        return total
 
 
 def group_consumer(s: Settings, role: str) -> Any:
@@ -152,10 +170,16 @@ class Worker:
         role = self.settings.role
         if role in ("all", "orchestrator"):
             self.orchestrator = Orchestrator(self)
-            self._spawn("eddies-orchestrator", self.orchestrator.run)
         if role in ("all", "executor"):
             resolver = self.orchestrator.machine.callable_for if self.orchestrator else None
-            self.executor = KafkaExecutor(self, resolver)
+            # With both roles in one process the orchestrator hands its requests to its own
+            # executor in memory: no round trip through APP.requests (which stays the work
+            # queue of separate executor processes).
+            self.executor = KafkaExecutor(self, resolver, local=role == "all")
+        if self.orchestrator is not None:
+            self.orchestrator.executor = self.executor
+            self._spawn("eddies-orchestrator", self.orchestrator.run)
+        if self.executor is not None:
             self._spawn("eddies-executor", self.executor.run)
         return self
 
@@ -217,6 +241,9 @@ class Orchestrator:
         self._last_sweep = time.monotonic()
         self.producer = Outbox(s, "orchestrator")
         self.consumer = group_consumer(s, "orchestrator")
+        # The in-process executor (role "all"), given requests in memory; else they go to
+        # APP.requests for executor processes.
+        self.executor: KafkaExecutor | None = None
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set."""
@@ -241,13 +268,21 @@ class Orchestrator:
         view = read_journal(self.settings, self.names.journal, numbers)
         log.info("orchestrator assigned partitions %s: %d journal records, %d sessions",
                  sorted(numbers), view.records, len(view.snapshots))
+        local = self.executor
+        if local is not None:
+            local.submit_view(view)  # before the requests it decides about
         for sid, data in view.snapshots.items():
             state, requests = self.machine.resume(SessionState.from_bytes(data))
             self.states[sid] = state
             for req in requests:
                 p = req.payload
                 assert isinstance(p, DurableCallRequest)
-                if (p.call_id, p.attempt) not in view.outcomes:
+                if local is not None:
+                    # It answers a call with a recorded outcome by sending that result again
+                    # (it may have been lost in a crash after the outcome was journaled).
+                    local.submit(req)
+                    self.counters.inc("requests_reissued")
+                elif (p.call_id, p.attempt) not in view.outcomes:
                     self._produce_event(self.names.requests, req)
                     self.counters.inc("requests_reissued")
         self._schedule_finished_from(view)
@@ -412,7 +447,10 @@ class Orchestrator:
         produce(prod, self.names.events, data, key, headers=HEADERS)
         payload = ev.payload
         if isinstance(payload, DurableCallRequest):
-            produce(prod, self.names.requests, data, key, headers=HEADERS)
+            if self.executor is not None:
+                self.executor.submit(ev)
+            else:
+                produce(prod, self.names.requests, data, key, headers=HEADERS)
             self.counters.inc("requests")
         elif isinstance(payload, OutputEvent):
             produce(prod, self.names.output, data, key, headers=HEADERS)
@@ -432,9 +470,10 @@ class Orchestrator:
 
 
 class KafkaExecutor:
-    """Consumes requests and performs them on a bounded thread pool."""
+    """Performs requests on a bounded thread pool: those of APP.requests (its own consumer
+    group), or with ``local`` those its process's orchestrator hands it in memory."""
 
-    def __init__(self, worker: Worker, resolver: Resolver | None) -> None:
+    def __init__(self, worker: Worker, resolver: Resolver | None, local: bool = False) -> None:
         from confluent_kafka import Producer
 
         s = worker.settings
@@ -448,7 +487,8 @@ class KafkaExecutor:
         self.inflight: set[tuple[str, int]] = set()
         self.owned: set[int] = set()
         self._offsets: dict[int, dict[int, bool]] = {}  # partition -> offset -> done
-        self._done: queue.SimpleQueue[tuple[int, int, tuple[str, int], bytes | None]] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[tuple[int | None, int, tuple[str, int], bytes | None]] = (
+            queue.SimpleQueue())
         self._local = threading.local()
         self._pending_commit: dict[int, int] = {}  # partition -> next offset to commit
         # Outcomes stay in memory briefly: enough for requests re-issued or redelivered while
@@ -462,12 +502,29 @@ class KafkaExecutor:
         self.producer = Outbox(s, "executor")
         # Started marks must be durable before the side effect, outside any transaction.
         self.marks = Producer(s.client_config(**{"enable.idempotence": True, "linger.ms": 0}))
-        self.consumer = group_consumer(s, "executor")
+        self.local = local
+        self.consumer = None if local else group_consumer(s, "executor")
+        # Local mode: requests (AgentEvent) and journal views (JournalView), in order.
+        self._inbox: queue.SimpleQueue[AgentEvent | JournalView] = queue.SimpleQueue()
+        self._uncommitted = False  # local results produced since the last commit
+
+    def submit(self, request: AgentEvent) -> None:
+        """Local mode: perform ``request`` (from any thread)."""
+        self._inbox.put(request)
+
+    def submit_view(self, view: JournalView) -> None:
+        """Local mode: outcomes and started marks journaled for partitions just assigned to
+        the orchestrator, known before any request submitted after them is decided."""
+        self._inbox.put(view)
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set; in-flight calls finish before it returns."""
-        self.consumer.subscribe([self.names.requests], on_assign=self._on_assign,
-                                on_revoke=self._on_revoke)
+        consumer = self.consumer
+        if consumer is None:
+            self.assigned.set()
+        else:
+            consumer.subscribe([self.names.requests], on_assign=self._on_assign,
+                               on_revoke=self._on_revoke)
         limit = self.settings.executor_concurrency * 4
         try:
             while not stop.is_set():
@@ -475,15 +532,34 @@ class KafkaExecutor:
                 if room <= 0:
                     self._drain(block=True)
                     continue
-                msgs = next_batch(self.consumer, min(room, self.settings.batch_size), 0.02)
-                for msg in msgs:
-                    self._handle(msg)
+                if consumer is None:
+                    self._take_local(min(room, self.settings.batch_size))
+                else:
+                    for msg in next_batch(consumer, min(room, self.settings.batch_size), 0.02):
+                        self._handle(msg)
                 self._drain(block=False)
         finally:
             self.pool.shutdown(wait=True)
             self._drain(block=False, force=True)
             self.producer.flush(10)
-            self.consumer.close()
+            if consumer is not None:
+                consumer.close()
+
+    def _take_local(self, room: int) -> None:
+        try:
+            item = self._inbox.get(timeout=0.02)
+            while True:
+                if isinstance(item, JournalView):
+                    self.view.outcomes.update(item.outcomes)
+                    self.view.started |= item.started
+                else:
+                    self._dispatch(item, None, 0, 0)
+                    room -= 1
+                if room <= 0:
+                    return
+                item = self._inbox.get_nowait()
+        except queue.Empty:
+            return
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         numbers = {tp.partition for tp in partitions}
@@ -520,29 +596,41 @@ class KafkaExecutor:
             self.counters.inc("dlq")
             self._offsets[part][offset] = True
             return
+        self._dispatch(request, part, offset, msg.timestamp()[1])
+
+    def _dispatch(self, request: AgentEvent, part: int | None, offset: int, produced_ms: int) -> None:
+        """Perform a request, answer it from the journal, or answer UNKNOWN. ``part`` is
+        its APP.requests partition (None for a local request); ``produced_ms`` its record's
+        timestamp (0: unknown)."""
+        req = request.payload
+        assert isinstance(req, DurableCallRequest)
         ref = (req.call_id, req.attempt)
+        done = self._offsets[part] if part is not None else None
         if ref in self.inflight:  # a re-issued request for a call already running here
-            self._offsets[part][offset] = True
+            if done is not None:
+                done[offset] = True
             return
         recorded = self.view.outcomes.get(ref)
         if recorded is not None:
             self._send_result(decode(recorded))
-            self._offsets[part][offset] = True
+            self._uncommitted = True
+            if done is not None:
+                done[offset] = True
             self.counters.inc("results_resent")
             return
-        produced_ms = msg.timestamp()[1]
         too_old = produced_ms > 0 and time.time() * 1000 - produced_ms > self.settings.journal_retention_ms
         if (not req.idempotent and ref in self.view.started) or too_old:
             # A request older than the journal retention may belong to a run whose outcome was
             # already tombstoned: never perform it again; UNKNOWN is ignored by a finished run.
             self._send_result(result_event(request, CallStatus.UNKNOWN))
-            self._offsets[part][offset] = True
+            self._uncommitted = True
+            if done is not None:
+                done[offset] = True
             self.counters.inc("results_unknown")
             return
         self.inflight.add(ref)
         future = self.pool.submit(self._perform, request, part, offset)
         future.add_done_callback(self._task_failed)
-        return
 
     def _task_failed(self, future: Any) -> None:
         err = future.exception()
@@ -551,7 +639,7 @@ class KafkaExecutor:
             self.worker.errors.append(err)
             self.worker._stop.set()
 
-    def _perform(self, request: AgentEvent, part: int, offset: int) -> None:
+    def _perform(self, request: AgentEvent, part: int | None, offset: int) -> None:
         req = request.payload
         assert isinstance(req, DurableCallRequest)
         ref = (req.call_id, req.attempt)
@@ -591,9 +679,12 @@ class KafkaExecutor:
             item = self._done.get(timeout=0.05) if block else self._done.get_nowait()
             while True:
                 part, offset, ref, data = item
-                pending = self._offsets.get(part, {})
-                if offset in pending:  # not if it was committed meanwhile (a redelivered copy)
-                    pending[offset] = True
+                if part is None:
+                    self._uncommitted = True
+                else:
+                    pending = self._offsets.get(part, {})
+                    if offset in pending:  # not if it was committed meanwhile (a redelivered copy)
+                        pending[offset] = True
                 self.inflight.discard(ref)
                 if data is not None:
                     self.view.outcomes[ref] = data
@@ -613,12 +704,15 @@ class KafkaExecutor:
             _, old = self._kept.popleft()  # the orchestrator tombstones these in the journal
             self.view.outcomes.pop(old, None)
             self.view.started.discard(old)
-        due = self._pending_commit and now - self._last_commit >= self._interval
+        # Local results need no offsets, only the transaction (if any) committed.
+        work = self._pending_commit or (self._uncommitted and self.producer.transactional)
+        due = work and now - self._last_commit >= self._interval
         if not force and not due:
             self.producer.poll(0)
             return
         commits = [TopicPartition(self.names.requests, p, o) for p, o in self._pending_commit.items()]
         self._pending_commit.clear()
+        self._uncommitted = False
         self._last_commit = now
         try:  # results durable before their requests are committed
             self.producer.commit(self.consumer, offsets=commits, sync=force)

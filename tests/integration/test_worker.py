@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from typing import Any
@@ -55,6 +56,31 @@ def test_demo_scenario_end_to_end(settings: Settings, exactly_once: bool) -> Non
     }
     report = replay(worker.plan, load_history(settings, "alice"), "alice")
     assert report.ok and len(report.steps) == 24
+    # Role "all": the in-process executor got the requests in memory, not through the topic.
+    assert worker.counters.get("calls_performed") == 3 * len(PROMPTS)
+    assert not list(read_records(settings, TopicNames(settings.app).requests))
+
+
+def test_separate_orchestrator_and_executor_roles(settings: Settings) -> None:
+    """Requests travel through APP.requests when the executor is another worker."""
+    orchestrator = Worker(dataclasses.replace(settings, role="orchestrator"), calculator_agent()).start()
+    executor = Worker(dataclasses.replace(settings, role="executor"), calculator_agent()).start()
+    try:
+        assert orchestrator.wait_assigned(60) and executor.wait_assigned(60)
+        prod = producer(settings)
+        for session, prompt in PROMPTS:
+            send_input(settings, session, prompt, prod=prod)
+        prod.flush(30)
+        got = outputs(settings, len(PROMPTS))
+    finally:
+        orchestrator.stop()
+        executor.stop()
+    assert sorted(ev.payload.output for ev in got) == [  # type: ignore[attr-defined]
+        "The result is 15.", "The result is 42.", "The result is 5."]
+    assert orchestrator.executor is None and executor.orchestrator is None
+    assert executor.counters.get("calls_performed") == 3 * len(PROMPTS)  # model, tool, model
+    requests = list(read_records(settings, TopicNames(settings.app).requests))
+    assert len(requests) == 3 * len(PROMPTS)
 
 
 def test_bad_records_go_to_the_dlq_and_good_sessions_complete(settings: Settings) -> None:

@@ -19,7 +19,7 @@ from eddies import (
 )
 from eddies.connectors.local import RunFailedError
 from eddies.connectors.models.scripted import ScriptedChatModel
-from eddies.events import Event
+from eddies.events import ChatRequestEvent, Event
 from tests.agents import add
 
 
@@ -150,3 +150,21 @@ def test_an_event_that_cannot_be_written_fails_the_action_that_sends_it() -> Non
 
     with pytest.raises(RunFailedError, match="EncodingError.*OutputEvent.output"):
         LocalRunner(SendsBytes()).run([("s1", 0)])
+
+
+@pytest.mark.parametrize(
+    ("event", "where"),
+    [
+        (ChatRequestEvent(model="llm", messages=[{"role": "user"}]), "ChatRequestEvent.*role"),  # type: ignore[list-item]
+        (ChatRequestEvent(model="llm", messages=[ChatMessage(extra_args={"x": object()})]),
+         "ChatMessage.extra_args"),
+    ],
+)
+def test_a_malformed_builtin_event_fails_the_action_that_sends_it(event: Any, where: str) -> None:
+    class SendsIt(Agent):
+        @action(InputEvent)
+        def start(_event: InputEvent, ctx: Any) -> None:
+            ctx.send_event(event)
+
+    with pytest.raises(RunFailedError, match=f"EncodingError.*{where}"):
+        LocalRunner(SendsIt()).run([("s1", 0)])
