@@ -218,7 +218,7 @@ def validate_payload(payload: Event) -> None:
     that fails through the full conversion, to name the field in the error.
     """
     kind = type(payload)
-    if kind is OutputEvent:  # the common case: only its value can be wrong
+    if isinstance(payload, OutputEvent) and kind is OutputEvent:  # common: only its value
         encode_value(payload.output, "OutputEvent.output")
         return
     writer = _WRITERS.get(kind)
