@@ -42,12 +42,12 @@ def produce(prod: Any, topic: str, value: bytes | None, key: bytes | None, **kwa
             prod.poll(0.05)  # serve delivery reports; the queue drains
 
 
-def producer(settings: Settings) -> Any:
-    """A producer with the Java-compatible partitioner."""
+def producer(settings: Settings, **extra: Any) -> Any:
+    """A producer with the Java-compatible partitioner (``extra``: more client settings)."""
     from confluent_kafka import Producer
 
     return Producer(settings.client_config(**{"partitioner": "murmur2_random",
-                                              "enable.idempotence": True}))
+                                              "enable.idempotence": True, **extra}))
 
 
 def input_event(session_id: str, value: Any, event_id: str = "", timestamp: int | None = None) -> AgentEvent:
@@ -59,13 +59,19 @@ def input_event(session_id: str, value: Any, event_id: str = "", timestamp: int 
 def send_input(settings: Settings, session_id: str, value: Any, event_id: str = "",
                prod: Any = None) -> None:
     """Produce one input for ``session_id`` to the application's input topic."""
-    own = prod is None
-    prod = prod or producer(settings)
+    errors = None
+    if prod is None:
+        from .outbox import DeliveryErrors
+
+        errors = DeliveryErrors(f"input for session {session_id!r}")
+        prod = producer(settings, **errors.config())
     ev = input_event(session_id, value, event_id)
     prod.produce(TopicNames(settings.app).input, encode(ev), session_id.encode(),
                  headers=HEADERS)
-    if own:
-        prod.flush(30)
+    if errors is not None:
+        if prod.flush(30):
+            raise TimeoutError(f"input for session {session_id!r} not delivered within 30 s")
+        errors.check()
 
 
 def read_records(settings: Settings, topic: str, *, follow: bool = False, timeout: float = 30.0,

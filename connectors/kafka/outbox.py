@@ -10,10 +10,52 @@ crash the restarted slot fences its predecessor and ends the transaction it left
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 from .settings import Settings
+
+log = logging.getLogger("eddies.worker")
+
+
+class DeliveryFailedError(RuntimeError):
+    """A produced record was not delivered (after librdkafka's retries). Offsets must not
+    be committed past the work that produced it: the role stops and a restart redoes it."""
+
+
+class DeliveryErrors:
+    """Failed deliveries of one producer. Only failures are reported
+    (``delivery.report.only.error``), so a successful record costs nothing here.
+
+    Example::
+
+        errors = DeliveryErrors("input producer")
+        prod = Producer({**conf, **errors.config()})
+        ...
+        prod.flush(30)
+        errors.check()   # raises DeliveryFailedError if a record was lost
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.errors: list[str] = []
+
+    def config(self) -> dict[str, Any]:
+        """Producer settings that route failed deliveries here."""
+        return {"on_delivery": self._report, "delivery.report.only.error": True}
+
+    def _report(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+            log.error("%s: a record to %s[%s] was not delivered: %s", self.what, msg.topic(),
+                      msg.partition(), err)
+
+    def check(self) -> None:
+        """Raise DeliveryFailedError if any record failed since this object was made."""
+        if self.errors:
+            raise DeliveryFailedError(
+                f"{self.what}: {len(self.errors)} record(s) not delivered; first: {self.errors[0]}")
 
 
 class Outbox:
@@ -31,7 +73,8 @@ class Outbox:
         self.transactional = settings.exactly_once
         if self.transactional:
             conf["transactional.id"] = f"{settings.app}.{role}.{settings.instance_id}"
-        self.producer = Producer(settings.client_config(**conf))
+        self.delivery = DeliveryErrors(f"the {role}'s producer")
+        self.producer = Producer(settings.client_config(**conf, **self.delivery.config()))
         self._lock = threading.Lock()  # executor threads produce while the loop commits
         self._open = False
         if self.transactional:
@@ -63,6 +106,7 @@ class Outbox:
 
         if not self.transactional:
             self.producer.flush(30)
+            self.delivery.check()
             if consumer is None:
                 return
             try:
@@ -85,15 +129,22 @@ class Outbox:
                 positions = [tp for tp in positions
                              if tp.offset >= 0 and (tp.topic, tp.partition) in owned]
             try:
+                self.producer.flush(30)
+                self.delivery.check()
                 if positions:
                     self.producer.send_offsets_to_transaction(
                         positions, consumer.consumer_group_metadata(), 30)
                 self.producer.commit_transaction(60)
+            except DeliveryFailedError:
+                self.producer.abort_transaction(30)
+                self._open = False
+                raise
             except KafkaException as err:
                 # The role cannot continue on a state the broker may have discarded: abort,
                 # and let the worker stop; a restart recovers from the journal.
                 if err.args and err.args[0].txn_requires_abort():
                     self.producer.abort_transaction(30)
                 self._open = False
+                self.delivery.check()  # the cause, when it was a lost record
                 raise
             self._open = False

@@ -56,7 +56,7 @@ from eddies.events import (
 
 from .client import next_batch, produce
 from .journal import JournalView, journal_headers, read_journal
-from .outbox import Outbox
+from .outbox import DeliveryErrors, DeliveryFailedError, Outbox
 from .records import (
     HEADERS,
     dlq_headers,
@@ -501,7 +501,9 @@ class KafkaExecutor:
                                        thread_name_prefix="eddies-call")
         self.producer = Outbox(s, "executor")
         # Started marks must be durable before the side effect, outside any transaction.
-        self.marks = Producer(s.client_config(**{"enable.idempotence": True, "linger.ms": 0}))
+        self.marks_delivery = DeliveryErrors("the executor's started-mark producer")
+        self.marks = Producer(s.client_config(**{"enable.idempotence": True, "linger.ms": 0},
+                                              **self.marks_delivery.config()))
         self.local = local
         self.consumer = None if local else group_consumer(s, "executor")
         # Local mode: requests (AgentEvent) and journal views (JournalView), in order.
@@ -649,7 +651,9 @@ class KafkaExecutor:
                 # Durable before the side effect: a crash from here on leaves "unknown".
                 produce(self.marks, self.names.journal, b"1", started_key(*ref), partition=jpart,
                         headers=STARTED_HEADERS)
-                self.marks.flush(30)
+                if self.marks.flush(30) or self.marks_delivery.errors:
+                    self.marks_delivery.check()
+                    raise DeliveryFailedError(f"started mark of {req.call_id} not delivered in 30 s")
             performer = getattr(self._local, "performer", None)
             if performer is None:
                 performer = self._local.performer = CallPerformer(self.worker.plan, self.resolver)

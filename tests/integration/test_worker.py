@@ -8,8 +8,11 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from eddies.connectors.kafka.client import producer, read_events, read_records, send_input
+from eddies.connectors.kafka.outbox import DeliveryFailedError, Outbox
 from eddies.connectors.kafka.records import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER, header
 from eddies.connectors.kafka.replay import load_history, replay
 from eddies.connectors.kafka.settings import Settings
@@ -165,3 +168,22 @@ def test_topics_with_another_partition_count_are_refused(settings: Settings) -> 
     assert ensure_topics(admin, names, 4) == []
     with pytest.raises(TopicError, match=f"{names.input} has 4 partitions, expected 8"):
         ensure_topics(admin, names, 8)
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["idempotent", "transactions"])
+def test_a_record_that_is_not_delivered_stops_the_commit(settings: Settings, exactly_once: bool) -> None:
+    """Offsets are never committed past work whose output was lost: the commit raises."""
+    settings.exactly_once = exactly_once
+    settings.kafka["message.timeout.ms"] = "2000"
+    names = TopicNames(settings.app)
+    ensure_topics(AdminClient({"bootstrap.servers": settings.bootstrap_servers}), names,
+                  settings.partitions)
+    outbox = Outbox(settings, "orchestrator")
+    outbox.produce(names.output, b"fine", b"s1")
+    if exactly_once:  # a transactional producer refuses it at once: the role stops there
+        with pytest.raises(KafkaException, match="Unknown partition"):
+            outbox.produce(names.output, b"lost", b"s1", partition=settings.partitions + 3)
+        return
+    outbox.produce(names.output, b"lost", b"s1", partition=settings.partitions + 3)
+    with pytest.raises(DeliveryFailedError, match=r"not delivered.*Unknown partition"):
+        outbox.commit(None)
