@@ -33,7 +33,6 @@ import queue
 import threading
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from eddies.connectors.calls import CallPerformer, Resolver, result_event
@@ -497,8 +496,10 @@ class KafkaExecutor:
         self._retention = min(60.0, s.journal_retention_ms / 1000)
         self._interval = s.commit_interval_ms / 1000
         self._last_commit = time.monotonic()
-        self.pool = ThreadPoolExecutor(max_workers=s.executor_concurrency,
-                                       thread_name_prefix="eddies-call")
+        # Calls run on executor_concurrency threads fed by one queue (lighter per call than
+        # concurrent.futures: no future, no callback; a failure stops the worker).
+        self._calls: queue.SimpleQueue[tuple[AgentEvent, int | None, int] | None] = queue.SimpleQueue()
+        self._call_threads: list[threading.Thread] = []
         self.producer = Outbox(s, "executor")
         # Started marks must be durable before the side effect, outside any transaction.
         self.marks_delivery = DeliveryErrors("the executor's started-mark producer")
@@ -541,7 +542,10 @@ class KafkaExecutor:
                         self._handle(msg)
                 self._drain(block=False)
         finally:
-            self.pool.shutdown(wait=True)
+            for _ in self._call_threads:
+                self._calls.put(None)
+            for thread in self._call_threads:
+                thread.join()
             self._drain(block=False, force=True)
             self.producer.flush(10)
             if consumer is not None:
@@ -631,15 +635,21 @@ class KafkaExecutor:
             self.counters.inc("results_unknown")
             return
         self.inflight.add(ref)
-        future = self.pool.submit(self._perform, request, part, offset)
-        future.add_done_callback(self._task_failed)
+        if len(self._call_threads) < self.settings.executor_concurrency:
+            thread = threading.Thread(target=self._call_loop, daemon=True,
+                                      name=f"eddies-call-{len(self._call_threads)}")
+            thread.start()
+            self._call_threads.append(thread)
+        self._calls.put((request, part, offset))
 
-    def _task_failed(self, future: Any) -> None:
-        err = future.exception()
-        if err is not None:  # a bug or a broken producer: never silent, stop the worker
-            log.error("executor task failed: %r", err)
-            self.worker.errors.append(err)
-            self.worker._stop.set()
+    def _call_loop(self) -> None:
+        while (item := self._calls.get()) is not None:
+            try:
+                self._perform(*item)
+            except BaseException as err:  # a bug or a broken producer: stop the worker
+                log.error("executor task failed: %r", err)
+                self.worker.errors.append(err)
+                self.worker._stop.set()
 
     def _perform(self, request: AgentEvent, part: int | None, offset: int) -> None:
         req = request.payload
