@@ -92,13 +92,15 @@ def output_reader(bootstrap: str, names: TopicNames) -> Consumer:
     return c
 
 
-def wait_outputs(reader: Consumer, n: int, timeout: float) -> int:
+def wait_outputs(reader: Consumer, n: int, idle: float) -> int:
+    """Count outputs until ``n`` arrived or none arrived for ``idle`` seconds."""
     got = 0
-    deadline = time.monotonic() + timeout
-    while got < n and time.monotonic() < deadline:
+    last = time.monotonic()
+    while got < n and time.monotonic() - last < idle:
         for m in next_batch(reader, 1000, 0.05):
             if not m.error():
                 got += 1
+                last = time.monotonic()
     return got
 
 
@@ -138,10 +140,11 @@ def engine(bootstrap: str, n: int, latency_samples: int) -> tuple[float, float, 
             if i % 5000 == 0:
                 prod.poll(0)
         prod.flush(60)
-        got = wait_outputs(reader, n, float(os.environ.get("BENCH_WAIT", "600")))
+        got = wait_outputs(reader, n, float(os.environ.get("BENCH_WAIT", "30")))
         elapsed = time.perf_counter() - t0
         if got != n:
-            raise RuntimeError(f"only {got} of {n} answers")
+            raise RuntimeError(f"only {got} of {n} answers (none for the last "
+                               f"{os.environ.get('BENCH_WAIT', '30')} s)")
     finally:
         worker.terminate()
         worker.wait(30)
@@ -154,7 +157,7 @@ def engine(bootstrap: str, n: int, latency_samples: int) -> tuple[float, float, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="raw loop records")
-    parser.add_argument("--sessions", type=int, default=5_000, help="one-turn sessions")
+    parser.add_argument("--sessions", type=int, default=20_000, help="one-turn sessions")
     parser.add_argument("--latency-samples", type=int, default=100)
     args = parser.parse_args()
     with EmbeddedBroker() as broker:
