@@ -130,6 +130,13 @@ class _Awaitable:
 
     def __await__(self) -> Generator[Any, None, Any]:
         ctx = self._ctx
+        if not self._batch:  # one call: the common case, without the lists
+            spec = self._specs[0]
+            rec = ctx._record(spec)
+            if rec is None:
+                yield SUSPEND
+                rec = ctx._run.calls[spec.cid]
+            return ctx._unwrap(rec, spec.cid)
         records = [ctx._record(spec) for spec in self._specs]
         pending = False
         for r in records:
@@ -140,8 +147,6 @@ class _Awaitable:
             # The machine resumes a live action only once every call has its outcome.
             calls = ctx._run.calls
             records = [calls[spec.cid] for spec in self._specs]
-        if not self._batch:
-            return ctx._unwrap(records[0], self._specs[0].cid)  # type: ignore[arg-type]
         outcomes = []
         for rec, spec in zip(records, self._specs, strict=True):
             try:
@@ -185,6 +190,9 @@ class RunnerContext:
             ctx.short_term_memory.set("n", n)
             ctx.send_event(OutputEvent(output=n))
     """
+
+    __slots__ = ("_children", "_inv", "_machine", "_metrics", "_ordinal", "_run", "_sensory",
+                 "_short_term", "_state", "requests", "sent", "waiting")
 
     def __init__(
         self, machine: SessionMachine, state: SessionState, run: RunState, inv: Invocation
