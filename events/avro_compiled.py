@@ -121,7 +121,7 @@ class _Compiler:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.consts: dict[str, Any] = {
-            "_long": _long, "_str": _str, "_bytes": _bytes, "_millis": _millis,
+            "_long": _long, "_str": _str, "_bytes": _bytes, "_millis": _millis, "_ONE": _ONE,
             "_pack_d": _pack_d, "_pack_f": _pack_f, "_unpack_d": _unpack_d,
             "_unpack_f": _unpack_f, "_rl": _rl, "_rs": _rs, "_rb": _rb, "_rcount": _rcount,
         }
@@ -169,10 +169,14 @@ class _Compiler:
             return self.write_union(t, v, ind)
         if isinstance(s, dict) and s.get("logicalType") == "timestamp-millis" and t == "long":
             return [f"{ind}a(_long(_millis({v})))"]
+        if t in ("int", "long"):  # small non-negative numbers (most of them) inline
+            return [f"{ind}a(_ONE[{v} + {v}] if 0 <= {v} < 64 else _long({v}))"]
+        if t == "string":  # inline: no call, no concatenation
+            return [f"{ind}_b = {v}.encode()", f"{ind}_n = len(_b)",
+                    f"{ind}a(_ONE[_n + _n] if _n < 64 else _long(_n))", f"{ind}a(_b)"]
         simple = {
             "null": None, "boolean": f"{ind}a(b'\\x01' if {v} else b'\\x00')",
-            "int": f"{ind}a(_long({v}))", "long": f"{ind}a(_long({v}))",
-            "string": f"{ind}a(_str({v}))", "bytes": f"{ind}a(_bytes({v}))",
+            "bytes": f"{ind}a(_bytes({v}))",
             "double": f"{ind}a(_pack_d({v}))", "float": f"{ind}a(_pack_f({v}))",
         }
         if t in simple:
