@@ -169,7 +169,7 @@ def main() -> None:
     print(f"embedded broker, {PARTITIONS} partitions, one worker process (scripted model)")
     print(f"raw consume-transform-produce loop: {raw:10,.0f} records/s ({args.records} records)")
     print(f"engine one-turn sessions:           {sessions:10,.0f} sessions/s ({args.sessions} sessions)")
-    print(f"engine events:                      {events:10,.0f} events/s = {events / raw:.0%} of raw "
+    print(f"engine events:                      {events:10,.0f} events/s = {events / raw:.1%} of raw "
           f"(target >= 25%)")
     print(f"idle end-to-end latency:            p50 {p50:.1f} ms, p99 {p99:.1f} ms "
           f"({len(lat)} prompts; target p50 <= 50 ms)")
