@@ -62,7 +62,7 @@ def result_event(
     payload = DurableCallResult(req.call_id, req.kind, status, value, error, req.attempt, dig)
     return AgentEvent(
         result_event_id(req.call_id, req.attempt), request.session_id, 0, 0, request.scope,
-        "DurableCallResult", None, None, "", "", request.timestamp, payload,
+        DurableCallResult.event_type, None, None, "", "", request.timestamp, payload,
     )
 
 

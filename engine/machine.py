@@ -310,7 +310,7 @@ class SessionMachine:
         """
         spec = self.plan.actions[inv.action]
         coro: Any = None
-        key = (state.session_id, run.number, inv.number)
+        key = self._live_key(state, run, inv)
         if spec.is_async:
             live = self._live.pop(key, None)
             if live is not None and live[2] is run:

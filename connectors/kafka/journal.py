@@ -23,6 +23,11 @@ class JournalView:
     started: set[tuple[str, int]] = field(default_factory=set)
     records: int = 0
 
+    def learn_calls(self, other: JournalView) -> None:
+        """Add the call outcomes and started marks of ``other`` (partitions read later)."""
+        self.outcomes.update(other.outcomes)
+        self.started |= other.started
+
     def apply(self, key: bytes, value: bytes | None) -> None:
         """Fold one journal record (a None value is a tombstone)."""
         text = key.decode()

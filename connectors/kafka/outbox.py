@@ -51,6 +51,15 @@ class DeliveryErrors:
             log.error("%s: a record to %s[%s] was not delivered: %s", self.what, msg.topic(),
                       msg.partition(), err)
 
+    def check_flushed(self, producer: Any, timeout: float = 30) -> None:
+        """Flush ``producer``; raise DeliveryFailedError if a record failed or is still
+        undelivered after ``timeout`` seconds."""
+        left = producer.flush(timeout)
+        self.check()
+        if left:
+            raise DeliveryFailedError(
+                f"{self.what}: {left} record(s) not delivered within {timeout} s")
+
     def check(self) -> None:
         """Raise DeliveryFailedError if any record failed since this object was made."""
         if self.errors:

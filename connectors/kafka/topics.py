@@ -35,7 +35,7 @@ class TopicNames:
 
     @property
     def requests(self) -> str:
-        """Durable-call requests for executors."""
+        """Durable-call requests for executor processes (``--role executor``)."""
         return f"{self.app}.requests"
 
     @property

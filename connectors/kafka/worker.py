@@ -55,7 +55,7 @@ from eddies.events import (
 
 from .client import next_batch, produce
 from .journal import JournalView, journal_headers, read_journal
-from .outbox import DeliveryErrors, DeliveryFailedError, Outbox
+from .outbox import DeliveryErrors, Outbox
 from .records import (
     HEADERS,
     dlq_headers,
@@ -508,7 +508,7 @@ class KafkaExecutor:
         self._offsets: dict[int, dict[int, bool]] = {}  # partition -> offset -> done
         self._done: queue.SimpleQueue[tuple[int | None, int, tuple[str, int], bytes | None]] = (
             queue.SimpleQueue())
-        self._local = threading.local()
+        self._per_thread = threading.local()  # a CallPerformer per call thread
         self._pending_commit: dict[int, int] = {}  # partition -> next offset to commit
         # Outcomes stay in memory briefly: enough for requests re-issued or redelivered while
         # this executor keeps its partitions; every new assignment re-reads the journal.
@@ -525,7 +525,6 @@ class KafkaExecutor:
         self.marks_delivery = DeliveryErrors("the executor's started-mark producer")
         self.marks = Producer(s.client_config(**{"enable.idempotence": True, "linger.ms": 0},
                                               **self.marks_delivery.config()))
-        self.local = local
         # Local mode: results sent to APP.input by their bytes, so the orchestrator of this
         # process takes the event instead of decoding the record it reads back.
         self.sent_results: dict[bytes, AgentEvent] = {}
@@ -533,6 +532,11 @@ class KafkaExecutor:
         # Local mode: requests (AgentEvent) and journal views (JournalView), in order.
         self._inbox: queue.SimpleQueue[AgentEvent | JournalView] = queue.SimpleQueue()
         self._uncommitted = False  # local results produced since the last commit
+
+    @property
+    def local(self) -> bool:
+        """Whether requests come from this process's orchestrator (no consumer of its own)."""
+        return self.consumer is None
 
     def submit(self, request: AgentEvent) -> None:
         """Local mode: perform ``request`` (from any thread)."""
@@ -579,8 +583,7 @@ class KafkaExecutor:
             item = self._inbox.get(timeout=0.02)
             while True:
                 if isinstance(item, JournalView):
-                    self.view.outcomes.update(item.outcomes)
-                    self.view.started |= item.started
+                    self.view.learn_calls(item)
                 else:
                     self._dispatch(item, None, 0, 0)
                     room -= 1
@@ -592,9 +595,7 @@ class KafkaExecutor:
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         numbers = {tp.partition for tp in partitions}
-        view = read_journal(self.settings, self.names.journal, numbers)
-        self.view.outcomes.update(view.outcomes)
-        self.view.started |= view.started
+        self.view.learn_calls(read_journal(self.settings, self.names.journal, numbers))
         self.owned |= numbers
         self.assigned.set()
 
@@ -623,9 +624,20 @@ class KafkaExecutor:
                     headers=dlq_headers(f"undecodable request: {err}", msg.topic(),
                                                       part, offset, msg.headers()))
             self.counters.inc("dlq")
-            self._offsets[part][offset] = True
+            self._settle(part, offset)
             return
         self._dispatch(request, part, offset, msg.timestamp()[1])
+
+    def _settle(self, part: int | None, offset: int) -> None:
+        """A request needs no more work: its APP.requests offset may be committed."""
+        if part is not None:
+            self._offsets[part][offset] = True
+
+    def _answer(self, result: AgentEvent, part: int | None, offset: int) -> None:
+        """Answer a request without performing it."""
+        self._send_result(result)
+        self._uncommitted = True
+        self._settle(part, offset)
 
     def _dispatch(self, request: AgentEvent, part: int | None, offset: int, produced_ms: int) -> None:
         """Perform a request, answer it from the journal, or answer UNKNOWN. ``part`` is
@@ -634,27 +646,19 @@ class KafkaExecutor:
         req = request.payload
         assert isinstance(req, DurableCallRequest)
         ref = (req.call_id, req.attempt)
-        done = self._offsets[part] if part is not None else None
         if ref in self.inflight:  # a re-issued request for a call already running here
-            if done is not None:
-                done[offset] = True
+            self._settle(part, offset)
             return
         recorded = self.view.outcomes.get(ref)
         if recorded is not None:
-            self._send_result(decode(recorded))
-            self._uncommitted = True
-            if done is not None:
-                done[offset] = True
+            self._answer(decode(recorded), part, offset)
             self.counters.inc("results_resent")
             return
         too_old = produced_ms > 0 and time.time() * 1000 - produced_ms > self.settings.journal_retention_ms
         if (not req.idempotent and ref in self.view.started) or too_old:
             # A request older than the journal retention may belong to a run whose outcome was
             # already tombstoned: never perform it again; UNKNOWN is ignored by a finished run.
-            self._send_result(result_event(request, CallStatus.UNKNOWN))
-            self._uncommitted = True
-            if done is not None:
-                done[offset] = True
+            self._answer(result_event(request, CallStatus.UNKNOWN), part, offset)
             self.counters.inc("results_unknown")
             return
         self.inflight.add(ref)
@@ -684,12 +688,10 @@ class KafkaExecutor:
                 # Durable before the side effect: a crash from here on leaves "unknown".
                 produce(self.marks, self.names.journal, b"1", started_key(*ref), partition=jpart,
                         headers=STARTED_HEADERS)
-                if self.marks.flush(30) or self.marks_delivery.errors:
-                    self.marks_delivery.check()
-                    raise DeliveryFailedError(f"started mark of {req.call_id} not delivered in 30 s")
-            performer = getattr(self._local, "performer", None)
+                self.marks_delivery.check_flushed(self.marks)
+            performer = getattr(self._per_thread, "performer", None)
             if performer is None:
-                performer = self._local.performer = CallPerformer(self.worker.plan, self.resolver)
+                performer = self._per_thread.performer = CallPerformer(self.worker.plan, self.resolver)
             try:
                 value = encode_value(performer.perform(req), f"result of {req.target}")
                 result = result_event(request, CallStatus.OK, value)

@@ -24,6 +24,20 @@ from eddies.events import AgentEvent, CustomEvent, InputEvent, OutputEvent, enco
 pytestmark = pytest.mark.integration
 
 
+def answers_to_prompts(settings: Settings, *workers: Worker) -> list[AgentEvent]:
+    """Send the demo's prompts to running ``workers``, then stop them; their outputs."""
+    try:
+        assert all(w.wait_assigned(60) for w in workers)
+        prod = producer(settings)
+        for session, prompt in PROMPTS:
+            send_input(settings, session, prompt, prod=prod)
+        prod.flush(30)
+        return outputs(settings, len(PROMPTS))
+    finally:
+        for w in workers:
+            w.stop()
+
+
 def outputs(settings: Settings, n: int, timeout: float = 60.0) -> list[AgentEvent]:
     """The first ``n`` distinct outputs (by event id), waiting up to ``timeout``."""
     seen: dict[str, AgentEvent] = {}
@@ -40,15 +54,7 @@ def outputs(settings: Settings, n: int, timeout: float = 60.0) -> list[AgentEven
 def test_demo_scenario_end_to_end(settings: Settings, exactly_once: bool) -> None:
     settings.exactly_once = exactly_once
     worker = Worker(settings, calculator_agent()).start()
-    try:
-        assert worker.wait_assigned(60)
-        prod = producer(settings)
-        for session, prompt in PROMPTS:
-            send_input(settings, session, prompt, prod=prod)
-        prod.flush(30)
-        got = outputs(settings, len(PROMPTS))
-    finally:
-        worker.stop()
+    got = answers_to_prompts(settings, worker)
     by_session = defaultdict(list)
     for ev in got:
         assert isinstance(ev.payload, OutputEvent) and ev.payload.error is None
@@ -68,16 +74,7 @@ def test_separate_orchestrator_and_executor_roles(settings: Settings) -> None:
     """Requests travel through APP.requests when the executor is another worker."""
     orchestrator = Worker(dataclasses.replace(settings, role="orchestrator"), calculator_agent()).start()
     executor = Worker(dataclasses.replace(settings, role="executor"), calculator_agent()).start()
-    try:
-        assert orchestrator.wait_assigned(60) and executor.wait_assigned(60)
-        prod = producer(settings)
-        for session, prompt in PROMPTS:
-            send_input(settings, session, prompt, prod=prod)
-        prod.flush(30)
-        got = outputs(settings, len(PROMPTS))
-    finally:
-        orchestrator.stop()
-        executor.stop()
+    got = answers_to_prompts(settings, orchestrator, executor)
     assert sorted(ev.payload.output for ev in got) == [  # type: ignore[attr-defined]
         "The result is 15.", "The result is 42.", "The result is 5."]
     assert orchestrator.executor is None and executor.orchestrator is None
