@@ -114,8 +114,7 @@ class Outbox:
         from confluent_kafka import KafkaException
 
         if not self.transactional:
-            self.producer.flush(30)
-            self.delivery.check()
+            self.delivery.check_flushed(self.producer)
             if consumer is None:
                 return
             try:
@@ -138,8 +137,7 @@ class Outbox:
                 positions = [tp for tp in positions
                              if tp.offset >= 0 and (tp.topic, tp.partition) in owned]
             try:
-                self.producer.flush(30)
-                self.delivery.check()
+                self.delivery.check_flushed(self.producer)
                 if positions:
                     self.producer.send_offsets_to_transaction(
                         positions, consumer.consumer_group_metadata(), 30)
