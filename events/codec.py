@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from fastavro import schemaless_reader, schemaless_writer
 
-from .avro_compiled import compile_schema
+from .avro_compiled import ObjectBinding, compile_object_writer, compile_schema
 from .envelope import SCHEMA_VERSION, AgentEvent
 from .errors import DecodeError, EncodingError
 from .payloads import (
@@ -420,11 +420,61 @@ def _codec() -> tuple[Callable[[Record], bytes], Callable[[bytes], Record]]:
     return _compiled
 
 
+def _value_field(record: str, field: str, context: str = "") -> Callable[[Any], str]:
+    """Reads attribute ``field`` (any JSON-encodable value) as the JSON text the schema holds."""
+    where = context or f"{record}.{field}"
+
+    def convert(obj: Any) -> str:
+        return encode_value(getattr(obj, field), where)
+
+    return convert
+
+
+def _as_custom_event(payload: Any) -> tuple[str, Any]:
+    # A user's event class travels as a CustomEvent (its type name and attributes).
+    if not isinstance(payload, Event):
+        raise EncodingError(f"{type(payload).__name__} is not an Event")
+    return "eddies.CustomEvent", CustomEvent(type(payload).event_type, _attributes(payload))
+
+
+def _object_binding() -> ObjectBinding:
+    """The envelope's records as the classes of :mod:`.payloads` (the field names are the
+    schema's); value fields are JSON text on the wire."""
+    classes: dict[str, type] = {name: kind for kind, (name, _) in _WRITERS.items()}
+    classes.update({"eddies.AgentEvent": AgentEvent, "eddies.ChatMessage": ChatMessage,
+                    "eddies.ToolCall": ToolCall, "eddies.ToolResult": ToolResult,
+                    "eddies.ErrorInfo": ErrorInfo, "eddies.TokenUsage": TokenUsage})
+    convert: dict[str, Callable[[Any], Any]] = {
+        f"eddies.{r}.{f}": _value_field(r, f, ctx) for r, f, ctx in [
+            ("InputEvent", "input", ""), ("OutputEvent", "output", ""),
+            ("ChatMessage", "extra_args", ""), ("ToolCall", "arguments", ""),
+            ("ToolResult", "result", ""), ("SubagentCallEvent", "input", ""),
+            ("SubagentResultEvent", "output", ""),
+        ]
+    }
+    convert["eddies.ChatRequestEvent.output_schema"] = lambda p: (
+        None if p.output_schema is None else encode_value(p.output_schema, "output_schema"))
+    convert["eddies.CustomEvent.attributes"] = lambda p: encode_value(p.attributes, p.type_name)
+    return ObjectBinding(classes=classes, convert=convert, fallback=_as_custom_event)
+
+
+_write_object: Callable[[AgentEvent], bytes] | None = None
+
+
 def encode(ev: AgentEvent) -> bytes:
-    """Avro (schemaless) bytes of an envelope under the current schema."""
-    rec = to_record(ev)
+    """Avro (schemaless) bytes of an envelope under the current schema.
+
+    Written straight from the objects (the same bytes as encoding :func:`to_record`'s dict,
+    without building it).
+    """
+    global _write_object
+    write = _write_object
+    if write is None:
+        write = _write_object = compile_object_writer(envelope_schema(), _object_binding())
     try:
-        return _codec()[0](rec)
+        return write(ev)
+    except EncodingError:
+        raise
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:
         raise EncodingError(f"{ev.type}: {type(err).__name__}: {err}") from None
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from eddies.events import headers, partition_for
 
-JOURNAL_KIND_HEADER = "eddies.journal"  # snapshot | outcome | started
 DLQ_REASON_HEADER = "eddies.dlq.reason"
 DLQ_SOURCE_HEADER = "eddies.dlq.source"  # topic/partition/offset
 

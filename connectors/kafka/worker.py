@@ -54,7 +54,7 @@ from eddies.events import (
 )
 
 from .client import next_batch, produce
-from .journal import JournalView, journal_headers, read_journal
+from .journal import JournalView, read_journal
 from .outbox import DeliveryErrors, Outbox
 from .records import (
     HEADERS,
@@ -70,10 +70,6 @@ from .settings import Settings, load_agent
 from .topics import TopicNames, ensure_topics
 
 log = logging.getLogger("eddies.worker")
-SNAPSHOT_HEADERS = journal_headers("snapshot")
-TOMBSTONE_HEADERS = journal_headers("tombstone")
-STARTED_HEADERS = journal_headers("started")
-OUTCOME_HEADERS = journal_headers("outcome")
 
 
 def _kafka() -> Any:
@@ -363,15 +359,14 @@ class Orchestrator:
             state = self.states.get(sid)
             if state is not None:
                 produce(prod, self.names.journal, state.to_bytes(), snapshot_key(sid),
-                        partition=journal_partition(sid, parts), headers=SNAPSHOT_HEADERS)
+                        partition=journal_partition(sid, parts))
         self.counters.inc("snapshots", len(self.dirty))
         self.dirty.clear()
         now = time.monotonic()
         while self._finished and now - self._finished[0][0] >= self._retention:
             _, sid, keys = self._finished.popleft()
             for key in keys:  # after the snapshot: the partition keeps that order
-                produce(prod, self.names.journal, None, key, partition=journal_partition(sid, parts),
-                        headers=TOMBSTONE_HEADERS)
+                produce(prod, self.names.journal, None, key, partition=journal_partition(sid, parts))
             self.counters.inc("tombstones", len(keys))
         if now - self._last_sweep >= self._sweep_every:
             self._last_sweep = now
@@ -395,7 +390,7 @@ class Orchestrator:
         parts = self.settings.partitions
         for sid in [sid for sid, st in self.states.items() if st.idle and st.clock < horizon]:
             produce(self.producer, self.names.journal, None, snapshot_key(sid),
-                    partition=journal_partition(sid, parts), headers=TOMBSTONE_HEADERS)
+                    partition=journal_partition(sid, parts))
             del self.states[sid]
             self.machine.evict(sid)
             self.counters.inc("sessions_closed")
@@ -464,7 +459,10 @@ class Orchestrator:
     def _route(self, ev: AgentEvent, key: bytes) -> None:
         data = encode(ev)
         prod = self.producer
-        produce(prod, self.names.events, data, key, headers=HEADERS)
+        try:  # the common case without a wrapper frame; BufferError: wait for room
+            prod.produce(self.names.events, data, key, headers=HEADERS)
+        except BufferError:
+            produce(prod, self.names.events, data, key, headers=HEADERS)
         payload = ev.payload
         if isinstance(payload, DurableCallRequest):
             if self.executor is not None:
@@ -686,8 +684,7 @@ class KafkaExecutor:
         try:
             if not req.idempotent:
                 # Durable before the side effect: a crash from here on leaves "unknown".
-                produce(self.marks, self.names.journal, b"1", started_key(*ref), partition=jpart,
-                        headers=STARTED_HEADERS)
+                produce(self.marks, self.names.journal, b"1", started_key(*ref), partition=jpart)
                 self.marks_delivery.check_flushed(self.marks)
             performer = getattr(self._per_thread, "performer", None)
             if performer is None:
@@ -698,8 +695,7 @@ class KafkaExecutor:
             except Exception as err:
                 result = result_event(request, CallStatus.ERROR, "null", ErrorInfo.of(err))
             data = encode(result)
-            produce(self.producer, self.names.journal, data, outcome_key(*ref), partition=jpart,
-                    headers=OUTCOME_HEADERS)
+            produce(self.producer, self.names.journal, data, outcome_key(*ref), partition=jpart)
             self._send_result(result, data)
             self.counters.inc("calls_performed")
             self._done.put((part, offset, ref, data))

@@ -27,11 +27,12 @@ from eddies.events import (
     MessageRole,
     decode,
     encode,
+    encode_record,
     from_record,
     headers,
     to_record,
 )
-from eddies.events.schemas import avro_dir
+from eddies.events.schemas import avro_dir, envelope_schema
 from tests.strategies import envelopes
 
 
@@ -59,6 +60,19 @@ def test_record_form_round_trips_and_is_what_fastavro_reads(ev: AgentEvent) -> N
     assert raw["event_id"] == expected["event_id"]
     assert raw["payload"][0] == expected["payload"][0]
     assert raw["payload"][1] == expected["payload"][1]
+
+
+@given(envelopes)
+@settings(max_examples=200, deadline=None)
+def test_encode_writes_the_bytes_fastavro_writes_for_the_record_form(ev: AgentEvent) -> None:
+    # encode() writes straight from the objects; the reference is fastavro on to_record's dict.
+    assert encode(ev) == encode_record(to_record(ev), envelope_schema())
+
+
+def test_encode_names_the_field_of_a_wrongly_typed_value() -> None:
+    ev = AgentEvent.external("s", ChatResponseEvent(request_id=7), event_id="e", timestamp=0)  # type: ignore[arg-type]
+    with pytest.raises(EncodingError, match="ChatResponseEvent"):
+        encode(ev)
 
 
 def test_request_digest_added_after_v1_round_trips() -> None:
