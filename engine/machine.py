@@ -33,7 +33,7 @@ from eddies.events import (
     OutputEvent,
     event_type_name,
 )
-from eddies.events.ids import event_id
+from eddies.events.ids import event_id, session_of_call
 
 from .agent import Agent
 from .context import SUSPEND, RunnerContext, Suspend
@@ -139,15 +139,16 @@ class SessionMachine:
             again.append(self._envelope(state, rec.request_id, 0, payload, None, run.active.action))
         return state, again
 
-    def evict(self, session_id: str) -> None:
-        """Drop this machine's transient caches of a session (e.g. its partition was revoked).
+    def evict(self, *session_ids: str) -> None:
+        """Drop this machine's transient caches of sessions (e.g. their partition was revoked).
 
         Correctness never depends on them: a later apply replays from the state instead.
+        One pass over the caches, however many sessions: ``machine.evict(*revoked)``.
         """
-        for key in [k for k in self._live if k[0] == session_id]:
+        sessions = set(session_ids)
+        for key in [k for k in self._live if k[0] in sessions]:
             self._live.pop(key)[0].close()
-        prefix = session_id + ":"
-        for cid in [c for c in self._callables if c.startswith(prefix)]:
+        for cid in [c for c in self._callables if session_of_call(c) in sessions]:
             del self._callables[cid]
 
     @property

@@ -29,6 +29,17 @@ def call_id(session_id: str, scope: tuple[str, ...], run: int, invocation: int, 
     return f"{scope_path(session_id, scope)}:r{run}:i{invocation}:c{ordinal}"
 
 
+def session_of_call(call_id: str) -> str:
+    """The session id part of a call id (``session[/scope]:rN:iN:cN``)."""
+    head = call_id.rsplit(":", 3)[0]
+    return head.split("/", 1)[0]
+
+
+def run_of_call(call_id: str) -> int:
+    """The run number part of a call id (``session[/scope]:rN:iN:cN``)."""
+    return int(call_id.rsplit(":", 3)[1][1:])
+
+
 def result_event_id(call: str, attempt: int) -> str:
     """Id of an executor's answer to a call: the same for every executor that answers."""
     return blake2b(f"{call}\x1f{attempt}\x1fresult".encode(), digest_size=12).hexdigest()

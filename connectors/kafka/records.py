@@ -40,17 +40,6 @@ def started_key(call_id: str, attempt: int) -> bytes:
     return f"start/{call_id}/{attempt}".encode()
 
 
-def session_of_call(call_id: str) -> str:
-    """The session id part of a call id (``session[/scope]:rN:iN:cN``)."""
-    head = call_id.rsplit(":", 3)[0]
-    return head.split("/", 1)[0]
-
-
-def run_of_call(call_id: str) -> int:
-    """The run number part of a call id (``session[/scope]:rN:iN:cN``)."""
-    return int(call_id.rsplit(":", 3)[1][1:])
-
-
 @functools.lru_cache(maxsize=65536)
 def journal_partition(session_id: str, partitions: int) -> int:
     """Journal records are keyed by kind, so they are placed explicitly: a session's

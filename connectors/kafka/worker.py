@@ -52,6 +52,7 @@ from eddies.events import (
     encode_value,
     partition_for,
 )
+from eddies.events.ids import run_of_call, session_of_call
 
 from .client import next_batch, produce
 from .journal import JournalView, read_journal
@@ -61,8 +62,6 @@ from .records import (
     dlq_headers,
     journal_partition,
     outcome_key,
-    run_of_call,
-    session_of_call,
     snapshot_key,
     started_key,
 )
@@ -312,9 +311,10 @@ class Orchestrator:
         for part in numbers:
             self._processed.pop(part, None)
             self._gaps.pop(part, None)
-        for sid in [s for s in self.states if partition_for(s, self.settings.partitions) in numbers]:
+        gone = [s for s in self.states if partition_for(s, self.settings.partitions) in numbers]
+        for sid in gone:
             del self.states[sid]
-            self.machine.evict(sid)
+        self.machine.evict(*gone)
         self.partitions -= numbers
 
     # --- records -------------------------------------------------------------------------
@@ -388,12 +388,13 @@ class Orchestrator:
         """Tombstone the snapshots of sessions idle longer than ``session_ttl_ms``."""
         horizon = int(time.time() * 1000) - self.settings.session_ttl_ms
         parts = self.settings.partitions
-        for sid in [sid for sid, st in self.states.items() if st.idle and st.clock < horizon]:
+        closed = [sid for sid, st in self.states.items() if st.idle and st.clock < horizon]
+        for sid in closed:
             produce(self.producer, self.names.journal, None, snapshot_key(sid),
                     partition=journal_partition(sid, parts))
             del self.states[sid]
-            self.machine.evict(sid)
-            self.counters.inc("sessions_closed")
+        self.machine.evict(*closed)
+        self.counters.inc("sessions_closed", len(closed))
 
     def _handle(self, msg: Any) -> None:
         key, value = msg.key(), msg.value()
@@ -527,8 +528,10 @@ class KafkaExecutor:
         # process takes the event instead of decoding the record it reads back.
         self.sent_results: dict[bytes, AgentEvent] = {}
         self.consumer = None if local else group_consumer(s, "executor")
-        # Local mode: requests (AgentEvent) and journal views (JournalView), in order.
-        self._inbox: queue.SimpleQueue[AgentEvent | JournalView] = queue.SimpleQueue()
+        # Local mode: the orchestrator's thread dispatches requests itself (no hop through
+        # this executor's loop); the lock guards what dispatching and draining share
+        # (inflight, view, the offsets of done requests).
+        self._lock = threading.Lock()
         self._uncommitted = False  # local results produced since the last commit
 
     @property
@@ -537,13 +540,16 @@ class KafkaExecutor:
         return self.consumer is None
 
     def submit(self, request: AgentEvent) -> None:
-        """Local mode: perform ``request`` (from any thread)."""
-        self._inbox.put(request)
+        """Local mode: perform ``request``, answer it from the journal, or answer UNKNOWN
+        (decided at once, on the caller's thread; the call runs on a call thread)."""
+        with self._lock:
+            self._dispatch(request, None, 0, 0)
 
     def submit_view(self, view: JournalView) -> None:
         """Local mode: outcomes and started marks journaled for partitions just assigned to
         the orchestrator, known before any request submitted after them is decided."""
-        self._inbox.put(view)
+        with self._lock:
+            self.view.learn_calls(view)
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set; in-flight calls finish before it returns."""
@@ -556,15 +562,15 @@ class KafkaExecutor:
         limit = self.settings.executor_concurrency * 4
         try:
             while not stop.is_set():
+                if consumer is None:  # requests arrive through submit()
+                    self._drain(block=True)
+                    continue
                 room = limit - len(self.inflight)
                 if room <= 0:
                     self._drain(block=True)
                     continue
-                if consumer is None:
-                    self._take_local(min(room, self.settings.batch_size))
-                else:
-                    for msg in next_batch(consumer, min(room, self.settings.batch_size), 0.02):
-                        self._handle(msg)
+                for msg in next_batch(consumer, min(room, self.settings.batch_size), 0.02):
+                    self._handle(msg)
                 self._drain(block=False)
         finally:
             for _ in self._call_threads:
@@ -575,21 +581,6 @@ class KafkaExecutor:
             self.producer.flush(10)
             if consumer is not None:
                 consumer.close()
-
-    def _take_local(self, room: int) -> None:
-        try:
-            item = self._inbox.get(timeout=0.02)
-            while True:
-                if isinstance(item, JournalView):
-                    self.view.learn_calls(item)
-                else:
-                    self._dispatch(item, None, 0, 0)
-                    room -= 1
-                if room <= 0:
-                    return
-                item = self._inbox.get_nowait()
-        except queue.Empty:
-            return
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         numbers = {tp.partition for tp in partitions}
@@ -716,9 +707,15 @@ class KafkaExecutor:
 
     def _drain(self, block: bool, force: bool = False) -> None:
         TopicPartition = _kafka().TopicPartition
+        done = self._done
         try:
-            item = self._done.get(timeout=0.05) if block else self._done.get_nowait()
-            while True:
+            item: tuple[int | None, int, tuple[str, int], bytes | None] | None = (
+                done.get(timeout=0.05) if block else done.get_nowait())
+        except queue.Empty:
+            item = None
+        now = time.monotonic()
+        with self._lock:
+            while item is not None:
                 part, offset, ref, data = item
                 if part is None:
                     self._uncommitted = True
@@ -729,22 +726,22 @@ class KafkaExecutor:
                 self.inflight.discard(ref)
                 if data is not None:
                     self.view.outcomes[ref] = data
-                    self._kept.append((time.monotonic(), ref))
-                item = self._done.get_nowait()
-        except queue.Empty:
-            pass
-        for part, offsets in self._offsets.items():  # advance over the done prefix
-            while offsets:
-                first = next(iter(offsets))
-                if not offsets[first]:
-                    break
-                offsets.pop(first)
-                self._pending_commit[part] = first + 1
-        now = time.monotonic()
-        while self._kept and now - self._kept[0][0] >= self._retention:
-            _, old = self._kept.popleft()  # the orchestrator tombstones these in the journal
-            self.view.outcomes.pop(old, None)
-            self.view.started.discard(old)
+                    self._kept.append((now, ref))
+                try:
+                    item = done.get_nowait()
+                except queue.Empty:
+                    item = None
+            for part, offsets in self._offsets.items():  # advance over the done prefix
+                while offsets:
+                    first = next(iter(offsets))
+                    if not offsets[first]:
+                        break
+                    offsets.pop(first)
+                    self._pending_commit[part] = first + 1
+            while self._kept and now - self._kept[0][0] >= self._retention:
+                _, old = self._kept.popleft()  # the orchestrator tombstones these in the journal
+                self.view.outcomes.pop(old, None)
+                self.view.started.discard(old)
         # Local results need no offsets, only the transaction (if any) committed.
         work = self._pending_commit or (self._uncommitted and self.producer.transactional)
         due = work and now - self._last_commit >= self._interval

@@ -295,6 +295,19 @@ def test_transient_caches_are_empty_after_runs_and_evictable() -> None:
     assert runner.outputs_for("s3") == [20]
 
 
+def test_evicting_many_sessions_at_once_drops_only_theirs() -> None:
+    runner = LocalRunner(AsyncCalls())
+    for sid in ("a", "b", "c"):
+        runner.submit(sid, 1)
+    for _ in range(3):
+        runner.step()  # each input: its action suspended at its first call
+    assert runner.machine.cached == 6
+    runner.machine.evict("a", "c")
+    assert runner.machine.cached == 2  # b's continuation and function stay
+    runner.run_until_idle()
+    assert [runner.outputs_for(s) for s in ("a", "b", "c")] == [[4], [4], [4]]
+
+
 def test_an_idempotent_call_that_never_gets_an_outcome_fails_closed_eventually() -> None:
     from eddies.engine import SessionMachine
     from eddies.events import AgentEvent, CallStatus, InputEvent
