@@ -29,6 +29,18 @@ _unpack_d = struct.Struct("<d").unpack_from
 _unpack_f = struct.Struct("<f").unpack_from
 
 
+#: Encoded (length-prefixed) strings of the fields an ObjectBinding marks as repeating.
+_STR_CACHE: dict[str, bytes] = {}
+
+
+def _str_entry(v: str) -> bytes:
+    data = _str(v)
+    if len(_STR_CACHE) >= 8192:
+        _STR_CACHE.clear()
+    _STR_CACHE[v] = data
+    return data
+
+
 #: Varints of large numbers seen recently: an event's millisecond timestamp takes six
 #: loop turns to encode and repeats across the events of a session and of a batch.
 _LONG_CACHE: dict[int, bytes] = {}
@@ -132,6 +144,9 @@ class ObjectBinding:
     classes: dict[str, type]
     convert: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
     fallback: Callable[[Any], tuple[str, Any]] | None = None
+    #: ``"Record.field"`` string fields whose values repeat (names, session ids): their
+    #: encoded form is looked up in a bounded cache instead of encoded each time.
+    cached: frozenset[str] = frozenset()
 
 
 class _Compiler:
@@ -140,6 +155,7 @@ class _Compiler:
         self.lines: list[str] = []
         self.consts: dict[str, Any] = {
             "_long": _long, "_LONG_CACHE": _LONG_CACHE, "_str": _str, "_bytes": _bytes,
+            "_STR_CACHE": _STR_CACHE, "_str_entry": _str_entry,
             "_millis": _millis, "_ONE": _ONE,
             "_pack_d": _pack_d, "_pack_f": _pack_f, "_unpack_d": _unpack_d,
             "_unpack_f": _unpack_f, "_rl": _rl, "_rs": _rs, "_rb": _rb, "_rcount": _rcount,
@@ -181,11 +197,13 @@ class _Compiler:
         return schema
 
     # --- writers: emit code appending bytes of `v` via `a(...)` -------------------------
-    def write(self, schema: Any, v: str, ind: str) -> list[str]:
+    def write(self, schema: Any, v: str, ind: str, cached: bool = False) -> list[str]:
         s = self.resolve(schema)
         t = s if isinstance(s, str) else (s if isinstance(s, list) else s["type"])
         if isinstance(t, list):
-            return self.write_union(t, v, ind)
+            return self.write_union(t, v, ind, cached)
+        if t == "string" and cached:
+            return [f"{ind}_c = _STR_CACHE.get({v})", f"{ind}a(_str_entry({v}) if _c is None else _c)"]
         if isinstance(s, dict) and s.get("logicalType") == "timestamp-millis" and t == "long":
             # Timestamps repeat across a batch's events: their varint, cached, without a call.
             return [f"{ind}_c = _LONG_CACHE.get({v}) if type({v}) is int else None",
@@ -228,10 +246,10 @@ class _Compiler:
             return out
         raise NotImplementedError(f"Avro type {t!r} is not supported by the compiled codec")
 
-    def write_union(self, branches: list[Any], v: str, ind: str) -> list[str]:
+    def write_union(self, branches: list[Any], v: str, ind: str, cached: bool = False) -> list[str]:
         if len(branches) == 2 and branches[0] == "null":
             return [f"{ind}if {v} is None:", f"{ind}    a(b'\\x00')", f"{ind}else:",
-                    f"{ind}    a(b'\\x02')", *self.write(branches[1], v, ind + "    ")]
+                    f"{ind}    a(b'\\x02')", *self.write(branches[1], v, ind + "    ", cached)]
         resolved = [self.resolve(b) for b in branches]
         if not all(isinstance(r, dict) and r["type"] == "record" for r in resolved):
             raise NotImplementedError(f"union {branches!r} is not supported by the compiled codec")
@@ -365,7 +383,8 @@ class _Compiler:
                 w.append(f"    {var} = getattr(r, {f['name']!r})")
             else:
                 w.append(f"    {var} = r.{f['name']}")
-            w += self.write(f["type"], var, "    ")
+            cached = self.binding is not None and f"{name}.{f['name']}" in self.binding.cached
+            w += self.write(f["type"], var, "    ", cached)
             r += self.read(f["type"], var, "    ")
             keys.append(f"{f['name']!r}: {var}")
         if len(w) == 1:

@@ -455,7 +455,11 @@ def _object_binding() -> ObjectBinding:
     convert["eddies.ChatRequestEvent.output_schema"] = lambda p: (
         None if p.output_schema is None else encode_value(p.output_schema, "output_schema"))
     convert["eddies.CustomEvent.attributes"] = lambda p: encode_value(p.attributes, p.type_name)
-    return ObjectBinding(classes=classes, convert=convert, fallback=_as_custom_event)
+    cached = frozenset(f"eddies.{f}" for f in (
+        "AgentEvent.session_id", "AgentEvent.type", "AgentEvent.action", "AgentEvent.agent",
+        "AgentEvent.agent_version", "ChatRequestEvent.model", "DurableCallRequest.target",
+        "ToolCall.name", "ToolResult.name"))
+    return ObjectBinding(classes=classes, convert=convert, fallback=_as_custom_event, cached=cached)
 
 
 _write_object: Callable[[AgentEvent], bytes] | None = None

@@ -91,3 +91,50 @@ def test_bad_lengths_and_varints_raise(data: bytes) -> None:
     _, decode = compile_schema(schema)
     with pytest.raises((ValueError, IndexError)):
         decode(data)
+
+
+POINT = parse_schema({
+    "type": "record", "name": "Point", "namespace": "t", "fields": [
+        {"name": "label", "type": "string"},
+        {"name": "tag", "type": ["null", "string"]},
+        {"name": "x", "type": "long"},
+        {"name": "shape", "type": [
+            {"type": "record", "name": "Dot", "fields": [{"name": "size", "type": "int"}]},
+            {"type": "record", "name": "Blob", "fields": [{"name": "json", "type": "string"}]},
+        ]},
+    ]})
+
+
+class Point:
+    def __init__(self, label: Any, tag: Any, x: Any, shape: Any) -> None:
+        self.label, self.tag, self.x, self.shape = label, tag, x, shape
+
+
+class Dot:
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def test_object_writer_writes_what_the_record_writer_writes() -> None:
+    from eddies.events.avro_compiled import ObjectBinding, compile_object_writer
+
+    binding = ObjectBinding(
+        classes={"t.Point": Point, "t.Dot": Dot},
+        convert={"t.Blob.json": lambda obj: str(sorted(obj.items()))},
+        # Anything else (a dict here) is written as a Blob.
+        fallback=lambda obj: ("t.Blob", obj),
+        cached=frozenset({"t.Point.label", "t.Point.tag"}),
+    )
+    write = compile_object_writer(POINT, binding)
+    # More distinct cached strings than the cache holds, each written twice (a hit and a miss).
+    for i in range(9000):
+        for _ in range(2):
+            label = "é" * (i % 70) + str(i)  # lengths on both sides of the one-byte prefix
+            tag = None if i % 3 else f"t{i % 5}"
+            shape = Dot(i) if i % 2 else {"k": i}
+            rec = {"label": label, "tag": tag, "x": -i * 10**9,
+                   "shape": ("t.Dot", {"size": i}) if i % 2 else
+                   ("t.Blob", {"json": str(sorted(shape.items()))})}
+            assert write(Point(label, tag, -i * 10**9, shape)) == _fastavro_bytes(POINT, rec)
+    with pytest.raises(AttributeError):
+        write(Point(123, None, 0, Dot(1)))  # a cached string field given an int
