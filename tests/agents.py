@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from eddies import Agent, InputEvent, OutputEvent, action
@@ -21,3 +22,21 @@ Chat = Calculator
 def calculator(model: ScriptedChatModel | None = None, tool: Any = add) -> Calculator:
     """The demo's calculator agent, optionally on another model or tool function."""
     return calculator_agent(model, tool=tool)
+
+
+#: Opened by a test to let Gated's call return (the call waits for it).
+GATE = threading.Event()
+
+
+def wait_for_gate(value: Any) -> Any:
+    """A durable call that returns ``value`` once GATE is set (at most 60 s)."""
+    GATE.wait(60)
+    return value
+
+
+class Gated(Agent):
+    """input -> one durable call that waits for GATE -> output (a run held in its middle)."""
+
+    @action(InputEvent)
+    async def start(event: InputEvent, ctx: Any) -> None:
+        ctx.send_event(OutputEvent(output=await ctx.durable_execute_async(wait_for_gate, event.input)))

@@ -50,6 +50,7 @@ class Settings:
     linger_ms: int = 5
     batch_size: int = 500
     commit_interval_ms: int = 100
+    snapshot_delay_ms: int = 5000
     journal_retention_ms: int = 24 * 3600 * 1000
     session_ttl_ms: int = 7 * 24 * 3600 * 1000
     session_timeout_ms: int = 6000
@@ -66,7 +67,7 @@ class Settings:
                     "journal_retention_ms", "session_ttl_ms"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
-        for key in ("fetch_wait_ms", "linger_ms"):
+        for key in ("fetch_wait_ms", "linger_ms", "snapshot_delay_ms"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}: must not be negative, got {getattr(self, key)}")
         if not self.instance_id:

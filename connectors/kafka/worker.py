@@ -6,9 +6,11 @@ session machine: InputEvents from users and DurableCallResults from executors. O
 means one order per partition, so re-processing after a crash applies the same records in
 the same order and emits the same event ids. It produces what the machine emits (every
 event to ``app.events``, the history; requests to ``app.requests``; outputs to
-``app.output``) at once. Every ``commit_interval_ms`` it writes a snapshot of each session
-touched since the last commit to ``app.journal``, flushes, and only then commits its
-offsets (as Kafka Streams does). After a crash it re-reads from the last commit: records
+``app.output``) at once. Every ``commit_interval_ms`` it flushes, writes a snapshot of
+each session touched since the last commit that is between runs to ``app.journal`` (one
+in the middle of a run waits for the run's end, at most ``snapshot_delay_ms``), flushes,
+and only then commits its offsets (as Kafka Streams does), never past the first record of
+a session that changed since its last snapshot. After a crash it re-reads from the last commit: records
 already reflected in a snapshot are dropped by the machine (known input ids, calls that
 have their outcome), the others are applied again in the same order and emit the same
 event ids, so a consumer that drops seen event ids sees each event once. On assignment
@@ -219,7 +221,15 @@ class Orchestrator:
         self.counters = worker.counters
         self.machine = SessionMachine(worker.plan)
         self.states: dict[str, SessionState] = {}
-        self.dirty: set[str] = set()  # sessions changed since the last commit
+        self.dirty: dict[str, int] = {}  # session -> input partition: changed since the last commit
+        # Sessions in the middle of a run are not snapshotted at every commit (most runs end
+        # within seconds, and their snapshot then is the one that counts): per partition,
+        # session -> (offset of its first record since its last snapshot, since when). A
+        # partition's committed offset stays at its first such record, so a restart re-reads
+        # from there; one unsaved for longer than ``snapshot_delay_ms`` is snapshotted anyway.
+        self._unsaved: dict[int, dict[str, tuple[int, float]]] = {}
+        self._delay = s.snapshot_delay_ms / 1000
+        self._delay_deadline = float("inf")  # when the oldest unsaved session is due
         self.partitions: set[int] = set()
         # Next offset per input partition of the records actually applied. Offsets are
         # committed from here, never from consumer positions: a rebalance callback can run
@@ -256,7 +266,7 @@ class Orchestrator:
                 if now - self._last_commit >= self._interval and (self.dirty or self._due(now)):
                     self._commit()
         finally:
-            self._commit()
+            self._commit(everything=True)
             self.consumer.close()
 
     # --- partitions ----------------------------------------------------------------------
@@ -306,11 +316,12 @@ class Orchestrator:
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         log.info("orchestrator partitions revoked: %s", sorted(tp.partition for tp in partitions))
-        self._commit(sync=True)
+        self._commit(sync=True, everything=True)
         numbers = {tp.partition for tp in partitions}
         for part in numbers:
             self._processed.pop(part, None)
             self._gaps.pop(part, None)
+            self._unsaved.pop(part, None)
         gone = [s for s in self.states if partition_for(s, self.settings.partitions) in numbers]
         for sid in gone:
             del self.states[sid]
@@ -346,8 +357,9 @@ class Orchestrator:
             self._handle(msg)
             self._processed[part] = offset + 1
 
-    def _commit(self, sync: bool = False) -> None:
-        """Snapshot the sessions changed since the last commit, flush, commit offsets."""
+    def _commit(self, sync: bool = False, everything: bool = False) -> None:
+        """Snapshot the sessions changed since the last commit that are between runs (all of
+        them with ``everything``, and those unsaved for too long), flush, commit offsets."""
         prod = self.producer
         parts = self.settings.partitions
         # A snapshot must never be durable before the events it reflects: if the process
@@ -355,14 +367,34 @@ class Orchestrator:
         # treat the input as done and the output would be lost. (Records to different
         # topics travel in different batches, so a single flush does not order them.)
         prod.flush(30)
-        for sid in self.dirty:
+        now = time.monotonic()
+        unsaved = self._unsaved
+        snapshots = 0
+        for sid, part in self.dirty.items():
             state = self.states.get(sid)
-            if state is not None:
+            if state is None:
+                unsaved.get(part, {}).pop(sid, None)
+            elif everything or state.idle:
                 produce(prod, self.names.journal, state.to_bytes(), snapshot_key(sid),
                         partition=journal_partition(sid, parts))
-        self.counters.inc("snapshots", len(self.dirty))
+                unsaved.get(part, {}).pop(sid, None)
+                snapshots += 1
         self.dirty.clear()
-        now = time.monotonic()
+        deadline = float("inf")
+        for waiting in unsaved.values():
+            while waiting:  # oldest first (insertion order = offset order)
+                sid, (_, since) = next(iter(waiting.items()))
+                if not everything and now - since < self._delay:
+                    deadline = min(deadline, since + self._delay)
+                    break
+                del waiting[sid]
+                state = self.states.get(sid)
+                if state is not None:
+                    produce(prod, self.names.journal, state.to_bytes(), snapshot_key(sid),
+                            partition=journal_partition(sid, parts))
+                    snapshots += 1
+        self._delay_deadline = deadline
+        self.counters.inc("snapshots", snapshots)
         while self._finished and now - self._finished[0][0] >= self._retention:
             _, sid, keys = self._finished.popleft()
             for key in keys:  # after the snapshot: the partition keeps that order
@@ -374,12 +406,19 @@ class Orchestrator:
         # Everything the applied records caused is durable before their offsets are; a lost
         # commit only means re-delivery, which the machine drops.
         TopicPartition = _kafka().TopicPartition
-        offsets = [TopicPartition(self.names.input, p, o) for p, o in self._processed.items()]
+        offsets = []
+        for p, o in self._processed.items():
+            waiting = unsaved.get(p)
+            if waiting:  # not past the first record of a session with no snapshot since
+                o = next(iter(waiting.values()))[0]
+            offsets.append(TopicPartition(self.names.input, p, o))
         self.producer.commit(self.consumer, offsets=offsets, sync=sync)
         self._last_commit = time.monotonic()
 
     def _due(self, now: float) -> bool:
-        """Whether tombstones or the idle-session sweep are due."""
+        """Whether delayed snapshots, tombstones or the idle-session sweep are due."""
+        if now >= self._delay_deadline:
+            return True
         if self._finished and now - self._finished[0][0] >= self._retention:
             return True
         return now - self._last_sweep >= self._sweep_every
@@ -451,7 +490,16 @@ class Orchestrator:
                     for k in (outcome_key(cid, a), started_key(cid, a))]
             self._finished.append((time.monotonic(), sid, keys))
         self.states[sid] = state
-        self.dirty.add(sid)
+        part = msg.partition()
+        self.dirty[sid] = part
+        waiting = self._unsaved.get(part)
+        if waiting is None:
+            waiting = self._unsaved[part] = {}
+        if sid not in waiting:
+            now = time.monotonic()
+            waiting[sid] = (msg.offset(), now)
+            if self._delay_deadline == float("inf"):
+                self._delay_deadline = now + self._delay
         for out in emitted:
             self._route(out, key)
         self.counters.inc("events", len(emitted))

@@ -214,3 +214,59 @@ def test_offset_gaps_in_the_input_are_read_again_once(settings: Settings) -> Non
     answers = sorted((ev.session_id, ev.run, ev.payload.output) for ev in got)  # type: ignore[attr-defined]
     assert answers == sorted((sid, r + 1, f"The result is {r + 1}.") for sid in sessions for r in range(2))
     assert worker.counters.get("input_gaps") > 0
+
+
+def _committed_input_offset(settings: Settings, session: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    from eddies.events import partition_for
+
+    c = Consumer(settings.client_config(**{"group.id": f"{settings.app}.orchestrator"}))
+    try:
+        tp = TopicPartition(TopicNames(settings.app).input, partition_for(session, settings.partitions))
+        return int(c.committed([tp], timeout=10)[0].offset)
+    finally:
+        c.close()
+
+
+def _snapshots_of(settings: Settings, session: str) -> int:
+    key = f"snap/{session}".encode()
+    return sum(1 for m in read_records(settings, TopicNames(settings.app).journal) if m.key() == key)
+
+
+@pytest.mark.parametrize("delay_ms", [60_000, 300])
+def test_a_run_in_its_middle_holds_the_committed_offset_until_snapshotted(
+        settings: Settings, delay_ms: int) -> None:
+    """A session waiting on a call is snapshotted when its run ends (or after
+    snapshot_delay_ms); until then its input partition's committed offset stays at its input."""
+    from tests.agents import GATE, Gated
+
+    settings.snapshot_delay_ms = delay_ms
+    GATE.clear()
+    worker = Worker(settings, Gated()).start()
+    try:
+        assert worker.wait_assigned(60)
+        send_input(settings, "held", 7)
+        deadline = time.monotonic() + 30
+        while worker.counters.get("requests") < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # ten commit intervals with the call still running
+        first = next(m for m in read_records(settings, TopicNames(settings.app).input)
+                     if m.key() == b"held")
+        if delay_ms > 1000:
+            assert _snapshots_of(settings, "held") == 0
+            assert _committed_input_offset(settings, "held") <= first.offset()
+        else:  # unsaved for longer than the delay: snapshotted in the middle of its run
+            assert _snapshots_of(settings, "held") == 1
+            assert _committed_input_offset(settings, "held") > first.offset()
+        GATE.set()
+        got = outputs(settings, 1)
+        assert [ev.payload.output for ev in got] == [7]  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 10
+        while _committed_input_offset(settings, "held") <= first.offset() + 1 and time.monotonic() < deadline:
+            time.sleep(0.1)  # past the input and the result once the run's end is snapshotted
+        assert _committed_input_offset(settings, "held") > first.offset() + 1
+        assert _snapshots_of(settings, "held") == (1 if delay_ms > 1000 else 2)
+    finally:
+        GATE.set()
+        worker.stop()
