@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 
-.PHONY: install demo test lint typecheck pytest bench bench-kafka clean
+.PHONY: install demo test lint typecheck pytest bench bench-kafka bench-worker-cpu clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,9 @@ bench: install
 
 bench-kafka: install
 	$(BIN)/python bench/kafka.py
+
+bench-worker-cpu: install
+	$(BIN)/python bench/worker_cpu.py
 
 clean:
 	rm -rf $(VENV) .typecheck .pytest_cache .mypy_cache .ruff_cache

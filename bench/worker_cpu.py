@@ -1,0 +1,178 @@
+"""Python cost per session of the Kafka worker's hot path, without a broker.
+
+Run: ``.venv/bin/python bench/worker_cpu.py`` (``--profile`` for a cProfile listing).
+
+It drives the real Orchestrator and (local) KafkaExecutor of ``eddies worker`` through
+one-turn sessions of the scripted model: decode, session machine, durable call, encode,
+snapshots and commits, with librdkafka's producer and consumer replaced by in-memory
+stand-ins, so it measures only our Python. Use it to compare commits quickly; the
+throughput target lives in ``bench/kafka.py``. Wall time on these shared machines moves by
++-5% from run to run; instruction counts do not. For those, run the script twice under
+callgrind and take the difference per session::
+
+    valgrind --tool=callgrind .venv/bin/python bench/worker_cpu.py --sessions 300 --rounds 1
+    valgrind --tool=callgrind .venv/bin/python bench/worker_cpu.py --sessions 1300 --rounds 1
+    # (Collected of the second - Collected of the first) / 1000 = instructions per session
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import pstats
+import queue
+import time
+from typing import Any
+
+from eddies.connectors.kafka import worker as kafka_worker
+from eddies.connectors.kafka.client import input_event
+from eddies.connectors.kafka.records import HEADERS
+from eddies.connectors.kafka.settings import load_settings
+from eddies.demo import one_turn_agent
+from eddies.events import encode
+
+BATCH = 250  # records per consumer batch, then the executor's results, then a commit
+
+
+class Record:
+    """What the worker reads of a confluent-kafka Message."""
+
+    __slots__ = ("_key", "_offset", "_partition", "_topic", "_value")
+
+    def __init__(self, topic: str, partition: int, offset: int, key: bytes, value: bytes) -> None:
+        self._topic, self._partition, self._offset = topic, partition, offset
+        self._key, self._value = key, value
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes:
+        return self._key
+
+    def value(self) -> bytes:
+        return self._value
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return HEADERS
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1000)
+
+
+class MemoryProducer:
+    """Keeps produced records in a list."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, bytes | None, bytes | None]] = []
+
+    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                **_: Any) -> None:
+        self.records.append((topic, key, value))
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        return 0
+
+
+class NoCommits:
+    def commit(self, **_: Any) -> None:
+        pass
+
+
+class WorkerPath:
+    """An orchestrator and its local executor wired to in-memory stand-ins."""
+
+    def __init__(self) -> None:
+        settings = load_settings(env={}, overrides={
+            "bootstrap_servers": "127.0.0.1:9", "app": "cpu", "agent": "eddies.demo:one_turn_agent"})
+        worker = kafka_worker.Worker(settings, one_turn_agent())
+        self.orchestrator = orch = kafka_worker.Orchestrator(worker)
+        self.executor = ex = kafka_worker.KafkaExecutor(worker, orch.machine.callable_for, local=True)
+        orch.executor = ex
+        self.requests: list[Any] = []
+        ex.submit = self.requests.append  # type: ignore[method-assign]  # performed inline below
+        self.out, self.results = MemoryProducer(), MemoryProducer()
+        for outbox, memory in ((orch.producer, self.out), (ex.producer, self.results)):
+            outbox.producer = memory
+            outbox.produce = memory.produce  # type: ignore[method-assign]
+        orch.consumer = NoCommits()
+        orch.partitions = {0}
+        self.offset = 0
+        self.topic = worker.names.input
+
+    def sessions(self, first: int, n: int, prompts: list[bytes]) -> None:
+        """Run sessions ``first``..``first+n-1`` to their outputs."""
+        orch, ex = self.orchestrator, self.executor
+        for start in range(first, first + n, BATCH):
+            batch = []
+            for i in range(start, min(start + BATCH, first + n)):
+                batch.append(Record(self.topic, 0, self.offset, f"s{i}".encode(), prompts[i]))
+                self.offset += 1
+            orch._process(batch)
+            for request in self.requests:
+                ex._perform(request, None, 0)
+            self.requests.clear()
+            results = []
+            for topic, key, value in self.results.records:
+                if topic == self.topic and key is not None and value is not None:
+                    results.append(Record(topic, 0, self.offset, key, value))
+                    self.offset += 1
+            self.results.records.clear()
+            ex._done = queue.SimpleQueue()  # nothing waits for these
+            ex.inflight.clear()
+            orch._process(results)
+            orch._commit()
+            self.out.records.clear()
+
+    @property
+    def outputs(self) -> int:
+        return self.orchestrator.counters.get("outputs")
+
+
+def measure(sessions: int, rounds: int, profile: bool = False) -> tuple[list[float], int]:
+    """(us per session of each round, outputs produced); each round runs new sessions."""
+    path = WorkerPath()
+    prompts = [encode(input_event(f"s{i}", f"hello {i}")) for i in range(sessions * rounds)]
+    profiler = cProfile.Profile() if profile else None
+    times = []
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        path.sessions(r * sessions, sessions, prompts)
+        if profiler is not None:
+            profiler.disable()
+        times.append((time.perf_counter() - t0) / sessions * 1e6)
+    if profiler is not None:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
+    return times, path.outputs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=5000, help="sessions per round")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--profile", action="store_true", help="print a cProfile listing")
+    args = parser.parse_args()
+    gc.freeze()  # as `eddies worker` does
+    gc.set_threshold(50_000, 20, 100)
+    times, outputs = measure(args.sessions, args.rounds, args.profile)
+    each = ", ".join(f"{t:.0f}" for t in times)
+    print(f"worker hot path, no broker: best {min(times):.1f} us/session (rounds: {each}); "
+          f"{outputs} outputs")
+
+
+if __name__ == "__main__":
+    main()
