@@ -8,6 +8,10 @@ fastavro's tuple notation ``(name, record)``). Bytes are identical to fastavro's
 fastavro stays the reference (tests compare the two) and the reader for data written
 with an older schema version (schema resolution).
 
+:func:`compile_schema` reads and writes Avro-shaped dicts; :func:`compile_object_writer`
+writes the same bytes straight from Python objects (attributes, converters and union
+branches by class, as an :class:`ObjectBinding` says), which saves building the dict.
+
 Readers return ``timestamp-millis`` as int milliseconds and accept negative block counts
 (blocked arrays and maps written by other Avro implementations).
 """
