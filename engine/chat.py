@@ -95,11 +95,11 @@ async def chat_model_action(
                 "usage": [usage.prompt_tokens, usage.completion_tokens],
             },
         )
-        # Built from decoded JSON values: valid by construction, so not validated again.
+        # message_from_value checked the reply's types: valid, so not validated again.
         ctx.sent.append(ToolRequestEvent(request_id, model, reply.tool_calls))
         return
     ctx.sensory_memory.delete(_conversation_key(request_id))
-    ctx.sent.append(ChatResponseEvent(request_id, reply, usage))  # valid by construction
+    ctx.sent.append(ChatResponseEvent(request_id, reply, usage))  # checked, as above
 
 
 async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
@@ -129,7 +129,8 @@ async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
                 results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(err.error_type, err.message))
             else:
                 results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo.of(err))
-    ctx.sent.append(ToolResponseEvent(event.request_id, results))  # valid by construction
+    # Ids and names from a checked ToolRequestEvent, values decoded from JSON: valid.
+    ctx.sent.append(ToolResponseEvent(event.request_id, results))
 
 
 def builtin_actions() -> list[ActionSpec]:

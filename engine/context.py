@@ -439,15 +439,32 @@ _ROLES = {role.value: role for role in MessageRole}
 
 
 def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
-    """A ChatMessage from its JSON value (as returned by a CHAT_MODEL call)."""
-    calls = value.get("tool_calls")
-    return ChatMessage(
-        _ROLES[value.get("role", "assistant")],
-        value.get("content", ""),
-        [ToolCall(t["id"], t["name"], t.get("arguments", {})) for t in calls] if calls else [],
-        value.get("tool_call_id"),
-        value.get("extra_args", {}),
-    )
+    """A ChatMessage from its JSON value (as returned by a CHAT_MODEL call).
+
+    A model connection can return anything: a reply whose parts are not of the schema's
+    types raises TypeError naming the part (the chat action fails, not the worker that
+    would write the event). Null content (common beside tool calls) reads as "".
+    """
+    if not isinstance(value, Mapping):
+        raise TypeError(f"chat model reply: expected a message object, got {type(value).__name__}")
+    content = value.get("content")
+    if content is None:
+        content = ""
+    elif not isinstance(content, str):
+        raise TypeError(f"chat model reply: content: expected text, got {type(content).__name__}")
+    calls = value.get("tool_calls") or []
+    tool_calls = []
+    for k, t in enumerate(calls):
+        call = ToolCall(t["id"], t["name"], t.get("arguments") or {})
+        if not isinstance(call.id, str) or not isinstance(call.name, str):
+            raise TypeError(f"chat model reply: tool_calls[{k}]: id and name must be text, got "
+                            f"{type(call.id).__name__} and {type(call.name).__name__}")
+        tool_calls.append(call)
+    answered = value.get("tool_call_id")
+    if answered is not None and not isinstance(answered, str):
+        raise TypeError(f"chat model reply: tool_call_id: expected text, got {type(answered).__name__}")
+    return ChatMessage(_ROLES[value.get("role", "assistant")], content, tool_calls, answered,
+                       value.get("extra_args", {}))
 
 
 __all__ = ["ChatModelHandle", "Memory", "Metrics", "RunnerContext", "ToolHandle"]

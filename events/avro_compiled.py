@@ -401,15 +401,15 @@ def _no_branch(obj: Any) -> tuple[str, Any]:
     raise TypeError(f"{type(obj).__name__} is not a branch of the union")
 
 
-def compile_object_writer(parsed: Any, binding: ObjectBinding) -> Callable[[Any], bytes]:
-    """``encode(obj) -> bytes`` for objects of a parsed top-level record schema, read as
-    ``binding`` says: the bytes :func:`compile_schema`'s encoder writes for the equivalent
-    record, without building that record first.
+def compile_object_writers(parsed: Any, binding: ObjectBinding) -> dict[str, Callable[[Any], bytes]]:
+    """``encode(obj) -> bytes`` for objects of every record of a parsed schema (by full
+    name), read as ``binding`` says: the bytes :func:`compile_schema`'s encoder writes for
+    the equivalent record, without building that record first.
 
     Example::
 
-        write = compile_object_writer(schema, ObjectBinding(classes={"ns.Point": Point}))
-        write(Point(x=1, y=2))
+        writers = compile_object_writers(schema, ObjectBinding(classes={"ns.Point": Point}))
+        writers["ns.Point"](Point(x=1, y=2))
     """
     c = _Compiler(binding)
     c.register(parsed)
@@ -417,14 +417,85 @@ def compile_object_writer(parsed: Any, binding: ObjectBinding) -> Callable[[Any]
     namespace: dict[str, Any] = dict(c.consts)
     exec("\n".join(c.lines), namespace)  # generated from the schema only, never from data
     namespace["_W"] = {k: v for k, v in namespace.items() if k.startswith("w_")}
-    writer = namespace[c.fn("w", parsed["name"])]
 
-    def encode(obj: Any) -> bytes:
-        parts: list[bytes] = []
-        writer(obj, parts.append)
-        return b"".join(parts)
+    def encoder(writer: Callable[[Any, Callable[[bytes], None]], None]) -> Callable[[Any], bytes]:
+        def encode(obj: Any) -> bytes:
+            parts: list[bytes] = []
+            writer(obj, parts.append)
+            return b"".join(parts)
 
-    return encode
+        return encode
+
+    return {name: encoder(namespace[c.fn("w", name)]) for name in sorted(c.done)}
+
+
+_PRIMITIVES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "bytes": (bytes, bytearray), "boolean": (bool,), "int": (int,),
+    "long": (int,), "float": (int, float), "double": (int, float), "null": (type(None),),
+}
+
+
+def find_type_error(parsed: Any, record: str, obj: Any, binding: ObjectBinding) -> str | None:
+    """Where ``obj`` (an object of ``record``, read as ``binding`` says) does not fit the
+    schema: ``"Record.field: expected string, got int"``, or None if nothing is found.
+
+    The object writers only report the Python error; this names the field (for error
+    messages, after a write failed).
+    """
+    c = _Compiler(binding)
+    c.register(parsed)
+    return _type_error(c, c.named[record], obj, record.rsplit(".", 1)[-1])
+
+
+def _type_error(c: _Compiler, schema: Any, v: Any, path: str) -> str | None:
+    s = c.resolve(schema)
+    if isinstance(s, list):  # a union: some branch must fit
+        errors = [_type_error(c, b, v, path) for b in s]
+        if None in errors:
+            return None
+        classes = c.binding.classes if c.binding is not None else {}
+        for branch, error in zip(s, errors, strict=True):  # v's class's record: its own error
+            r = c.resolve(branch)
+            if isinstance(r, dict) and classes.get(r.get("name", "")) is type(v):
+                return error
+        names = [b if isinstance(b, str) else c.resolve(b).get("name", c.resolve(b)["type"]) for b in s]
+        return f"{path}: expected one of {', '.join(names)}, got {type(v).__name__}"
+    t = s if isinstance(s, str) else s["type"]
+    if t in _PRIMITIVES:
+        ok = isinstance(v, _PRIMITIVES[t]) and not (t in ("int", "long") and isinstance(v, bool))
+        return None if ok else f"{path}: expected {t}, got {type(v).__name__}"
+    if t == "enum":
+        return None if v in s["symbols"] else f"{path}: {v!r} is not one of {', '.join(s['symbols'])}"
+    if t == "array":
+        if not isinstance(v, (list, tuple)):
+            return f"{path}: expected a list, got {type(v).__name__}"
+        for k, item in enumerate(v):
+            found = _type_error(c, s["items"], item, f"{path}[{k}]")
+            if found:
+                return found
+        return None
+    if t in ("record", "error"):
+        binding = c.binding
+        assert binding is not None
+        cls = binding.classes.get(s["name"])
+        if cls is not None and type(v) is not cls:
+            return f"{path}: expected {cls.__name__}, got {type(v).__name__}"
+        for f in s["fields"]:
+            key = f"{s['name']}.{f['name']}"
+            if key in binding.convert:
+                continue  # converted values (JSON text) report their own errors
+            if not hasattr(v, f["name"]):
+                return f"{path}.{f['name']}: missing"
+            found = _type_error(c, f["type"], getattr(v, f["name"]), f"{path}.{f['name']}")
+            if found:
+                return found
+        return None
+    return None  # maps, fixed and logical types: not needed by Eddies' payloads
+
+
+def compile_object_writer(parsed: Any, binding: ObjectBinding) -> Callable[[Any], bytes]:
+    """The writer of :func:`compile_object_writers` for the top-level record."""
+    return compile_object_writers(parsed, binding)[parsed["name"]]
 
 
 def compile_schema(parsed: Any) -> tuple[Callable[[Record], bytes], Callable[[bytes], Record]]:

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from fastavro import schemaless_reader, schemaless_writer
 
-from .avro_compiled import ObjectBinding, compile_object_writer, compile_schema
+from .avro_compiled import ObjectBinding, compile_object_writers, compile_schema, find_type_error
 from .envelope import SCHEMA_VERSION, AgentEvent
 from .errors import DecodeError, EncodingError
 from .payloads import (
@@ -213,22 +213,20 @@ def _check_default(obj: Any) -> Any:
 def validate_payload(payload: Event) -> None:
     """Raise EncodingError, naming the field, if ``payload`` cannot be written.
 
-    Built-in events go through their record conversion (which encodes their value fields
-    and walks their structure); user events through one C-speed JSON pass, and only when
-    that fails through the full conversion, to name the field in the error.
+    Built-in events are written (their Avro writer checks every field's type and structure,
+    and names a value field that is not JSON-encodable); user events go through one C-speed
+    JSON pass, and only when that fails through the full conversion, to name the field.
     """
     kind = type(payload)
-    if isinstance(payload, OutputEvent) and kind is OutputEvent:  # common: only its value
-        encode_value(payload.output, "OutputEvent.output")
-        return
-    writer = _WRITERS.get(kind)
-    if writer is not None:
+    branch = _WRITERS.get(kind)
+    if branch is not None:
         try:
-            writer[1](payload)
+            _writers()[branch[0]](payload)
         except EncodingError:
             raise
-        except (AttributeError, TypeError, ValueError, KeyError) as err:
-            raise EncodingError(f"{kind.__name__}: {type(err).__name__}: {err}") from None
+        except (AttributeError, TypeError, ValueError, KeyError, OverflowError) as err:
+            where = find_type_error(envelope_schema(), branch[0], payload, _object_binding())
+            raise EncodingError(where or f"{kind.__name__}: {type(err).__name__}: {err}") from None
         return
     try:
         orjson.dumps(payload, default=_check_default)
@@ -462,7 +460,17 @@ def _object_binding() -> ObjectBinding:
     return ObjectBinding(classes=classes, convert=convert, fallback=_as_custom_event, cached=cached)
 
 
+_object_writers: dict[str, Callable[[Any], bytes]] = {}
 _write_object: Callable[[AgentEvent], bytes] | None = None
+
+
+def _writers() -> dict[str, Callable[[Any], bytes]]:
+    """The object writer of every record of the envelope schema, by full name."""
+    global _write_object
+    if not _object_writers:
+        _object_writers.update(compile_object_writers(envelope_schema(), _object_binding()))
+        _write_object = _object_writers["eddies.AgentEvent"]
+    return _object_writers
 
 
 def encode(ev: AgentEvent) -> bytes:
@@ -471,10 +479,9 @@ def encode(ev: AgentEvent) -> bytes:
     Written straight from the objects (the same bytes as encoding :func:`to_record`'s dict,
     without building it).
     """
-    global _write_object
     write = _write_object
     if write is None:
-        write = _write_object = compile_object_writer(envelope_schema(), _object_binding())
+        write = _writers()["eddies.AgentEvent"]
     try:
         return write(ev)
     except EncodingError:

@@ -19,7 +19,7 @@ from eddies import (
 )
 from eddies.connectors.local import RunFailedError
 from eddies.connectors.models.scripted import ScriptedChatModel
-from eddies.events import ChatRequestEvent, Event
+from eddies.events import ChatRequestEvent, ErrorInfo, Event
 from tests.agents import add
 
 
@@ -155,9 +155,12 @@ def test_an_event_that_cannot_be_written_fails_the_action_that_sends_it() -> Non
 @pytest.mark.parametrize(
     ("event", "where"),
     [
-        (ChatRequestEvent(model="llm", messages=[{"role": "user"}]), "ChatRequestEvent.*role"),  # type: ignore[list-item]
+        (ChatRequestEvent(model="llm", messages=[{"role": "user"}]),
+         r"ChatRequestEvent\.messages\[0\]: expected ChatMessage, got dict"),  # type: ignore[list-item]
         (ChatRequestEvent(model="llm", messages=[ChatMessage(extra_args={"x": object()})]),
          "ChatMessage.extra_args"),
+        (ChatRequestEvent(model=123), r"ChatRequestEvent\.model: expected string, got int"),  # type: ignore[arg-type]
+        (OutputEvent("x", ErrorInfo(1, "m")), r"OutputEvent\.error\.type: expected string"),  # type: ignore[arg-type]
     ],
 )
 def test_a_malformed_builtin_event_fails_the_action_that_sends_it(event: Any, where: str) -> None:
@@ -168,3 +171,41 @@ def test_a_malformed_builtin_event_fails_the_action_that_sends_it(event: Any, wh
 
     with pytest.raises(RunFailedError, match=f"EncodingError.*{where}"):
         LocalRunner(SendsIt()).run([("s1", 0)])
+
+
+class _OddModel:
+    """A chat model connection whose replies do not fit ChatMessage's schema."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        self.reply = reply
+
+    def chat(self, messages: Any, **_: Any) -> dict[str, Any]:
+        return self.reply
+
+
+@pytest.mark.parametrize(
+    ("reply", "where"),
+    [
+        ({"role": "assistant", "content": 42}, r"content: expected text, got int"),
+        ({"role": "assistant", "content": None,
+          "tool_calls": [{"id": 7, "name": "add", "arguments": {}}]},
+         r"tool_calls\[0\]: id and name must be text, got int and str"),
+        ({"role": "assistant", "content": "", "tool_call_id": 3}, r"tool_call_id: expected text"),
+    ],
+)
+def test_a_model_reply_that_does_not_fit_the_schema_fails_the_chat_action(
+        reply: dict[str, Any], where: str) -> None:
+    from eddies.demo import calculator_agent
+    from eddies.engine import Journal
+
+    runner = LocalRunner(calculator_agent(_OddModel(reply)), journal=Journal(serialize=True))
+    with pytest.raises(RunFailedError, match=f"TypeError: chat model reply: {where}"):
+        runner.run([("s1", '{"a": 1, "b": 2}')])
+
+
+def test_null_content_beside_tool_calls_reads_as_empty_text() -> None:
+    from eddies.engine.context import message_from_value
+
+    msg = message_from_value({"role": "assistant", "content": None,
+                              "tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 1}}]})
+    assert msg.content == "" and msg.tool_calls[0].id == "c1"
