@@ -204,7 +204,7 @@ def _status(w: Any) -> Table:
     for name in ("inputs", "outputs", "outputs_failed", "requests", "calls_performed", "results",
                  "snapshots", "dlq", "sessions_restored", "requests_reissued"):
         table.add_row(name, str(counts.get(name, 0)))
-    for name in ("input_gaps", "consumer_errors", "results_unknown"):  # shown once they happen
+    for name in ("input_gaps", "consumer_errors", "results_unknown", "input_pauses"):  # once they happen
         if counts.get(name):
             table.add_row(name, str(counts[name]))
     return table

@@ -256,8 +256,23 @@ class Orchestrator:
         """Consume until ``stop`` is set."""
         self.consumer.subscribe([self.names.input], on_assign=self._on_assign,
                                 on_revoke=self._on_revoke)
+        # Requests handed to this process's executor wait in memory, not in Kafka: past this
+        # many unfinished calls the input is paused until calls finish (slow models, bursts).
+        limit = self.settings.executor_concurrency * 64
+        paused = False
         try:
             while not stop.is_set():
+                local = self.executor
+                if local is not None and local.local:
+                    busy = len(local.inflight) >= limit
+                    if busy != paused:
+                        assigned = self.consumer.assignment()
+                        if busy:
+                            self.consumer.pause(assigned)
+                            self.counters.inc("input_pauses")
+                        else:
+                            self.consumer.resume(assigned)
+                        paused = busy
                 msgs = next_batch(self.consumer, self.settings.batch_size, 0.05)
                 if msgs:
                     self._process(msgs)

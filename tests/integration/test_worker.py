@@ -270,3 +270,34 @@ def test_a_run_in_its_middle_holds_the_committed_offset_until_snapshotted(
     finally:
         GATE.set()
         worker.stop()
+
+
+def test_input_pauses_while_the_local_executor_has_too_many_unfinished_calls(settings: Settings) -> None:
+    """Requests waiting for the in-process executor are held in memory: past
+    executor_concurrency * 64 unfinished calls the worker stops reading input until calls
+    finish, and then completes everything."""
+    from tests.agents import GATE, Gated
+
+    settings.executor_concurrency = 1  # at most 64 unfinished calls
+    settings.batch_size = 8
+    GATE.clear()
+    worker = Worker(settings, Gated()).start()
+    try:
+        assert worker.wait_assigned(60)
+        prod = producer(settings)
+        for i in range(120):
+            send_input(settings, f"p{i}", i, prod=prod)
+        prod.flush(30)
+        deadline = time.monotonic() + 30
+        while worker.counters.get("input_pauses") < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # paused: no more requests while the gate is shut
+        held = worker.counters.get("requests")
+        assert worker.counters.get("input_pauses") >= 1
+        assert 64 <= held < 64 + 4 * settings.batch_size, held
+        GATE.set()
+        got = outputs(settings, 120)
+        assert sorted(ev.payload.output for ev in got) == list(range(120))  # type: ignore[attr-defined]
+    finally:
+        GATE.set()
+        worker.stop()
