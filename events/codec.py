@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 from collections.abc import Callable
 from io import BytesIO
 from typing import Any
@@ -418,9 +419,9 @@ def _codec() -> tuple[Callable[[Record], bytes], Callable[[bytes], Record]]:
     return _compiled
 
 
-def _value_field(record: str, field: str, context: str = "") -> Callable[[Any], str]:
+def _value_field(record: str, field: str) -> Callable[[Any], str]:
     """Reads attribute ``field`` (any JSON-encodable value) as the JSON text the schema holds."""
-    where = context or f"{record}.{field}"
+    where = f"{record}.{field}"
 
     def convert(obj: Any) -> str:
         return encode_value(getattr(obj, field), where)
@@ -435,6 +436,7 @@ def _as_custom_event(payload: Any) -> tuple[str, Any]:
     return "eddies.CustomEvent", CustomEvent(type(payload).event_type, _attributes(payload))
 
 
+@functools.cache
 def _object_binding() -> ObjectBinding:
     """The envelope's records as the classes of :mod:`.payloads` (the field names are the
     schema's); value fields are JSON text on the wire."""
@@ -443,11 +445,10 @@ def _object_binding() -> ObjectBinding:
                     "eddies.ToolCall": ToolCall, "eddies.ToolResult": ToolResult,
                     "eddies.ErrorInfo": ErrorInfo, "eddies.TokenUsage": TokenUsage})
     convert: dict[str, Callable[[Any], Any]] = {
-        f"eddies.{r}.{f}": _value_field(r, f, ctx) for r, f, ctx in [
-            ("InputEvent", "input", ""), ("OutputEvent", "output", ""),
-            ("ChatMessage", "extra_args", ""), ("ToolCall", "arguments", ""),
-            ("ToolResult", "result", ""), ("SubagentCallEvent", "input", ""),
-            ("SubagentResultEvent", "output", ""),
+        f"eddies.{r}.{f}": _value_field(r, f) for r, f in [
+            ("InputEvent", "input"), ("OutputEvent", "output"), ("ChatMessage", "extra_args"),
+            ("ToolCall", "arguments"), ("ToolResult", "result"), ("SubagentCallEvent", "input"),
+            ("SubagentResultEvent", "output"),
         ]
     }
     convert["eddies.ChatRequestEvent.output_schema"] = lambda p: (

@@ -262,8 +262,8 @@ class Orchestrator:
         paused = False
         try:
             while not stop.is_set():
-                local = self.executor
-                if local is not None and local.local:
+                local = self.executor  # set only with role "all": the local executor
+                if local is not None:
                     busy = len(local.inflight) >= limit
                     if busy != paused:
                         assigned = self.consumer.assignment()
@@ -385,15 +385,20 @@ class Orchestrator:
         now = time.monotonic()
         unsaved = self._unsaved
         snapshots = 0
-        for sid, part in self.dirty.items():
+
+        def snapshot(sid: str) -> None:
+            nonlocal snapshots
             state = self.states.get(sid)
-            if state is None:
-                unsaved.get(part, {}).pop(sid, None)
-            elif everything or state.idle:
+            if state is not None:  # else closed or evicted: nothing left to save
                 produce(prod, self.names.journal, state.to_bytes(), snapshot_key(sid),
                         partition=journal_partition(sid, parts))
-                unsaved.get(part, {}).pop(sid, None)
                 snapshots += 1
+
+        for sid, part in self.dirty.items():
+            state = self.states.get(sid)
+            if state is None or everything or state.idle:
+                unsaved.get(part, {}).pop(sid, None)
+                snapshot(sid)
         self.dirty.clear()
         deadline = float("inf")
         for waiting in unsaved.values():
@@ -403,11 +408,7 @@ class Orchestrator:
                     deadline = min(deadline, since + self._delay)
                     break
                 del waiting[sid]
-                state = self.states.get(sid)
-                if state is not None:
-                    produce(prod, self.names.journal, state.to_bytes(), snapshot_key(sid),
-                            partition=journal_partition(sid, parts))
-                    snapshots += 1
+                snapshot(sid)
         self._delay_deadline = deadline
         self.counters.inc("snapshots", snapshots)
         while self._finished and now - self._finished[0][0] >= self._retention:
