@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 
-.PHONY: install demo test lint typecheck pytest bench bench-kafka bench-worker-cpu clean
+.PHONY: install demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,9 @@ bench-kafka: install
 
 bench-worker-cpu: install
 	$(BIN)/python bench/worker_cpu.py
+
+bench-rebalance: install
+	$(BIN)/python bench/rebalance.py
 
 clean:
 	rm -rf $(VENV) .typecheck .pytest_cache .mypy_cache .ruff_cache

@@ -109,6 +109,7 @@ class WorkerPath:
             outbox.produce = memory.produce  # type: ignore[method-assign]
         orch.consumer = NoCommits()
         orch.partitions = {0}
+        ex.owned = set(range(settings.partitions))  # its calls may run here
         self.offset = 0
         self.topic = worker.names.input
 

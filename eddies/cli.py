@@ -188,6 +188,8 @@ def worker(
             while not done.wait(1.0) and not w.stopped:
                 pass
         w.stop()
+        counts = w.counters.snapshot()
+        err_console.print("worker stopped: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         if w.errors:
             err_console.print(f"[red]worker failed:[/red] {w.errors[0]!r}")
             raise typer.Exit(1)
@@ -204,7 +206,8 @@ def _status(w: Any) -> Table:
     for name in ("inputs", "outputs", "outputs_failed", "requests", "calls_performed", "results",
                  "snapshots", "dlq", "sessions_restored", "requests_reissued"):
         table.add_row(name, str(counts.get(name, 0)))
-    for name in ("input_gaps", "consumer_errors", "results_unknown", "input_pauses"):  # once they happen
+    for name in ("input_gaps", "consumer_errors", "results_unknown", "input_pauses",  # once they happen
+                 "calls_awaited", "results_awaited", "claims_lost", "calls_dropped"):
         if counts.get(name):
             table.add_row(name, str(counts[name]))
     return table

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from typing import Any
 
 from eddies import Agent, InputEvent, OutputEvent, action
@@ -26,10 +27,13 @@ def calculator(model: ScriptedChatModel | None = None, tool: Any = add) -> Calcu
 
 #: Opened by a test to let Gated's call return (the call waits for it).
 GATE = threading.Event()
+#: How often wait_for_gate ran, per value (a non-idempotent side effect, counted).
+GATED_CALLS: Counter[Any] = Counter()
 
 
 def wait_for_gate(value: Any) -> Any:
     """A durable call that returns ``value`` once GATE is set (at most 60 s)."""
+    GATED_CALLS[value] += 1
     GATE.wait(60)
     return value
 

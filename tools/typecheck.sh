@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mypy --strict on engine/ and events/ as they are installed (eddies.engine, eddies.events):
+# mypy --strict on every package as installed (eddies, eddies.events, .engine, .connectors):
 # the layers live at the repository root, so mypy reads them through a tree of links that
 # has the installed package layout.
 set -euo pipefail
@@ -10,4 +10,4 @@ mkdir -p "$tree/eddies"
 for f in "$root"/eddies/*; do ln -s "$f" "$tree/eddies/$(basename "$f")"; done
 for layer in events engine connectors schemas; do ln -s "$root/$layer" "$tree/eddies/$layer"; done
 cd "$tree"
-"$root/.venv/bin/mypy" --config-file "$root/pyproject.toml" --strict -p eddies.events -p eddies.engine
+"$root/.venv/bin/mypy" --config-file "$root/pyproject.toml" --strict -p eddies

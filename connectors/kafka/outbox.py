@@ -81,7 +81,7 @@ class Outbox:
                                 "linger.ms": settings.linger_ms}
         self.transactional = settings.exactly_once
         if self.transactional:
-            conf["transactional.id"] = f"{settings.app}.{role}.{settings.instance_id}"
+            conf["transactional.id"] = f"{settings.app}.{role}.{settings.transactional_slot}"
         self.delivery = DeliveryErrors(f"the {role}'s producer")
         self.producer = Producer(settings.client_config(**conf, **self.delivery.config()))
         self._lock = threading.Lock()  # executor threads produce while the loop commits
@@ -91,7 +91,7 @@ class Outbox:
         else:
             # Without transactions a record needs nothing but librdkafka's own call: bind it,
             # so the hot path (~10 records per session) pays no extra Python frame.
-            self.produce = self.producer.produce  # type: ignore[method-assign]
+            self.produce = self.producer.produce  # type: ignore[method-assign,assignment]
 
     def produce(self, topic: str, value: bytes | None, key: bytes | None, **kwargs: Any) -> None:
         """Produce one record (inside the open transaction, if transactional); BufferError
@@ -131,7 +131,7 @@ class Outbox:
             if not self._open:
                 self.producer.begin_transaction()
                 self._open = True
-            positions = []
+            positions: list[Any] = []
             if consumer is not None:
                 assigned = consumer.assignment()
                 owned = {(tp.topic, tp.partition) for tp in assigned}

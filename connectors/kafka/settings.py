@@ -43,7 +43,10 @@ class Settings:
     replication: int = 1
     role: str = "all"  # all | orchestrator | executor
     exactly_once: bool = False
-    instance_id: str = ""  # worker slot for transactional ids; default: the host name
+    # The worker slot: transactional ids, static group membership, and whose started marks
+    # are a dead process's. Unique among running workers; reused by a restarted one.
+    instance_id: str = ""
+    static_membership: str = "auto"  # auto | true | false (see connectors/kafka/membership.py)
     executor_concurrency: int = 8
     max_record_bytes: int = 1_048_576
     fetch_wait_ms: int = 10
@@ -54,6 +57,7 @@ class Settings:
     journal_retention_ms: int = 24 * 3600 * 1000
     session_ttl_ms: int = 7 * 24 * 3600 * 1000
     session_timeout_ms: int = 6000
+    outcome_wait_ms: int = 60_000  # a call another worker started: wait this long for its outcome
     kafka: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> Settings:
@@ -64,19 +68,42 @@ class Settings:
             raise ConfigError(f"role: {self.role!r} is not one of all, orchestrator, executor")
         for key in ("partitions", "replication", "executor_concurrency", "max_record_bytes",
                     "batch_size", "session_timeout_ms", "commit_interval_ms",
-                    "journal_retention_ms", "session_ttl_ms"):
+                    "journal_retention_ms", "session_ttl_ms", "outcome_wait_ms"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
         for key in ("fetch_wait_ms", "linger_ms", "snapshot_delay_ms"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}: must not be negative, got {getattr(self, key)}")
-        if not self.instance_id:
-            import socket
-
-            self.instance_id = socket.gethostname()
+        if self.static_membership not in ("auto", "true", "false"):
+            raise ConfigError(f"static_membership: {self.static_membership!r} is not one of auto, "
+                              "true, false")
+        if self.static_membership == "true" and not self.instance_id:
+            raise ConfigError("static_membership: true needs instance_id (a name unique to this "
+                              "worker slot, reused when it restarts)")
         if ":" not in self.agent:
             raise ConfigError(f"agent: {self.agent!r} is not 'module:attribute'")
         return self
+
+    @property
+    def slot(self) -> str:
+        """This worker's slot: ``instance_id``, or the host name and process id (unique
+        among running processes; a restarted one is another slot)."""
+        if self.instance_id:
+            return self.instance_id
+        import os
+        import socket
+
+        return f"{socket.gethostname()}-{os.getpid()}"
+
+    @property
+    def transactional_slot(self) -> str:
+        """The slot in transactional ids: ``instance_id``, or the host name (stable across
+        restarts, which the embedded broker needs to end a dead producer's transaction)."""
+        if self.instance_id:
+            return self.instance_id
+        import socket
+
+        return socket.gethostname()
 
     def client_config(self, **extra: Any) -> dict[str, Any]:
         """librdkafka settings: bootstrap, the pass-through ``kafka`` table, then ``extra``."""

@@ -71,7 +71,7 @@ def ensure_topics(admin: Any, names: TopicNames, partitions: int, replication: i
     Returns the names created. Raises :class:`TopicError` naming a topic whose partition
     count differs (co-partitioning would break) or that could not be created.
     """
-    from confluent_kafka.admin import NewTopic
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     existing = admin.list_topics(timeout=timeout).topics
     for name in names.all():

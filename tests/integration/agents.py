@@ -1,14 +1,82 @@
-"""Agents that integration tests run in worker subprocesses (importable by name)."""
+"""Agents that integration tests run in worker subprocesses (importable by name).
+
+Side effects are counted in the file named by ``TEST_EFFECTS`` (one line per
+execution: kind, what, process id), so a test can tell whether a non-idempotent call ran
+twice across processes.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import time
+from typing import Any
 
+from eddies import Agent, InputEvent, OutputEvent, action
 from eddies.connectors.models.litellm import LiteLLMChatModel
 from eddies.demo import Calculator, calculator_agent
+from eddies.engine import ChatModelSetup, ResourceType
+from eddies.events import ChatMessage, ChatRequestEvent, ChatResponseEvent
+
+
+def record_effect(kind: str, what: str) -> None:
+    """Append one execution to the effects file (if the test named one)."""
+    path = os.environ.get("TEST_EFFECTS")
+    if path:
+        # One write of one short line in append mode: whole lines even across processes.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{kind} {what} {os.getpid()}\n".encode())
+        finally:
+            os.close(fd)
+
+
+def effect_delay() -> float:
+    return float(os.environ.get("TEST_EFFECT_DELAY", "0"))
+
+
+def counted_add(a: int, b: int) -> int:
+    """Add two integers (a non-idempotent tool: each execution is recorded)."""
+    record_effect("tool", f"{a}+{b}")
+    time.sleep(effect_delay())
+    return a + b
+
+
+def charge(account: str, amount: int) -> str:
+    """A non-idempotent function: each execution is recorded."""
+    record_effect("fn", f"{account}/{amount}")
+    time.sleep(effect_delay())
+    return f"charged {account} {amount}"
 
 
 def http_calculator() -> Calculator:
-    """The calculator on litellm, talking to the test's OpenAI-compatible server."""
+    """The calculator on litellm, talking to the test's OpenAI-compatible server, with a
+    counted ``add`` tool."""
     conn = LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test")
-    return calculator_agent(conn, model_name="openai/test-model")
+    return calculator_agent(conn, model_name="openai/test-model", tool=counted_add)
+
+
+class Effects(Agent):
+    """input {"a", "b"} -> charge (a function) -> the model -> counted_add (a tool) ->
+    the model -> output: two slow non-idempotent side effects per run."""
+
+    @action(InputEvent)
+    async def ask(event: InputEvent, ctx: Any) -> None:
+        args = json.loads(event.input)
+        await ctx.durable_execute_async(charge, f"s{args['a']}", args["b"])
+        ctx.send_event(ChatRequestEvent(model="llm", messages=[ChatMessage(content=event.input)]))
+
+    @action(ChatResponseEvent)
+    def answer(event: ChatResponseEvent, ctx: Any) -> None:
+        ctx.send_event(OutputEvent(output=event.response.content))
+
+
+def effects_agent() -> Effects:
+    """:class:`Effects` on the offline scripted model."""
+    from eddies.connectors.models.scripted import ScriptedChatModel
+
+    agent = Effects("effects")
+    agent.add_resource("add", ResourceType.TOOL, counted_add)
+    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel())
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["add"]))
+    return agent

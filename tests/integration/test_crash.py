@@ -28,7 +28,7 @@ CONCURRENCY = 4
 
 
 def _worker(settings: Settings, server: OpenAIServer, log: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, TEST_OPENAI_BASE=server.base_url,
+    env = dict(os.environ, TEST_OPENAI_BASE=server.base_url, TEST_EFFECTS=str(log.parent / "effects.log"),
                EDDIES_EXACTLY_ONCE=str(settings.exactly_once).lower(), EDDIES_INSTANCE_ID="slot-0",
                EDDIES_EXECUTOR_CONCURRENCY=str(CONCURRENCY), EDDIES_SESSION_TIMEOUT_MS="3000",
                LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true")
@@ -98,6 +98,11 @@ def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path, e
         assert isinstance(payload, OutputEvent) and payload.error is None, payload
         a = e.run - 1
         assert payload.output == f"The result is {a + int(e.session_id[1:])}."
+
+    # The tool is a non-idempotent side effect: each run's ran exactly once, across the kill.
+    lines = (tmp_path / "effects.log").read_text().splitlines()
+    executions = Counter(line.split()[1] for line in lines)
+    assert executions == Counter({f"{k}+{int(s[1:])}": 1 for k in range(2) for s in sessions}), executions
 
     # No completed model call was repeated: only calls in flight at the kill ran twice.
     bodies = Counter(json.dumps(r["messages"], sort_keys=True) for r in server.requests)

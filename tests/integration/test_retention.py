@@ -42,7 +42,7 @@ def test_finished_runs_and_idle_sessions_are_tombstoned(settings: Settings) -> N
         while worker.counters.get("tombstones") < 3 * 3 * 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         view = read_journal(settings, names.journal, set(range(settings.partitions)))
-        assert view.outcomes == {} and view.started == set()  # 3 calls per run, all gone
+        assert view.outcomes == {} and view.started == {}  # 3 calls per run, all gone
         assert set(view.snapshots) == {"a", "b", "c"}  # sessions are still open
         # Now let them age past the TTL (their logical clock is the input's timestamp).
         for st in worker.orchestrator.states.values():  # type: ignore[union-attr]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,15 @@ def test_missing_or_wrong_agent_is_named() -> None:
         load_agent("eddies.demo:add")
     assert load_agent("eddies.demo:calculator_agent").name == "calculator"
     assert load_agent("eddies.demo:Calculator").name == "Calculator"
+
+
+def test_membership_and_wait_settings_are_checked() -> None:
+    with pytest.raises(ConfigError, match="static_membership: 'maybe'"):
+        load_settings(env={}, overrides={"static_membership": "maybe"})
+    with pytest.raises(ConfigError, match="static_membership: true needs instance_id"):
+        load_settings(env={}, overrides={"static_membership": "true"})
+    with pytest.raises(ConfigError, match="outcome_wait_ms: must be positive"):
+        load_settings(env={}, overrides={"outcome_wait_ms": 0})
+    anonymous = load_settings(env={}, overrides={})
+    assert anonymous.instance_id == "" and anonymous.slot.endswith(f"-{os.getpid()}")
+    assert load_settings(env={"EDDIES_INSTANCE_ID": "w7"}).slot == "w7"

@@ -1,0 +1,487 @@
+"""The executor role: performs durable-call requests on a bounded pool of call threads.
+
+Requests come from ``APP.requests`` (its own consumer group) or, in a worker with both
+roles, from its orchestrator in memory. Each is decided on the journal as it is when the
+call is about to run (a :class:`.journal_tail.JournalTail` follows the owned partitions):
+
+- a call with a recorded outcome is answered from the journal (the result may have been
+  lost in a crash after the outcome was written);
+- a call another live worker started is waited for: its outcome is sent on when the tail
+  reads it; after the request's ``timeout_ms`` plus 5 s (or ``outcome_wait_ms``) the
+  outcome counts as unknown. A mark of a dead process of this worker slot is unknown at once;
+- a request for a partition this process no longer owns is dropped before it starts (its
+  new owner re-issues it);
+- a non-idempotent call is claimed first: a started mark naming this process is appended
+  to the journal and read back; the call runs only if that mark is the call's first
+  (:mod:`.claims`). A crash from then on leaves the outcome unknown, never repeated.
+
+Calls already running when their partition is revoked finish and journal their outcome;
+the new owner waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Any
+
+from eddies.connectors.calls import CallPerformer, Resolver, result_event
+from eddies.events import (
+    AgentEvent,
+    CallStatus,
+    DecodeError,
+    DurableCallRequest,
+    ErrorInfo,
+    decode,
+    encode,
+    encode_value,
+)
+
+from .claims import Claimant
+from .client import next_batch, produce
+from .journal import CallRef, JournalView, read_journal
+from .journal_tail import JournalTail
+from .outbox import DeliveryFailedError, Outbox
+from .records import HEADERS, dlq_headers, journal_partition, outcome_key, started_key
+
+log = logging.getLogger("eddies.worker")
+
+#: How long a claim check waits for the journal tail to read the claim's own mark.
+CLAIM_READ_TIMEOUT = 30.0
+#: Margin over a request's own timeout_ms before another worker's call counts as unknown.
+OUTCOME_MARGIN_S = 5.0
+
+
+def _kafka() -> Any:
+    import confluent_kafka
+
+    return confluent_kafka
+
+
+class _Mark:
+    """The delivery of one started mark: its offset, once the broker acknowledged it."""
+
+    __slots__ = ("delivered", "error", "offset")
+
+    def __init__(self) -> None:
+        self.delivered = threading.Event()
+        self.offset = -1
+        self.error: str | None = None
+
+    def report(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.error = str(err)
+        else:
+            self.offset = msg.offset()
+        self.delivered.set()
+
+
+# A request in the executor: the event, its APP.requests partition and offset (None and 0
+# for a request handed over in memory) and its record's timestamp (0: unknown).
+Item = tuple[AgentEvent, int | None, int]
+
+
+class KafkaExecutor:
+    """Performs requests on ``executor_concurrency`` call threads: those of APP.requests
+    (its own consumer group), or with ``local`` those its process's orchestrator hands it
+    in memory (:meth:`submit`, with partitions gained through :meth:`restore` and lost
+    through :meth:`release`)."""
+
+    def __init__(self, worker: Any, resolver: Resolver | None, local: bool = False) -> None:
+        from confluent_kafka import Producer
+
+        from .membership import group_consumer
+
+        s = worker.settings
+        self.worker = worker
+        self.settings = s
+        self.names = worker.names
+        self.counters = worker.counters
+        self.resolver = resolver
+        self.claimant = Claimant(s.slot, worker.incarnation)
+        self.assigned = threading.Event()
+        self.finished = threading.Event()  # set when run() has returned
+        self.inflight: set[CallRef] = set()  # queued or running here
+        self.owned: set[int] = set()  # session partitions whose calls this process may start
+        self.tail = JournalTail(s, self.names.journal, retention_s=min(60.0, s.journal_retention_ms / 1000))
+        self._offsets: dict[int, dict[int, bool]] = {}  # partition -> offset -> done
+        # Call threads report (APP.requests partition, offset, call, settled) here.
+        self._done: queue.SimpleQueue[tuple[int | None, int, CallRef, bool]] = queue.SimpleQueue()
+        self._per_thread = threading.local()  # a CallPerformer per call thread
+        self._pending_commit: dict[int, int] = {}  # partition -> next offset to commit
+        self._interval = s.commit_interval_ms / 1000
+        self._last_commit = time.monotonic()
+        self._last_sweep = time.monotonic()
+        # Calls run on executor_concurrency threads fed by one queue (lighter per call than
+        # concurrent.futures: no future, no callback; a failure stops the worker).
+        self._calls: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
+        self._call_threads: list[threading.Thread] = []
+        self.producer = Outbox(s, "executor")
+        # Started marks must be durable before the side effect, outside any transaction;
+        # each one's delivery report gives its offset (for the claim check).
+        self.marks = Producer(s.client_config(**{"enable.idempotence": True, "linger.ms": 0}))
+        # Local mode: results sent to APP.input by their bytes, so the orchestrator of this
+        # process takes the event instead of decoding the record it reads back.
+        self.sent_results: dict[bytes, AgentEvent] = {}
+        self.consumer = None if local else group_consumer(s, "executor", worker.static_membership)
+        # Local mode: the orchestrator's thread dispatches requests itself (no hop through
+        # this executor's loop); the lock guards what dispatching and draining share
+        # (inflight, the offsets of done requests).
+        self._lock = threading.Lock()
+        self._uncommitted = False  # local results produced since the last commit
+
+    @property
+    def local(self) -> bool:
+        """Whether requests come from this process's orchestrator (no consumer of its own)."""
+        return self.consumer is None
+
+    # --- partitions --------------------------------------------------------------------------
+    def restore(self, partitions: set[int]) -> JournalView:
+        """Partitions gained: read their journal to its end, follow it from there, and
+        start their calls from now on. Returns what was read (snapshots included)."""
+        view = read_journal(self.settings, self.names.journal, partitions)
+        if not self.tail.started:
+            self.tail.start()
+        self.tail.follow(view)
+        with self._lock:
+            self.owned |= partitions
+        return view
+
+    def release(self, partitions: set[int]) -> None:
+        """Partitions lost: their queued calls are dropped before they start, their
+        watched calls left to the new owner; calls already running finish."""
+        with self._lock:
+            self.owned -= partitions
+        left = self.tail.release(partitions)
+        if left:
+            log.info("left %d calls started elsewhere to the new owner of partitions %s",
+                     len(left), sorted(partitions))
+
+    # --- requests ----------------------------------------------------------------------------
+    def submit(self, request: AgentEvent) -> None:
+        """Local mode: perform ``request``, answer it from the journal, or answer UNKNOWN
+        (decided at once, on the caller's thread; the call runs on a call thread)."""
+        with self._lock:
+            self._dispatch(request, None, 0, 0)
+
+    def run(self, stop: threading.Event) -> None:
+        """Consume until ``stop`` is set; running calls finish before it returns, queued
+        ones are dropped (their sessions' next owner re-issues them)."""
+        consumer = self.consumer
+        if consumer is None:
+            self.assigned.set()
+        else:
+            consumer.subscribe([self.names.requests], on_assign=self._on_assign,
+                               on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        limit = self.settings.executor_concurrency * 4
+        try:
+            while not stop.is_set():
+                if consumer is None:  # requests arrive through submit()
+                    self._drain(block=True)
+                    continue
+                room = limit - len(self.inflight)
+                if room <= 0:
+                    self._drain(block=True)
+                    continue
+                for msg in next_batch(consumer, min(room, self.settings.batch_size), 0.02):
+                    self._handle(msg)
+                self._drain(block=False)
+        finally:
+            with self._lock:
+                self.owned.clear()  # queued calls are dropped, not started
+            for _ in self._call_threads:
+                self._calls.put(None)
+            for thread in self._call_threads:
+                thread.join()
+            self._drain(block=False, force=True)
+            self.producer.flush(10)
+            self.tail.stop()
+            if consumer is not None:
+                consumer.close()
+            self.finished.set()
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        numbers = {tp.partition for tp in partitions} - self.owned
+        if numbers:
+            self.restore(numbers)
+        self.assigned.set()
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        self._drain(block=False, force=True)
+        numbers = {tp.partition for tp in partitions}
+        self.release(numbers)
+        for part in numbers:
+            self._offsets.pop(part, None)
+            self._pending_commit.pop(part, None)
+
+    def _handle(self, msg: Any) -> None:
+        err = msg.error()
+        if err is not None:
+            return
+        part, offset = msg.partition(), msg.offset()
+        if part not in self.owned:
+            return  # revoked while this request waited: its next owner reads it again
+        self._offsets.setdefault(part, {})[offset] = False
+        try:
+            request = decode(msg.value() or b"")
+            req = request.payload
+            if not isinstance(req, DurableCallRequest):
+                raise DecodeError(f"{request.type} is not a DurableCallRequest")
+        except DecodeError as err:
+            produce(self.producer, self.names.dlq, msg.value(), msg.key(), partition=part,
+                    headers=dlq_headers(f"undecodable request: {err}", msg.topic(),
+                                        part, offset, msg.headers()))
+            self.counters.inc("dlq")
+            self._settle(part, offset)
+            return
+        with self._lock:
+            self._dispatch(request, part, offset, msg.timestamp()[1])
+
+    def _settle(self, part: int | None, offset: int) -> None:
+        """A request needs no more work: its APP.requests offset may be committed."""
+        if part is not None:
+            offsets = self._offsets.get(part)
+            if offsets is not None and offset in offsets:
+                offsets[offset] = True
+
+    def _answer(self, result: AgentEvent, part: int | None, offset: int) -> None:
+        """Answer a request without performing it."""
+        self._send_result(result)
+        self._uncommitted = True
+        self._settle(part, offset)
+
+    def _deadline(self, req: DurableCallRequest) -> float:
+        wait = (req.timeout_ms / 1000 + OUTCOME_MARGIN_S if req.timeout_ms
+                else self.settings.outcome_wait_ms / 1000)
+        return time.monotonic() + wait
+
+    def _dispatch(self, request: AgentEvent, part: int | None, offset: int, produced_ms: int) -> None:
+        """Decide a request (under ``_lock``): answer it from the journal, wait for another
+        worker's outcome, answer UNKNOWN, or queue it for a call thread."""
+        req = request.payload
+        assert isinstance(req, DurableCallRequest)
+        ref = (req.call_id, req.attempt)
+        if ref in self.inflight:  # a re-issued request for a call already queued or running here
+            self._settle(part, offset)
+            return
+        with self.tail.lock:
+            verdict, recorded = self._verdict(request, part, offset)
+        if verdict == "duplicate":  # the call is watched already: that request answers
+            self._settle(part, offset)
+            return
+        if verdict == "watched":  # settled when its outcome arrives or its wait ends
+            return
+        if recorded is not None:
+            self._answer(decode(recorded), part, offset)
+            self.counters.inc("results_resent")
+            return
+        too_old = produced_ms > 0 and time.time() * 1000 - produced_ms > self.settings.journal_retention_ms
+        if verdict == "unknown" or too_old:
+            # A request older than the journal retention may belong to a run whose outcome was
+            # already tombstoned: never perform it again; UNKNOWN is ignored by a finished run.
+            self._answer(result_event(request, CallStatus.UNKNOWN), part, offset)
+            self.counters.inc("results_unknown")
+            return
+        self.inflight.add(ref)
+        if len(self._call_threads) < self.settings.executor_concurrency:
+            thread = threading.Thread(target=self._call_loop, daemon=True,
+                                      name=f"eddies-call-{len(self._call_threads)}")
+            thread.start()
+            self._call_threads.append(thread)
+        self._calls.put((request, part, offset))
+
+    def _verdict(self, request: AgentEvent, part: int | None, offset: int,
+                 my_mark: int = -1) -> tuple[str, bytes | None]:
+        """What the journal says of a request now (under ``tail.lock``): ("outcome", its
+        outcome), ("perform", None) when no other claim came first (``my_mark``: the offset
+        of this process's own mark, if it wrote one), ("unknown", None) when a dead process
+        of this slot started it, ("watched", None): another worker started it and this
+        process now waits for its outcome, or ("duplicate", None): it waits already."""
+        req = request.payload
+        assert isinstance(req, DurableCallRequest)
+        ref = (req.call_id, req.attempt)
+        tail = self.tail
+        if tail.watched(ref):
+            return "duplicate", None
+        recorded = tail.view.outcomes.get(ref)
+        if recorded is not None:
+            return "outcome", recorded
+        claim = tail.view.started.get(ref)
+        if claim is None or claim.offset == my_mark:
+            return "perform", None
+        if Claimant.parse(claim.token).is_dead_to(self.claimant):
+            return "unknown", None
+        jpart = journal_partition(request.session_id, self.settings.partitions)
+        recorded = tail.watch(ref, jpart, self._deadline(req), (request, part, offset))
+        if recorded is not None:
+            return "outcome", recorded
+        self.counters.inc("calls_awaited")
+        return "watched", None
+
+    # --- call threads ------------------------------------------------------------------------
+    def _call_loop(self) -> None:
+        while (item := self._calls.get()) is not None:
+            try:
+                self._perform(*item)
+            except BaseException as err:  # a bug or a broken producer: stop the worker
+                log.error("executor task failed: %r", err)
+                self.worker.errors.append(err)
+                self.worker._stop.set()
+
+    def _perform(self, request: AgentEvent, part: int | None, offset: int) -> None:
+        req = request.payload
+        assert isinstance(req, DurableCallRequest)
+        ref = (req.call_id, req.attempt)
+        jpart = journal_partition(request.session_id, self.settings.partitions)
+        settled = False  # a request dropped or watched stays unsettled
+        try:
+            if req.idempotent:
+                if jpart not in self.owned:  # revoked while queued: its new owner re-issues it
+                    self.counters.inc("calls_dropped")
+                    return
+            else:
+                verdict = self._claim(request, jpart, part, offset)
+                if verdict != "perform":
+                    settled = verdict != "left"
+                    return
+            self._run_call(request, req, ref, jpart)
+            settled = True
+        finally:
+            self._done.put((part, offset, ref, settled))
+
+    def _claim(self, request: AgentEvent, jpart: int, part: int | None, offset: int) -> str:
+        """Claim a non-idempotent call: append a started mark naming this process, read the
+        journal back past it, and decide on what came first. Returns "perform", "answered"
+        (from an outcome, or UNKNOWN) or "left" (dropped: not owned here; or watched)."""
+        req = request.payload
+        assert isinstance(req, DurableCallRequest)
+        ref = (req.call_id, req.attempt)
+        tail = self.tail
+        with tail.checking(jpart):
+            if jpart not in self.owned:  # revoked while queued: its new owner re-issues it
+                self.counters.inc("calls_dropped")
+                return "left"
+            mark = _Mark()
+            produce(self.marks, self.names.journal, self.claimant.token, started_key(*ref),
+                    partition=jpart, on_delivery=mark.report)
+            left = self.marks.flush(CLAIM_READ_TIMEOUT)
+            if left or not mark.delivered.wait(CLAIM_READ_TIMEOUT) or mark.error:
+                raise DeliveryFailedError(
+                    f"the started mark of {ref[0]} was not delivered: {mark.error or 'timed out'}")
+            # The partition stays followed while this check holds it, so the tail gets there.
+            if not tail.wait_past(jpart, mark.offset, CLAIM_READ_TIMEOUT):
+                raise TimeoutError(f"the journal tail did not read partition {jpart} past "
+                                   f"offset {mark.offset} within {CLAIM_READ_TIMEOUT} s")
+            with tail.lock:
+                if jpart not in self.owned and tail.view.started.get(ref) is not None \
+                        and tail.view.started[ref].offset != mark.offset:
+                    self.counters.inc("claims_lost")
+                    return "left"  # lost, and no longer ours to wait for
+                verdict, recorded = self._verdict(request, part, offset, mark.offset)
+        if verdict == "perform":
+            return verdict
+        self.counters.inc("claims_lost")
+        if verdict in ("watched", "duplicate"):
+            return "left"
+        if recorded is not None:
+            self._send_result(decode(recorded))
+            self.counters.inc("results_resent")
+        else:
+            self._send_result(result_event(request, CallStatus.UNKNOWN))
+            self.counters.inc("results_unknown")
+        return "answered"
+
+    def _run_call(self, request: AgentEvent, req: DurableCallRequest, ref: CallRef, jpart: int) -> None:
+        performer = getattr(self._per_thread, "performer", None)
+        if performer is None:
+            performer = self._per_thread.performer = CallPerformer(self.worker.plan, self.resolver)
+        try:
+            value = encode_value(performer.perform(req), f"result of {req.target}")
+            result = result_event(request, CallStatus.OK, value)
+        except Exception as err:
+            result = result_event(request, CallStatus.ERROR, "null", ErrorInfo.of(err))
+        data = encode(result)
+        produce(self.producer, self.names.journal, data, outcome_key(*ref), partition=jpart)
+        self._send_result(result, data)
+        self.counters.inc("calls_performed")
+
+    def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None:
+        # Results enter the session machine through the input topic, in partition order.
+        if data is None:
+            data = encode(result)
+        if self.local:
+            sent = self.sent_results
+            if len(sent) >= 50_000:  # results this process never read back (partition moved)
+                sent.clear()
+            sent[data] = result
+        produce(self.producer, self.names.input, data, result.session_id.encode(), headers=HEADERS)
+
+    # --- the executor's loop -------------------------------------------------------------------
+    def _drain(self, block: bool, force: bool = False) -> None:
+        TopicPartition = _kafka().TopicPartition
+        done = self._done
+        try:
+            item: tuple[int | None, int, CallRef, bool] | None = (
+                done.get(timeout=0.05) if block else done.get_nowait())
+        except queue.Empty:
+            item = None
+        now = time.monotonic()
+        with self._lock:
+            while item is not None:
+                part, offset, ref, settled = item
+                if part is None:
+                    self._uncommitted = True
+                elif settled:
+                    self._settle(part, offset)
+                self.inflight.discard(ref)
+                try:
+                    item = done.get_nowait()
+                except queue.Empty:
+                    item = None
+            self._answer_watched(now)
+            for part, offsets in self._offsets.items():  # advance over the done prefix
+                while offsets:
+                    first = next(iter(offsets))
+                    if not offsets[first]:
+                        break
+                    offsets.pop(first)
+                    self._pending_commit[part] = first + 1
+        # Local results need no offsets, only the transaction (if any) committed.
+        work = self._pending_commit or (self._uncommitted and self.producer.transactional)
+        due = work and now - self._last_commit >= self._interval
+        if not force and not due:
+            self.producer.poll(0)
+            return
+        commits = [TopicPartition(self.names.requests, p, o) for p, o in self._pending_commit.items()]
+        self._pending_commit.clear()
+        self._uncommitted = False
+        self._last_commit = now
+        try:  # results durable before their requests are committed
+            self.producer.commit(self.consumer, offsets=commits, sync=force)
+        except _kafka().KafkaException as err:
+            if self.producer.transactional:
+                raise  # see Outbox.commit: stop, restart, recover
+            log.info("executor commit skipped: %s", err)  # re-delivery is safe
+        self.producer.poll(0)
+
+    def _answer_watched(self, now: float) -> None:
+        """Answer watched calls (under ``_lock``): with the outcome another worker
+        journaled, or UNKNOWN once their wait is over."""
+        arrived = self.tail.arrived
+        while True:
+            try:
+                (request, part, offset), data = arrived.get_nowait()
+            except queue.Empty:
+                break
+            self._answer(decode(data), part, offset)
+            self.counters.inc("results_awaited")
+        if now - self._last_sweep < 0.2:
+            return
+        self._last_sweep = now
+        for request, part, offset in self.tail.expired(now):
+            self._answer(result_event(request, CallStatus.UNKNOWN), part, offset)
+            self.counters.inc("results_unknown")
+            log.warning("call %s: no outcome from the worker that started it within the wait; "
+                        "answered UNKNOWN", getattr(request.payload, "call_id", "?"))

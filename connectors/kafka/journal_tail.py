@@ -1,0 +1,297 @@
+"""Following the journal partitions an executor owns, so that a call is decided on the
+journal as it is now, not as it was read at assignment.
+
+The tail is a consumer (assigned, no group) on ``APP.journal`` that keeps reading the
+partitions it follows and folds their call records (outcomes, the first started mark of
+each call) into one :class:`JournalView`. Executors use it three ways:
+
+- ``wait_past(partition, offset)``: the claim check. After appending its started mark an
+  executor waits until the tail has read past that mark, then looks at which mark came
+  first (:mod:`.claims`).
+- ``watch(ref, ...)``: a call another worker started: its outcome, when the tail reads it,
+  is handed back through ``arrived``; a watch past its deadline through ``expired``.
+- ``follow`` / ``release``: partitions gained (after their journal was read to its end)
+  and lost; a released partition is still read while a claim on it is being checked.
+
+Example::
+
+    tail = JournalTail(settings, names.journal).start()
+    tail.follow(read_journal(settings, names.journal, {0, 1}))
+    if tail.wait_past(0, mark_offset, timeout=30):
+        with tail.lock:
+            first = tail.view.started[ref]
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from .client import next_batch
+from .journal import CallRef, JournalView
+from .positions import Positions
+from .settings import Settings
+
+log = logging.getLogger("eddies.worker")
+
+
+@dataclass(slots=True)
+class Watch:
+    """A call whose outcome another worker owes: where it is, until when, and what to
+    hand back (``item``, the caller's) when it arrives or expires."""
+
+    partition: int
+    deadline: float
+    item: Any
+
+
+class JournalTail:
+    """Reads followed journal partitions as they grow; see the module docstring."""
+
+    def __init__(self, settings: Settings, topic: str, retention_s: float = 60.0) -> None:
+        self.settings = settings
+        self.topic = topic
+        #: Guards ``view`` and the watches; notified whenever the tail has read further.
+        self.lock = threading.Condition()
+        self.view = JournalView()
+        #: Items of watched calls whose outcome arrived: (item, outcome bytes).
+        self.arrived: queue.SimpleQueue[tuple[Any, bytes]] = queue.SimpleQueue()
+        self._watches: dict[CallRef, Watch] = {}
+        self._positions = Positions(reread_gaps=not settings.exactly_once)
+        self._following: set[int] = set()
+        self._leaving: set[int] = set()  # released, still read while claims on them are checked
+        self._claims: dict[int, int] = {}  # partition -> claims being checked
+        self._commands: queue.SimpleQueue[tuple[str, dict[int, int]]] = queue.SimpleQueue()
+        # Outcomes (and their marks) are kept this long after they were read: enough for
+        # re-issued or redelivered requests while the partition stays here; a partition
+        # gained later is read from its beginning again.
+        self._kept: deque[tuple[float, CallRef]] = deque()
+        self._retention = retention_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._consumer: Any = None
+        self._assigned: set[int] = set()  # of the consumer (only the reading thread touches it)
+        self.error: BaseException | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start(self) -> JournalTail:
+        """Start the reading thread."""
+        from confluent_kafka import Consumer
+
+        self._consumer = Consumer(self.settings.client_config(**{
+            "group.id": f"{self.settings.app}.journal-tail",  # never joins: assign only
+            "enable.auto.commit": False, "enable.partition.eof": True,
+            "fetch.wait.max.ms": self.settings.fetch_wait_ms,
+        }))
+        self._thread = threading.Thread(target=self._run, name="eddies-journal-tail", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def started(self) -> bool:
+        """Whether the reading thread was started."""
+        return self._thread is not None
+
+    def stop(self) -> None:
+        """Stop reading (waits for the thread)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+
+    # --- what executors call ---------------------------------------------------------------
+    def follow(self, restored: JournalView) -> None:
+        """Follow the partitions of ``restored`` (just read to their end) from where that
+        read ended; their calls join the view."""
+        with self.lock:
+            self.view.learn_calls(restored)
+            for part, end in restored.ends.items():
+                self._leaving.discard(part)
+                self._following.add(part)
+                self._positions.start(part, end)
+        self._commands.put(("assign", dict(restored.ends)))
+
+    def release(self, partitions: set[int]) -> list[Any]:
+        """Stop following ``partitions`` (once no claim on them is being checked); drop
+        their watches and return the watched items (their new owner answers them)."""
+        with self.lock:
+            dropped = [ref for ref, w in self._watches.items() if w.partition in partitions]
+            items = [self._watches.pop(ref).item for ref in dropped]
+            for part in partitions & self._following:
+                self._leaving.add(part)
+            self.lock.notify_all()
+        return items
+
+    @contextmanager
+    def checking(self, partition: int) -> Iterator[None]:
+        """Hold ``partition`` followed while a claim on it is checked."""
+        with self.lock:
+            self._claims[partition] = self._claims.get(partition, 0) + 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._claims[partition] -= 1
+
+    def wait_past(self, partition: int, offset: int, timeout: float) -> bool:
+        """Wait until the record at ``offset`` of ``partition`` has been read; False if the
+        partition is not followed or ``timeout`` seconds pass."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while True:
+                if self.error is not None:
+                    raise RuntimeError("the journal tail stopped") from self.error
+                if partition not in self._following:
+                    return False
+                if self._positions.next.get(partition, 0) > offset:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.lock.wait(min(left, 0.5))
+
+    def watch(self, ref: CallRef, partition: int, deadline: float, item: Any) -> bytes | None:
+        """The outcome of ``ref`` if it is known; else watch for it (call under ``lock``
+        together with the check that led here, so an outcome cannot slip in between)."""
+        outcome = self.view.outcomes.get(ref)
+        if outcome is None:
+            self._watches[ref] = Watch(partition, deadline, item)
+        return outcome
+
+    def watched(self, ref: CallRef) -> bool:
+        """Whether ``ref`` is being watched."""
+        return ref in self._watches
+
+    def expired(self, now: float) -> list[Any]:
+        """Items of watches whose deadline (``time.monotonic()``) has passed; no longer watched."""
+        if not self._watches:
+            return []
+        with self.lock:
+            late = [ref for ref, w in self._watches.items() if w.deadline <= now]
+            return [self._watches.pop(ref).item for ref in late]
+
+    @property
+    def watching(self) -> int:
+        """How many calls are watched."""
+        return len(self._watches)
+
+    # --- the reading thread ---------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as err:  # surfaced to claim checks waiting on the tail
+            log.exception("the journal tail stopped")
+            with self.lock:
+                self.error = err
+                self.lock.notify_all()
+        finally:
+            self._consumer.close()
+
+    def _loop(self) -> None:
+        from confluent_kafka import KafkaError, TopicPartition
+
+        consumer = self._consumer
+        eof = KafkaError._PARTITION_EOF
+        while not self._stop.is_set():
+            self._apply_commands(consumer)
+            msgs = next_batch(consumer, 500, 0.05)
+            if not msgs:
+                self._unassign_left(consumer)
+                self._prune()
+                continue
+            reread: set[int] = set()
+            with self.lock:
+                positions = self._positions
+                for msg in msgs:
+                    part = msg.partition()
+                    if part in reread or part not in self._following:
+                        continue
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() != eof:
+                            log.warning("journal tail: %s", err)
+                            continue
+                        back = positions.gap_at_end(part, msg.offset())
+                    else:
+                        back = positions.gap(part, msg.offset())
+                    if back is not None:
+                        consumer.seek(TopicPartition(self.topic, part, back))
+                        reread.add(part)
+                        continue
+                    if err is None:
+                        if msg.offset() < positions.next.get(part, 0):
+                            continue  # read before this partition was followed anew
+                        self._fold(msg, part)
+                        positions.advance(part, msg.offset())
+                self.lock.notify_all()
+            self._unassign_left(consumer)
+            self._prune()
+
+    def _fold(self, msg: Any, part: int) -> None:
+        key = msg.key()
+        if key is None or key.startswith(b"snap/"):
+            return  # snapshots matter only when a partition is gained (read_journal)
+        value = msg.value()
+        ref = self.view.apply(key, value, msg.offset())
+        if ref is None:
+            return
+        assert value is not None
+        self._kept.append((time.monotonic(), ref))
+        watch = self._watches.pop(ref, None)
+        if watch is not None:
+            self.arrived.put((watch.item, value))
+
+    def _apply_commands(self, consumer: Any) -> None:
+        from confluent_kafka import TopicPartition
+
+        while True:
+            try:
+                what, parts = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if what == "assign":
+                fresh = [TopicPartition(self.topic, p, o) for p, o in sorted(parts.items())
+                         if p not in self._assigned]
+                if fresh:
+                    consumer.incremental_assign(fresh)
+                for p, o in parts.items():
+                    if p in self._assigned:  # released and followed again before it was left
+                        consumer.seek(TopicPartition(self.topic, p, o))
+                self._assigned |= set(parts)
+
+    def _unassign_left(self, consumer: Any) -> None:
+        from confluent_kafka import TopicPartition
+
+        if not self._leaving:
+            return
+        with self.lock:
+            done = {p for p in self._leaving if not self._claims.get(p)}
+            if not done:
+                return
+            self._leaving -= done
+            self._following -= done
+            for p in done:
+                self._positions.forget(p)
+            self.lock.notify_all()
+        consumer.incremental_unassign([TopicPartition(self.topic, p) for p in sorted(done)])
+        self._assigned -= done
+
+    def _prune(self) -> None:
+        kept = self._kept
+        if not kept:
+            return
+        horizon = time.monotonic() - self._retention
+        if kept[0][0] > horizon:
+            return
+        with self.lock:
+            while kept and kept[0][0] <= horizon:
+                _, ref = kept.popleft()
+                self.view.outcomes.pop(ref, None)
+                self.view.started.pop(ref, None)

@@ -1,0 +1,432 @@
+"""The orchestrator role: drives the session machine over ``APP.input``.
+
+``APP.input`` carries everything that enters the session machine: InputEvents from users
+and DurableCallResults from executors. One topic means one order per partition, so
+re-processing after a crash applies the same records in the same order and emits the same
+event ids. It produces what the machine emits (every event to ``app.events``, the history;
+requests to ``app.requests`` or to its own executor in memory; outputs to ``app.output``)
+at once. Every ``commit_interval_ms`` it flushes, writes a snapshot of each session touched
+since the last commit that is between runs to ``app.journal`` (one in the middle of a run
+waits for the run's end, at most ``snapshot_delay_ms``), flushes, and only then commits its
+offsets (as Kafka Streams does), never past the first record of a session that changed
+since its last snapshot. After a crash it re-reads from the last commit: records already
+reflected in a snapshot are dropped by the machine (known input ids, calls that have their
+outcome), the others are applied again in the same order and emit the same event ids, so a
+consumer that drops seen event ids sees each event once.
+
+Partitions move incrementally (cooperative-sticky): a gained partition's sessions are
+restored from ``app.journal`` (read to PARTITION_EOF) and their requests without a recorded
+outcome issued again; a revoked one is committed and snapshotted first; the others keep
+running through a rebalance. A lost one (the group went on without this worker) is dropped
+without writing anything: its new owner may already be writing.
+
+Retention: a finished run's call outcomes and started marks are tombstoned
+``journal_retention_ms`` after it finished (by then no redelivered request can ask for
+them), and a session idle for ``session_ttl_ms`` (by its logical clock) is closed: its
+snapshot is tombstoned, so the compacted journal does not grow without bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from eddies.engine import SessionMachine, SessionState
+from eddies.engine.machine import UnsupportedEventError
+from eddies.events import (
+    AgentEvent,
+    DecodeError,
+    DurableCallRequest,
+    DurableCallResult,
+    InputEvent,
+    OutputEvent,
+    decode,
+    encode,
+    partition_for,
+)
+from eddies.events.ids import run_of_call, session_of_call
+
+from .client import next_batch, produce
+from .executor import KafkaExecutor
+from .journal import JournalView, read_journal
+from .membership import group_consumer
+from .outbox import Outbox
+from .positions import Positions
+from .records import HEADERS, dlq_headers, journal_partition, outcome_key, snapshot_key, started_key
+
+log = logging.getLogger("eddies.worker")
+
+
+def _kafka() -> Any:
+    import confluent_kafka
+
+    return confluent_kafka
+
+
+class Orchestrator:
+    """Consumes inputs and call results, drives the session machine, produces its output."""
+
+    def __init__(self, worker: Any) -> None:
+        s = worker.settings
+        self.worker = worker
+        self.settings = s
+        self.names = worker.names
+        self.counters = worker.counters
+        self.machine = SessionMachine(worker.plan)
+        self.states: dict[str, SessionState] = {}
+        self.dirty: dict[str, int] = {}  # session -> input partition: changed since the last commit
+        # Sessions in the middle of a run are not snapshotted at every commit (most runs end
+        # within seconds, and their snapshot then is the one that counts): per partition,
+        # session -> (offset of its first record since its last snapshot, since when). A
+        # partition's committed offset stays at its first such record, so a restart re-reads
+        # from there; one unsaved for longer than ``snapshot_delay_ms`` is snapshotted anyway.
+        self._unsaved: dict[int, dict[str, tuple[int, float]]] = {}
+        self._delay = s.snapshot_delay_ms / 1000
+        self._delay_deadline = float("inf")  # when the oldest unsaved session is due
+        self.partitions: set[int] = set()
+        # Next offset per input partition of the records actually applied. Offsets are
+        # committed from here, never from consumer positions: a rebalance callback can run
+        # while records already returned by the consumer wait to be applied. With
+        # transactions, executors' commit markers leave gaps all the time: not re-read.
+        self._positions = Positions(reread_gaps=not s.exactly_once)
+        self._assignments = 0  # partitions gained so far (a paused input pauses new ones too)
+        self.assigned = threading.Event()
+        self._interval = s.commit_interval_ms / 1000
+        self._last_commit = time.monotonic()
+        # (when, session, journal keys) of finished runs, tombstoned after the retention.
+        self._finished: deque[tuple[float, str, list[bytes]]] = deque()
+        self._retention = s.journal_retention_ms / 1000
+        self._sweep_every = min(60.0, s.session_ttl_ms / 10_000)  # a tenth of the TTL, at most 1 min
+        self._last_sweep = time.monotonic()
+        self.producer = Outbox(s, "orchestrator")
+        self.consumer = group_consumer(s, "orchestrator", worker.static_membership)
+        # The in-process executor (role "all"), given requests in memory; else they go to
+        # APP.requests for executor processes.
+        self.executor: KafkaExecutor | None = None
+
+    def run(self, stop: threading.Event) -> None:
+        """Consume until ``stop`` is set."""
+        self.consumer.subscribe([self.names.input], on_assign=self._on_assign,
+                                on_revoke=self._on_revoke, on_lost=self._on_lost)
+        # Requests handed to this process's executor wait in memory, not in Kafka: past this
+        # many unfinished calls the input is paused until calls finish (slow models, bursts).
+        limit = self.settings.executor_concurrency * 64
+        paused = False
+        paused_at = 0
+        try:
+            while not stop.is_set():
+                local = self.executor  # set only with role "all": the local executor
+                if local is not None:
+                    busy = len(local.inflight) >= limit
+                    if busy != paused or (busy and paused_at != self._assignments):
+                        assigned = self.consumer.assignment()
+                        if busy:
+                            self.consumer.pause(assigned)
+                            if not paused:
+                                self.counters.inc("input_pauses")
+                        else:
+                            self.consumer.resume(assigned)
+                        paused = busy
+                        paused_at = self._assignments
+                msgs = next_batch(self.consumer, self.settings.batch_size, 0.05)
+                if msgs:
+                    self._process(msgs)
+                self.producer.poll(0)
+                now = time.monotonic()
+                if now - self._last_commit >= self._interval and (self.dirty or self._due(now)):
+                    self._commit()
+        finally:
+            local = self.executor
+            if local is not None:
+                # Its running calls journal their outcomes before this worker leaves the
+                # group, so the next owner of their sessions finds them.
+                local.finished.wait(60)
+            self._commit(everything=True)
+            self.consumer.close()
+
+    # --- partitions ----------------------------------------------------------------------
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        numbers = {tp.partition for tp in partitions} - self.partitions
+        if not numbers:
+            self.assigned.set()
+            return
+        local = self.executor
+        if local is not None:  # it follows their journal from there on, and owns their calls
+            view = local.restore(numbers)
+        else:
+            view = read_journal(self.settings, self.names.journal, numbers)
+        log.info("orchestrator assigned partitions %s: %d journal records, %d sessions",
+                 sorted(numbers), view.records, len(view.snapshots))
+        for sid, data in view.snapshots.items():
+            state, requests = self.machine.resume(SessionState.from_bytes(data))
+            self.states[sid] = state
+            for req in requests:
+                p = req.payload
+                assert isinstance(p, DurableCallRequest)
+                if local is not None:
+                    # It answers a call with a recorded outcome by sending that result again
+                    # (it may have been lost in a crash after the outcome was journaled).
+                    local.submit(req)
+                    self.counters.inc("requests_reissued")
+                elif (p.call_id, p.attempt) not in view.outcomes:
+                    self._produce_event(self.names.requests, req)
+                    self.counters.inc("requests_reissued")
+        self._schedule_finished_from(view)
+        self.producer.flush(10)
+        self.partitions |= numbers
+        self._assignments += 1
+        self.counters.inc("sessions_restored", len(view.snapshots))
+        self.assigned.set()
+
+    def _schedule_finished_from(self, view: JournalView) -> None:
+        """Journal keys of calls whose run is over (found after a restart) expire as if
+        their run had just finished."""
+        keys: dict[str, list[bytes]] = {}
+        refs = [(r, outcome_key(*r)) for r in view.outcomes] + [(r, started_key(*r)) for r in view.started]
+        for (cid, _attempt), key in refs:
+            sid = session_of_call(cid)
+            state = self.states.get(sid)
+            current = state.run.number if state is not None and state.run is not None else None
+            run = run_of_call(cid)
+            if current is None or run < current:
+                keys.setdefault(sid, []).append(key)
+        now = time.monotonic()
+        for sid, ks in keys.items():
+            self._finished.append((now, sid, ks))
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        numbers = {tp.partition for tp in partitions} & self.partitions
+        if not numbers:
+            return
+        log.info("orchestrator partitions revoked: %s", sorted(numbers))
+        self._commit(sync=True, everything=True)
+        self._drop(numbers)
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        numbers = {tp.partition for tp in partitions} & self.partitions
+        log.warning("orchestrator partitions lost (the group went on without this worker): %s; "
+                    "their sessions are dropped here without a snapshot", sorted(numbers))
+        for sid, part in list(self.dirty.items()):
+            if part in numbers:
+                del self.dirty[sid]
+        self._drop(numbers)
+
+    def _drop(self, numbers: set[int]) -> None:
+        """Forget the sessions of ``numbers``; the local executor starts none of their calls."""
+        if self.executor is not None:
+            self.executor.release(numbers)
+        for part in numbers:
+            self._positions.forget(part)
+            self._unsaved.pop(part, None)
+        gone = [s for s in self.states if partition_for(s, self.settings.partitions) in numbers]
+        for sid in gone:
+            del self.states[sid]
+            self.dirty.pop(sid, None)
+        self.machine.evict(*gone)
+        self.partitions -= numbers
+
+    # --- records -------------------------------------------------------------------------
+    def _process(self, msgs: list[Any]) -> None:
+        reread: set[int] = set()
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.code() != _kafka().KafkaError._PARTITION_EOF:
+                    log.warning("consumer error: %s", err)
+                    self.counters.inc("consumer_errors")
+                continue
+            part = msg.partition()
+            if part not in self.partitions or part in reread:
+                continue  # revoked while this record waited: its next owner reads it again
+            offset = msg.offset()
+            back = self._positions.gap(part, offset)
+            if back is not None:  # see positions.py: read again once from the gap
+                self.counters.inc("input_gaps")
+                log.debug("input partition %d: offsets %d-%d skipped by the fetch; reading again",
+                          part, back, offset - 1)
+                self.consumer.seek(_kafka().TopicPartition(self.names.input, part, back))
+                reread.add(part)
+                continue
+            self._handle(msg)
+            self._positions.advance(part, offset)
+
+    def _commit(self, sync: bool = False, everything: bool = False) -> None:
+        """Snapshot the sessions changed since the last commit that are between runs (all of
+        them with ``everything``, and those unsaved for too long), flush, commit offsets."""
+        prod = self.producer
+        parts = self.settings.partitions
+        # A snapshot must never be durable before the events it reflects: if the process
+        # died with the snapshot delivered but an output still queued, a restart would
+        # treat the input as done and the output would be lost. (Records to different
+        # topics travel in different batches, so a single flush does not order them.)
+        prod.flush(30)
+        now = time.monotonic()
+        unsaved = self._unsaved
+        snapshots = 0
+
+        def snapshot(sid: str) -> None:
+            nonlocal snapshots
+            state = self.states.get(sid)
+            if state is not None:  # else closed or evicted: nothing left to save
+                produce(prod, self.names.journal, state.to_bytes(), snapshot_key(sid),
+                        partition=journal_partition(sid, parts))
+                snapshots += 1
+
+        for sid, part in self.dirty.items():
+            state = self.states.get(sid)
+            if state is None or everything or state.idle:
+                unsaved.get(part, {}).pop(sid, None)
+                snapshot(sid)
+        self.dirty.clear()
+        deadline = float("inf")
+        for waiting in unsaved.values():
+            while waiting:  # oldest first (insertion order = offset order)
+                sid, (_, since) = next(iter(waiting.items()))
+                if not everything and now - since < self._delay:
+                    deadline = min(deadline, since + self._delay)
+                    break
+                del waiting[sid]
+                snapshot(sid)
+        self._delay_deadline = deadline
+        self.counters.inc("snapshots", snapshots)
+        while self._finished and now - self._finished[0][0] >= self._retention:
+            _, sid, keys = self._finished.popleft()
+            for key in keys:  # after the snapshot: the partition keeps that order
+                produce(prod, self.names.journal, None, key, partition=journal_partition(sid, parts))
+            self.counters.inc("tombstones", len(keys))
+        if now - self._last_sweep >= self._sweep_every:
+            self._last_sweep = now
+            self._close_idle_sessions()
+        # Everything the applied records caused is durable before their offsets are; a lost
+        # commit only means re-delivery, which the machine drops.
+        TopicPartition = _kafka().TopicPartition
+        offsets = []
+        for p, o in self._positions.next.items():
+            held = unsaved.get(p)
+            if held:  # not past the first record of a session with no snapshot since
+                o = next(iter(held.values()))[0]
+            offsets.append(TopicPartition(self.names.input, p, o))
+        self.producer.commit(self.consumer, offsets=offsets, sync=sync)
+        self._last_commit = time.monotonic()
+
+    def _due(self, now: float) -> bool:
+        """Whether delayed snapshots, tombstones or the idle-session sweep are due."""
+        if now >= self._delay_deadline:
+            return True
+        if self._finished and now - self._finished[0][0] >= self._retention:
+            return True
+        return bool(now - self._last_sweep >= self._sweep_every)
+
+    def _close_idle_sessions(self) -> None:
+        """Tombstone the snapshots of sessions idle longer than ``session_ttl_ms``."""
+        horizon = int(time.time() * 1000) - self.settings.session_ttl_ms
+        parts = self.settings.partitions
+        closed = [sid for sid, st in self.states.items() if st.idle and st.clock < horizon]
+        for sid in closed:
+            produce(self.producer, self.names.journal, None, snapshot_key(sid),
+                    partition=journal_partition(sid, parts))
+            del self.states[sid]
+        self.machine.evict(*closed)
+        self.counters.inc("sessions_closed", len(closed))
+
+    def _handle(self, msg: Any) -> None:
+        key, value = msg.key(), msg.value()
+        if key is None:
+            return self._dlq(msg, "record has no key; the key must be the session id")
+        if value is None:
+            return self._dlq(msg, "record has no value")
+        if len(value) > self.settings.max_record_bytes:
+            return self._dlq(msg, f"record of {len(value)} bytes exceeds max_record_bytes="
+                                  f"{self.settings.max_record_bytes}")
+        local = self.executor
+        ev = local.sent_results.pop(value, None) if local is not None else None
+        if ev is None:
+            try:
+                ev = decode(value)
+            except DecodeError as err:
+                return self._dlq(msg, f"undecodable: {err}")
+        try:
+            sid = key.decode()
+        except UnicodeDecodeError:
+            return self._dlq(msg, "the key is not UTF-8 text")
+        if ev.session_id != sid:
+            return self._dlq(msg, f"key {sid!r} differs from the event's session_id {ev.session_id!r}")
+        if ev.agent and ev.agent != self.worker.plan.agent_name:
+            return self._dlq(msg, f"unknown agent {ev.agent!r}; this worker runs "
+                                  f"{self.worker.plan.agent_name!r}")
+        payload = ev.payload
+        if isinstance(payload, InputEvent):
+            if not ev.event_id:
+                ev.event_id = f"in/{msg.partition()}/{msg.offset()}"
+            if not ev.timestamp:
+                ev.timestamp = max(msg.timestamp()[1], 0)
+            self.counters.inc("inputs")
+        elif isinstance(payload, DurableCallResult):
+            self.counters.inc("results")
+        else:
+            return self._dlq(msg, f"{ev.type} is not accepted on {self.names.input}; "
+                                  "send InputEvent")
+        ev.seq = 0
+        state = self.states.get(sid)
+        if state is None:
+            if isinstance(payload, DurableCallResult):
+                log.warning("result %s for session %s, which has no state here",
+                            payload.call_id, sid)
+                self.counters.inc("orphan_results")
+            state = self.machine.new_state(sid)
+        before = state.run
+        try:
+            state, emitted = self.machine.apply(state, ev)
+        except (UnsupportedEventError, ValueError) as err:
+            return self._dlq(msg, f"not accepted: {err}")
+        if before is not None and state.run is not before and before.calls:
+            keys = [k for cid, rec in before.calls.items() for a in range(1, rec.attempt + 1)
+                    for k in (outcome_key(cid, a), started_key(cid, a))]
+            self._finished.append((time.monotonic(), sid, keys))
+        self.states[sid] = state
+        part = msg.partition()
+        self.dirty[sid] = part
+        waiting = self._unsaved.get(part)
+        if waiting is None:
+            waiting = self._unsaved[part] = {}
+        if sid not in waiting:
+            now = time.monotonic()
+            waiting[sid] = (msg.offset(), now)
+            if self._delay_deadline == float("inf"):
+                self._delay_deadline = now + self._delay
+        for out in emitted:
+            self._route(out, key)
+        self.counters.inc("events", len(emitted))
+        return None
+
+    def _route(self, ev: AgentEvent, key: bytes) -> None:
+        data = encode(ev)
+        prod = self.producer
+        try:  # the common case without a wrapper frame; BufferError: wait for room
+            prod.produce(self.names.events, data, key, headers=HEADERS)
+        except BufferError:
+            produce(prod, self.names.events, data, key, headers=HEADERS)
+        payload = ev.payload
+        if isinstance(payload, DurableCallRequest):
+            if self.executor is not None:
+                self.executor.submit(ev)
+            else:
+                produce(prod, self.names.requests, data, key, headers=HEADERS)
+            self.counters.inc("requests")
+        elif isinstance(payload, OutputEvent):
+            produce(prod, self.names.output, data, key, headers=HEADERS)
+            self.counters.inc("outputs_failed" if payload.error else "outputs")
+
+    def _produce_event(self, topic: str, ev: AgentEvent) -> None:
+        produce(self.producer, topic, encode(ev), ev.session_id.encode(), headers=HEADERS)
+
+    def _dlq(self, msg: Any, reason: str) -> None:
+        produce(
+            self.producer, self.names.dlq, msg.value(), msg.key(), partition=msg.partition(),
+            headers=dlq_headers(reason, msg.topic(), msg.partition(), msg.offset(), msg.headers()),
+        )
+        self.counters.inc("dlq")
+        log.warning("dead-lettered %s/%s/%s: %s", msg.topic(), msg.partition(), msg.offset(), reason)

@@ -1,0 +1,77 @@
+"""The pure parts of claiming calls: who a started mark names, which mark came first, and
+when a reader reads a partition again."""
+
+from __future__ import annotations
+
+from eddies.connectors.kafka.claims import Claim, Claimant
+from eddies.connectors.kafka.journal import JournalView
+from eddies.connectors.kafka.membership import uses_static_membership
+from eddies.connectors.kafka.positions import Positions
+from eddies.connectors.kafka.records import outcome_key, started_key
+from eddies.connectors.kafka.settings import Settings, load_settings
+
+
+def test_a_mark_names_its_claimant_and_an_earlier_process_of_my_slot_is_dead() -> None:
+    me = Claimant("slot-1", "aaaa")
+    assert Claimant.parse(me.token) == me
+    assert Claimant("slot-1", "bbbb").is_dead_to(me)
+    assert not me.is_dead_to(me)  # my own mark: I am alive
+    assert not Claimant("slot-2", "aaaa").is_dead_to(me)  # another slot may be alive
+    assert Claimant.parse(b"1") == Claimant("", "")  # a mark of an older version names nobody
+    assert not Claimant.parse(b"1").is_dead_to(Claimant("", "x"))
+    assert Claimant.parse(b"host-7|x|y") == Claimant("host-7|x", "y")
+
+
+def test_the_first_mark_of_a_call_wins_and_tombstones_clear_it() -> None:
+    view = JournalView()
+    ref = ("s:r1:i1:c0", 1)
+    view.apply(started_key(*ref), b"a|1", 10)
+    view.apply(started_key(*ref), b"b|2", 12)
+    assert view.started[ref] == Claim(b"a|1", 10)
+    assert view.apply(outcome_key(*ref), b"result", 13) == ref
+    assert view.outcomes[ref] == b"result"
+    view.apply(started_key(*ref), None, 20)
+    view.apply(outcome_key(*ref), None, 21)
+    assert ref not in view.started and ref not in view.outcomes
+
+
+def test_learning_calls_keeps_the_earliest_claim() -> None:
+    ref = ("s:r1:i1:c0", 1)
+    later, earlier = JournalView(), JournalView()
+    later.apply(started_key(*ref), b"b|2", 30)
+    earlier.apply(started_key(*ref), b"a|1", 5)
+    later.learn_calls(earlier)
+    assert later.started[ref].offset == 5
+    earlier.learn_calls(JournalView(started={ref: Claim(b"c|3", 40)}))
+    assert earlier.started[ref].offset == 5
+
+
+def test_a_gap_is_read_again_once_and_not_at_all_when_switched_off() -> None:
+    positions = Positions(reread_gaps=True)
+    assert positions.gap(0, 5) is None  # the first record sets the position
+    positions.advance(0, 5)
+    assert positions.gap(0, 6) is None
+    positions.advance(0, 6)
+    assert positions.gap(0, 9) == 7  # 7 and 8 skipped: read again from 7
+    assert positions.gap(0, 9) is None  # once: a lasting gap (a transaction marker) is accepted
+    positions.advance(0, 9)
+    assert positions.gap_at_end(0, 12) == 10  # the end is past what was read
+    assert positions.gap_at_end(1, 12) is None  # a partition never read has no gap
+    positions.forget(0)
+    assert positions.gap(0, 100) is None
+    off = Positions(reread_gaps=False)
+    off.advance(0, 1)
+    assert off.gap(0, 5) is None
+
+
+def test_static_membership_needs_an_instance_id_and_is_off_on_the_embedded_broker() -> None:
+    def settings(**kw: str) -> Settings:
+        return load_settings(env={}, overrides=kw)
+
+    assert not uses_static_membership(settings(), "kafka-cluster")
+    assert uses_static_membership(settings(instance_id="w1"), "kafka-cluster")
+    assert not uses_static_membership(settings(instance_id="w1"), "tansu_cluster")
+    assert uses_static_membership(settings(instance_id="w1", static_membership="true"),
+                                  "tansu_cluster")
+    assert not uses_static_membership(settings(instance_id="w1", static_membership="false"),
+                                      "kafka-cluster")
