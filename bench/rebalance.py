@@ -244,13 +244,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rate", type=float, default=100.0, help="prompts per second")
     ap.add_argument("--restarts", type=int, default=5)
-    ap.add_argument("--session-timeout-ms", type=int, default=6000)
+    ap.add_argument("--session-timeout-ms", type=int, default=0,
+                    help="the workers' session_timeout_ms (default 0: the worker's choice for the broker)")
     args = ap.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     with EmbeddedBroker() as broker:
         bs = broker.bootstrap
         print(f"embedded broker, {PARTITIONS} partitions, {args.rate:.0f} prompts/s over "
-              f"{SESSIONS} sessions, session.timeout.ms {args.session_timeout_ms}", flush=True)
+              f"{SESSIONS} sessions, session_timeout_ms {args.session_timeout_ms or 'auto'}", flush=True)
         base, gap, moved = join(bs, args.rate, args.session_timeout_ms)
         print(f"join:    survivor gap {gap * 1000:.0f} ms (before the join: {base * 1000:.0f} ms); "
               f"moved partitions' gap {moved:.1f} s", flush=True)

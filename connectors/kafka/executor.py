@@ -125,7 +125,7 @@ class KafkaExecutor:
         # Local mode: results sent to APP.input by their bytes, so the orchestrator of this
         # process takes the event instead of decoding the record it reads back.
         self.sent_results: dict[bytes, AgentEvent] = {}
-        self.consumer = None if local else group_consumer(s, "executor", worker.static_membership)
+        self.consumer = None if local else group_consumer(s, "executor", worker.membership)
         # Local mode: the orchestrator's thread dispatches requests itself (no hop through
         # this executor's loop); the lock guards what dispatching and draining share
         # (inflight, the offsets of done requests).

@@ -1,48 +1,76 @@
 """How worker roles join their consumer groups: incremental (cooperative-sticky)
 rebalancing, so a worker keeps its partitions, sessions and running calls while others
-move; and static membership where the broker supports it, so a restarted worker takes its
-partitions back without a rebalance.
+move; a session timeout suited to the broker; and static membership where the broker
+supports it, so a restarted worker takes its partitions back without a rebalance.
 
-Static membership (``group.instance.id = {app}.{role}.{instance_id}``) needs an explicit
-``instance_id`` unique to the worker slot. The embedded broker (Tansu 0.6) does not
-handle it: a static member restarted under the same id waited over 20 s for its
-partitions and lost some to a newcomer (measured), so ``static_membership = "auto"``
-turns it on only for other brokers. Example::
+The embedded broker (Tansu 0.6) differs from Apache Kafka in two ways that matter here
+(both measured, see bench/RESULTS.md):
 
-    consumer = group_consumer(settings, "orchestrator", static=uses_static_membership(settings, cid))
+- Its coordinator re-runs a pending JoinGroup once a second and answers it after half the
+  session timeout; a killed member is evicted only after a full session timeout, and a
+  rebalance that still counts it waits for it. With session timeouts of 2-6 s a worker
+  restarted after SIGKILL got its partitions after 4-11 s; at 1.5 s (heartbeats every
+  200 ms), after 2 s, every time. Apache Kafka refuses session timeouts under its
+  ``group.min.session.timeout.ms`` (6 s by default), so 1.5 s is used only there.
+- It mishandles static membership: a static member restarted under the same id waited
+  over 20 s for its partitions and lost some to a newcomer.
+
+Example::
+
+    membership = Membership.for_broker(settings, cluster_id)
+    consumer = group_consumer(settings, "orchestrator", membership)
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .settings import Settings
 
 #: The cluster id the embedded broker reports.
 TANSU_CLUSTER_ID = "tansu_cluster"
+#: Session timeouts when ``session_timeout_ms`` is 0 (auto).
+KAFKA_SESSION_TIMEOUT_MS = 6000
+TANSU_SESSION_TIMEOUT_MS = 1500
 
 
-def uses_static_membership(settings: Settings, cluster_id: str | None) -> bool:
-    """Whether the roles join with ``group.instance.id`` (``static_membership``: true,
-    false, or auto: when ``instance_id`` is set and the broker is not the embedded one)."""
-    mode = settings.static_membership
-    if mode == "false" or not settings.instance_id:
-        return False
-    return mode == "true" or cluster_id != TANSU_CLUSTER_ID
+@dataclass(frozen=True)
+class Membership:
+    """Group settings of a worker's roles on one broker."""
+
+    static: bool
+    session_timeout_ms: int
+    heartbeat_ms: int
+
+    @classmethod
+    def for_broker(cls, settings: Settings, cluster_id: str | None) -> Membership:
+        """The settings for the broker whose cluster id is ``cluster_id``.
+
+        ``static_membership``: true, false, or auto (when ``instance_id`` is set and the
+        broker is not the embedded one); ``session_timeout_ms``: as set, or 0 for 6 s
+        (1.5 s on the embedded broker)."""
+        embedded = cluster_id == TANSU_CLUSTER_ID
+        mode = settings.static_membership
+        static = bool(settings.instance_id) and (mode == "true" or (mode == "auto" and not embedded))
+        timeout = settings.session_timeout_ms or (
+            TANSU_SESSION_TIMEOUT_MS if embedded else KAFKA_SESSION_TIMEOUT_MS)
+        # Heartbeats well inside the timeout: a third of it at most, 500 ms at most.
+        return cls(static, timeout, min(500, max(100, timeout // 7)))
 
 
-def group_consumer(s: Settings, role: str, static: bool = False) -> Any:
+def group_consumer(s: Settings, role: str, membership: Membership) -> Any:
     """The consumer of a role's group ``{app}.{role}``: manual commits, cooperative-sticky
-    assignment, short session timeout (fast joins on the embedded broker), low fetch wait
-    (latency); ``static``: with ``group.instance.id``."""
+    assignment, ``membership``'s session timeout and heartbeats (and
+    ``group.instance.id = {app}.{role}.{instance_id}`` when static), low fetch wait."""
     from confluent_kafka import Consumer
 
     conf: dict[str, Any] = {
         "group.id": f"{s.app}.{role}", "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "partition.assignment.strategy": "cooperative-sticky",
-        "session.timeout.ms": s.session_timeout_ms, "heartbeat.interval.ms": 500,
-        "fetch.wait.max.ms": s.fetch_wait_ms,
+        "session.timeout.ms": membership.session_timeout_ms,
+        "heartbeat.interval.ms": membership.heartbeat_ms, "fetch.wait.max.ms": s.fetch_wait_ms,
     }
-    if static:
+    if membership.static:
         conf["group.instance.id"] = f"{s.app}.{role}.{s.instance_id}"
     return Consumer(s.client_config(**conf))

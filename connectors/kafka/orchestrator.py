@@ -102,7 +102,7 @@ class Orchestrator:
         self._sweep_every = min(60.0, s.session_ttl_ms / 10_000)  # a tenth of the TTL, at most 1 min
         self._last_sweep = time.monotonic()
         self.producer = Outbox(s, "orchestrator")
-        self.consumer = group_consumer(s, "orchestrator", worker.static_membership)
+        self.consumer = group_consumer(s, "orchestrator", worker.membership)
         # The in-process executor (role "all"), given requests in memory; else they go to
         # APP.requests for executor processes.
         self.executor: KafkaExecutor | None = None
@@ -153,13 +153,15 @@ class Orchestrator:
         if not numbers:
             self.assigned.set()
             return
+        began = time.monotonic()
         local = self.executor
         if local is not None:  # it follows their journal from there on, and owns their calls
             view = local.restore(numbers)
         else:
             view = read_journal(self.settings, self.names.journal, numbers)
-        log.info("orchestrator assigned partitions %s: %d journal records, %d sessions",
-                 sorted(numbers), view.records, len(view.snapshots))
+        log.info("orchestrator assigned partitions %s: %d journal records, %d sessions (read in "
+                 "%.0f ms)", sorted(numbers), view.records, len(view.snapshots),
+                 (time.monotonic() - began) * 1000)
         for sid, data in view.snapshots.items():
             state, requests = self.machine.resume(SessionState.from_bytes(data))
             self.states[sid] = state
@@ -201,9 +203,11 @@ class Orchestrator:
         numbers = {tp.partition for tp in partitions} & self.partitions
         if not numbers:
             return
-        log.info("orchestrator partitions revoked: %s", sorted(numbers))
+        began = time.monotonic()
         self._commit(sync=True, everything=True)
         self._drop(numbers)
+        log.info("orchestrator partitions revoked: %s (committed in %.0f ms)", sorted(numbers),
+                 (time.monotonic() - began) * 1000)
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
         numbers = {tp.partition for tp in partitions} & self.partitions

@@ -56,7 +56,7 @@ class Settings:
     snapshot_delay_ms: int = 5000
     journal_retention_ms: int = 24 * 3600 * 1000
     session_ttl_ms: int = 7 * 24 * 3600 * 1000
-    session_timeout_ms: int = 6000
+    session_timeout_ms: int = 0  # 0: 6000, or 1500 on the embedded broker (membership.py)
     outcome_wait_ms: int = 60_000  # a call another worker started: wait this long for its outcome
     kafka: dict[str, str] = field(default_factory=dict)
 
@@ -67,11 +67,11 @@ class Settings:
         if self.role not in ("all", "orchestrator", "executor"):
             raise ConfigError(f"role: {self.role!r} is not one of all, orchestrator, executor")
         for key in ("partitions", "replication", "executor_concurrency", "max_record_bytes",
-                    "batch_size", "session_timeout_ms", "commit_interval_ms",
+                    "batch_size", "commit_interval_ms",
                     "journal_retention_ms", "session_ttl_ms", "outcome_wait_ms"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
-        for key in ("fetch_wait_ms", "linger_ms", "snapshot_delay_ms"):
+        for key in ("fetch_wait_ms", "linger_ms", "snapshot_delay_ms", "session_timeout_ms"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}: must not be negative, got {getattr(self, key)}")
         if self.static_membership not in ("auto", "true", "false"):

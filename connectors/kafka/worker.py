@@ -17,7 +17,7 @@ from eddies.engine import Agent, AgentPlan
 
 from .counters import Counters
 from .executor import KafkaExecutor
-from .membership import uses_static_membership
+from .membership import Membership
 from .orchestrator import Orchestrator
 from .settings import Settings, load_agent
 from .topics import TopicNames, ensure_topics
@@ -52,7 +52,7 @@ class Worker:
         self.executor: KafkaExecutor | None = None
         #: This process's incarnation: started marks name it (see claims.py).
         self.incarnation = uuid.uuid4().hex[:12]
-        self.static_membership = False
+        self.membership = Membership(False, settings.session_timeout_ms or 6000, 500)
 
     def start(self) -> Worker:
         """Create missing topics, then start the role threads."""
@@ -61,11 +61,11 @@ class Worker:
         admin = AdminClient(self.settings.client_config())
         ensure_topics(admin, self.names, self.settings.partitions, self.settings.replication)
         cluster = admin.list_topics(timeout=15).cluster_id
-        self.static_membership = uses_static_membership(self.settings, cluster)
+        self.membership = Membership.for_broker(self.settings, cluster)
         role = self.settings.role
-        log.info("worker %s/%s joining the groups of app %s (role %s, static membership %s)",
-                 self.settings.slot, self.incarnation, self.settings.app, role,
-                 "on" if self.static_membership else "off")
+        log.info("worker %s/%s joining the groups of app %s (role %s, session timeout %d ms, "
+                 "static membership %s)", self.settings.slot, self.incarnation, self.settings.app,
+                 role, self.membership.session_timeout_ms, "on" if self.membership.static else "off")
         if role in ("all", "orchestrator"):
             self.orchestrator = Orchestrator(self)
         if role in ("all", "executor"):

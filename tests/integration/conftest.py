@@ -46,5 +46,4 @@ def settings(bootstrap: str) -> Settings:
         "bootstrap_servers": bootstrap,
         "app": f"t{uuid.uuid4().hex[:10]}",
         "partitions": 4,
-        "session_timeout_ms": 3000,
     })

@@ -30,7 +30,7 @@ CONCURRENCY = 4
 def _worker(settings: Settings, server: OpenAIServer, log: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, TEST_OPENAI_BASE=server.base_url, TEST_EFFECTS=str(log.parent / "effects.log"),
                EDDIES_EXACTLY_ONCE=str(settings.exactly_once).lower(), EDDIES_INSTANCE_ID="slot-0",
-               EDDIES_EXECUTOR_CONCURRENCY=str(CONCURRENCY), EDDIES_SESSION_TIMEOUT_MS="3000",
+               EDDIES_EXECUTOR_CONCURRENCY=str(CONCURRENCY),
                LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true")
     return subprocess.Popen(
         [sys.executable, "-m", "eddies", "worker", "--app", settings.app,

@@ -13,21 +13,10 @@ from eddies.connectors.kafka.client import producer, send_input
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.worker import Worker
 from eddies.events import OutputEvent, partition_for
+from tests.integration.sessions import sessions_on_every_partition
 from tests.integration.test_worker import outputs
 
 pytestmark = pytest.mark.integration
-
-
-def _sessions(partitions: int, each: int) -> list[str]:
-    chosen: dict[int, list[str]] = {p: [] for p in range(partitions)}
-    n = 0
-    while any(len(c) < each for c in chosen.values()):
-        sid = f"g{n}"
-        if len(chosen[partition_for(sid, partitions)]) < each:
-            chosen[partition_for(sid, partitions)].append(sid)
-        n += 1
-    # Interleaved: the first ``partitions`` sessions are on different partitions.
-    return [chosen[p][i] for i in range(each) for p in range(partitions)]
 
 
 def _wait(predicate: object, timeout: float = 60) -> None:
@@ -65,7 +54,7 @@ def test_the_old_owner_finishes_a_running_call_and_the_new_owner_takes_its_outco
     from tests.agents import GATE, GATED_CALLS
 
     settings.partitions = 2
-    sessions = _sessions(2, 3)
+    sessions = sessions_on_every_partition("g", 2, 3)
     GATE.clear()
     GATED_CALLS.clear()
     # One call running on A per partition, the others queued behind them: whichever
@@ -97,7 +86,7 @@ def test_the_wait_for_another_workers_outcome_is_bounded(settings: Settings) -> 
 
     settings.partitions = 2
     settings.outcome_wait_ms = 1500
-    sessions = _sessions(2, 1)
+    sessions = sessions_on_every_partition("g", 2, 1)
     GATE.clear()
     GATED_CALLS.clear()
     first, second = _start_two(settings, sessions, running=2)

@@ -25,24 +25,14 @@ import pytest
 from eddies.connectors.kafka.client import producer, read_events, send_input
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames, ensure_topics
-from eddies.events import AgentEvent, OutputEvent, partition_for
+from eddies.events import AgentEvent, OutputEvent
+from tests.integration.sessions import sessions_on_every_partition
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
-def sessions(per_partition: int = 4, partitions: int = 4) -> list[int]:
-    """Numbers of sessions ``s{n}``, as many on every partition (so every worker has work)."""
-    chosen: dict[int, list[int]] = {p: [] for p in range(partitions)}
-    n = 0
-    while any(len(c) < per_partition for c in chosen.values()):
-        part = chosen[partition_for(f"s{n}", partitions)]
-        if len(part) < per_partition:
-            part.append(n)
-        n += 1
-    return sorted(x for c in chosen.values() for x in c)
-
-
-SESSIONS = sessions()
+#: Session numbers n of sessions "s{n}", four on every partition.
+SESSIONS = sorted(int(s[1:]) for s in sessions_on_every_partition("s", 4, 4))
 RUNS = int(os.environ.get("SCALE_OUT_RUNS", "1"))
 
 
@@ -51,7 +41,6 @@ def start_worker(settings: Settings, slot: str, effects: Path, log: Path,
                  extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     env = dict(os.environ, TEST_EFFECTS=str(effects), TEST_EFFECT_DELAY="1.0",
                EDDIES_INSTANCE_ID=slot, EDDIES_EXECUTOR_CONCURRENCY="1",
-               EDDIES_SESSION_TIMEOUT_MS=str(settings.session_timeout_ms),
                LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true", EDDIES_LOG_LEVEL="INFO",
                **(extra_env or {}))
     return subprocess.Popen(

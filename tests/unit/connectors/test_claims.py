@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from eddies.connectors.kafka.claims import Claim, Claimant
 from eddies.connectors.kafka.journal import JournalView
-from eddies.connectors.kafka.membership import uses_static_membership
+from eddies.connectors.kafka.membership import TANSU_CLUSTER_ID, Membership
 from eddies.connectors.kafka.positions import Positions
 from eddies.connectors.kafka.records import outcome_key, started_key
-from eddies.connectors.kafka.settings import Settings, load_settings
+from eddies.connectors.kafka.settings import load_settings
 
 
 def test_a_mark_names_its_claimant_and_an_earlier_process_of_my_slot_is_dead() -> None:
@@ -64,14 +64,17 @@ def test_a_gap_is_read_again_once_and_not_at_all_when_switched_off() -> None:
     assert off.gap(0, 5) is None
 
 
-def test_static_membership_needs_an_instance_id_and_is_off_on_the_embedded_broker() -> None:
-    def settings(**kw: str) -> Settings:
-        return load_settings(env={}, overrides=kw)
+def test_membership_suits_the_broker() -> None:
+    def on(cluster: str, **kw: str | int) -> Membership:
+        return Membership.for_broker(load_settings(env={}, overrides=kw), cluster)
 
-    assert not uses_static_membership(settings(), "kafka-cluster")
-    assert uses_static_membership(settings(instance_id="w1"), "kafka-cluster")
-    assert not uses_static_membership(settings(instance_id="w1"), "tansu_cluster")
-    assert uses_static_membership(settings(instance_id="w1", static_membership="true"),
-                                  "tansu_cluster")
-    assert not uses_static_membership(settings(instance_id="w1", static_membership="false"),
-                                      "kafka-cluster")
+    # Static membership needs an instance id, and is off on the embedded broker unless forced.
+    assert not on("kafka-cluster").static
+    assert on("kafka-cluster", instance_id="w1").static
+    assert not on(TANSU_CLUSTER_ID, instance_id="w1").static
+    assert on(TANSU_CLUSTER_ID, instance_id="w1", static_membership="true").static
+    assert not on("kafka-cluster", instance_id="w1", static_membership="false").static
+    # Session timeouts: Apache Kafka's minimum by default, the fast one on the embedded broker.
+    assert (on("kafka-cluster").session_timeout_ms, on("kafka-cluster").heartbeat_ms) == (6000, 500)
+    assert (on(TANSU_CLUSTER_ID).session_timeout_ms, on(TANSU_CLUSTER_ID).heartbeat_ms) == (1500, 214)
+    assert on(TANSU_CLUSTER_ID, session_timeout_ms=10_000).session_timeout_ms == 10_000
