@@ -85,12 +85,27 @@ def raw_loop(bootstrap: str, n: int, run: int) -> float:
     return n / elapsed
 
 
+#: The agent of the engine measurements (``--agent``).
+AGENT = "eddies.demo:one_turn_agent"
+
+
+def calculator_with_idempotent_tool() -> object:
+    """The calculator whose tool is declared idempotent (no started mark, no claim): with
+    ``--agent bench.kafka:calculator_with_idempotent_tool`` against
+    ``eddies.demo:calculator_agent``, the latency difference is what claiming a
+    non-idempotent call costs."""
+    from eddies.demo import add, calculator_agent
+    from eddies.engine.resources import FunctionTool
+
+    return calculator_agent(tool=FunctionTool(add, idempotent=True))
+
+
 def start_worker(bootstrap: str, app: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
                EDDIES_LOG_LEVEL="INFO")
     return subprocess.Popen(
         [sys.executable, "-m", "eddies", "worker", "--app", app, "--bootstrap-servers", bootstrap,
-         "--partitions", str(PARTITIONS), "--agent", "eddies.demo:one_turn_agent"],
+         "--partitions", str(PARTITIONS), "--agent", AGENT],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
         stderr=open(os.environ.get("BENCH_WORKER_LOG", os.devnull), "ab"),
     )
@@ -200,12 +215,25 @@ def live(bootstrap: str, n: int, latency_samples: int) -> tuple[float, list[floa
 
 
 def main() -> None:
+    global AGENT
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="raw loop records")
     parser.add_argument("--sessions", type=int, default=20_000, help="one-turn sessions")
     parser.add_argument("--repeats", type=int, default=3, help="raw loops and engine bursts")
     parser.add_argument("--latency-samples", type=int, default=100)
+    parser.add_argument("--agent", default="eddies.demo:one_turn_agent",
+                        help="module:attribute of the workers' agent")
+    parser.add_argument("--latency-only", action="store_true",
+                        help="only the idle latency (no raw loop, no bursts)")
     args = parser.parse_args()
+    AGENT = args.agent
+    if args.latency_only:
+        with EmbeddedBroker() as broker:
+            _, lat = live(broker.bootstrap, 0, args.latency_samples)
+        lat.sort()
+        print(f"{args.agent}: idle end-to-end latency p50 {statistics.median(lat):.1f} ms, p99 "
+              f"{lat[min(len(lat) - 1, int(len(lat) * 0.99))]:.1f} ms ({len(lat)} prompts)")
+        return
     with EmbeddedBroker() as broker:
         raws = [raw_loop(broker.bootstrap, args.records, run) for run in range(args.repeats)]
         # Every measurement on a fresh app (its own topics and worker), as each raw loop on its

@@ -58,3 +58,18 @@ def test_every_package_directory_is_installed() -> None:
             rel = init.parent.relative_to(ROOT / folder)
             package = ".".join([name, *rel.parts]) if rel.parts else name
             assert package in listed, f"{package} ({init.parent}) missing from pyproject packages"
+
+
+def test_a_worker_imports_no_model_library_before_it_joins() -> None:
+    """A (re)started worker joins its groups fast: an agent on litellm is built and compiled
+    into a worker without importing litellm (it takes seconds; first use imports it)."""
+    code = ("import os, sys; os.environ['TEST_OPENAI_BASE'] = 'http://127.0.0.1:9/v1'; "
+            "from eddies.connectors.kafka.settings import load_settings; "
+            "from eddies.connectors.kafka.worker import Worker; "
+            "from tests.integration.agents import http_calculator; "
+            "Worker(load_settings(env={}, overrides={'bootstrap_servers': '127.0.0.1:9'}), "
+            "http_calculator()); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'litellm', 'openai', 'tiktoken'}))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=ROOT)
+    assert out.stdout.strip() == "[]"
