@@ -60,7 +60,9 @@ class TopicNames:
     def configs(self, name: str) -> dict[str, str]:
         """Topic configs Eddies sets when it creates ``name``."""
         if name == self.journal:
-            return {"cleanup.policy": "compact"}
+            # A call's first started mark must outlive the claim checks that compare
+            # against it: compaction keeps only the latest mark of a key (see claims.py).
+            return {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
         return {}
 
 
