@@ -105,6 +105,8 @@ def read_records(settings: Settings, topic: str, *, follow: bool = False, timeou
         consumer.assign([TopicPartition(topic, p, offset) for p in partitions])
         at_end: set[int] = set()
         positions = Positions(reread_gaps)
+        for p in partitions:  # an end reported before any record is a gap too
+            positions.start(p, offset)
         last = time.monotonic()
         while True:
             msgs = next_batch(consumer, 500, 0.1)

@@ -105,7 +105,9 @@ class KafkaExecutor:
         self.finished = threading.Event()  # set when run() has returned
         self.inflight: set[CallRef] = set()  # queued or running here
         self.owned: set[int] = set()  # session partitions whose calls this process may start
-        self.tail = JournalTail(s, self.names.journal, retention_s=min(60.0, s.journal_retention_ms / 1000))
+        self.reread_gaps = worker.membership.reread_gaps(s)
+        self.tail = JournalTail(s, self.names.journal, retention_s=min(60.0, s.journal_retention_ms / 1000),
+                                reread_gaps=self.reread_gaps)
         self._offsets: dict[int, dict[int, bool]] = {}  # partition -> offset -> done
         # Call threads report (APP.requests partition, offset, call, settled) here.
         self._done: queue.SimpleQueue[tuple[int | None, int, CallRef, bool]] = queue.SimpleQueue()
@@ -141,7 +143,8 @@ class KafkaExecutor:
     def restore(self, partitions: set[int]) -> JournalView:
         """Partitions gained: read their journal to its end, follow it from there, and
         start their calls from now on. Returns what was read (snapshots included)."""
-        view = read_journal(self.settings, self.names.journal, partitions)
+        view = read_journal(self.settings, self.names.journal, partitions,
+                            reread_gaps=self.reread_gaps)
         if not self.tail.started:
             self.tail.start()
         self.tail.follow(view)
@@ -205,12 +208,15 @@ class KafkaExecutor:
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         numbers = {tp.partition for tp in partitions} - self.owned
         if numbers:
-            self.restore(numbers)
+            view = self.restore(numbers)
+            log.info("executor assigned partitions %s: %d journal records", sorted(numbers),
+                     view.records)
         self.assigned.set()
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         self._drain(block=False, force=True)
         numbers = {tp.partition for tp in partitions}
+        log.info("executor partitions revoked: %s", sorted(numbers))
         self.release(numbers)
         for part in numbers:
             self._offsets.pop(part, None)

@@ -67,15 +67,16 @@ class JournalView:
         return None
 
 
-def read_journal(settings: Settings, topic: str, partitions: set[int], timeout: float = 60.0) -> JournalView:
+def read_journal(settings: Settings, topic: str, partitions: set[int], timeout: float = 60.0,
+                 reread_gaps: bool = False) -> JournalView:
     """Read ``partitions`` of the journal from the beginning to their true end (TimeoutError
-    if no progress is made for ``timeout`` seconds)."""
+    if no progress is made for ``timeout`` seconds; ``reread_gaps``: see positions.py)."""
     view = JournalView()
     if not partitions:
         return view
     view.ends = dict.fromkeys(partitions, 0)
     for msg in read_records(settings, topic, partitions=sorted(partitions), timeout=timeout,
-                            reread_gaps=not settings.exactly_once, ends=view.ends):
+                            reread_gaps=reread_gaps, ends=view.ends):
         key = msg.key()
         if key is None:
             continue

@@ -55,7 +55,8 @@ class Watch:
 class JournalTail:
     """Reads followed journal partitions as they grow; see the module docstring."""
 
-    def __init__(self, settings: Settings, topic: str, retention_s: float = 60.0) -> None:
+    def __init__(self, settings: Settings, topic: str, retention_s: float = 60.0,
+                 reread_gaps: bool = False) -> None:
         self.settings = settings
         self.topic = topic
         #: Guards ``view`` and the watches; notified whenever the tail has read further.
@@ -64,7 +65,7 @@ class JournalTail:
         #: Items of watched calls whose outcome arrived: (item, outcome bytes).
         self.arrived: queue.SimpleQueue[tuple[Any, bytes]] = queue.SimpleQueue()
         self._watches: dict[CallRef, Watch] = {}
-        self._positions = Positions(reread_gaps=not settings.exactly_once)
+        self._positions = Positions(reread_gaps)
         self._following: set[int] = set()
         self._leaving: set[int] = set()  # released, still read while claims on them are checked
         self._claims: dict[int, int] = {}  # partition -> claims being checked

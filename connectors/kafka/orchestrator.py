@@ -89,9 +89,9 @@ class Orchestrator:
         self.partitions: set[int] = set()
         # Next offset per input partition of the records actually applied. Offsets are
         # committed from here, never from consumer positions: a rebalance callback can run
-        # while records already returned by the consumer wait to be applied. With
-        # transactions, executors' commit markers leave gaps all the time: not re-read.
-        self._positions = Positions(reread_gaps=not s.exactly_once)
+        # while records already returned by the consumer wait to be applied. Skipped offsets
+        # are re-read on the embedded broker only (positions.py).
+        self._positions = Positions(reread_gaps=worker.membership.reread_gaps(s))
         self._assignments = 0  # partitions gained so far (a paused input pauses new ones too)
         self.assigned = threading.Event()
         self._interval = s.commit_interval_ms / 1000
@@ -158,7 +158,8 @@ class Orchestrator:
         if local is not None:  # it follows their journal from there on, and owns their calls
             view = local.restore(numbers)
         else:
-            view = read_journal(self.settings, self.names.journal, numbers)
+            view = read_journal(self.settings, self.names.journal, numbers,
+                                reread_gaps=self._positions.reread_gaps)
         log.info("orchestrator assigned partitions %s: %d journal records, %d sessions (read in "
                  "%.0f ms)", sorted(numbers), view.records, len(view.snapshots),
                  (time.monotonic() - began) * 1000)

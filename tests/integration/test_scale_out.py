@@ -36,7 +36,7 @@ SESSIONS = sorted(int(s[1:]) for s in sessions_on_every_partition("s", 4, 4))
 RUNS = int(os.environ.get("SCALE_OUT_RUNS", "1"))
 
 
-def start_worker(settings: Settings, slot: str, effects: Path, log: Path,
+def start_worker(settings: Settings, slot: str, effects: Path, log: Path, role: str = "all",
                  agent: str = "tests.integration.agents:effects_agent",
                  extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     env = dict(os.environ, TEST_EFFECTS=str(effects), TEST_EFFECT_DELAY="1.0",
@@ -46,7 +46,7 @@ def start_worker(settings: Settings, slot: str, effects: Path, log: Path,
     return subprocess.Popen(
         [sys.executable, "-m", "eddies", "worker", "--app", settings.app,
          "--bootstrap-servers", settings.bootstrap_servers, "--partitions", str(settings.partitions),
-         "--agent", agent],
+         "--agent", agent, "--role", role],
         cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
     )
 
@@ -82,18 +82,27 @@ class Feeder(threading.Thread):
 
 
 @pytest.mark.parametrize("attempt", range(RUNS))
+@pytest.mark.parametrize("layout", ["all", "split"])
 def test_scale_out_and_in_under_load_repeats_no_side_effect(
-        settings: Settings, tmp_path: Path, attempt: int) -> None:
+        settings: Settings, tmp_path: Path, layout: str, attempt: int) -> None:
+    """``all``: workers with both roles scale 1 -> 2 -> 3 -> 1. ``split``: one orchestrator
+    process stays; executor processes (``--role executor``, their own group on
+    APP.requests) scale 1 -> 2 -> 3 -> 1."""
     from confluent_kafka.admin import AdminClient
 
     ensure_topics(AdminClient(settings.client_config()), TopicNames(settings.app), settings.partitions)
     effects = tmp_path / "effects.log"
     effects.touch()
     logs = [tmp_path / f"w{i}.log" for i in range(3)]
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[subprocess.Popen[bytes]] = []  # w0, w1, w2: the workers that scale
+    role = "all" if layout == "all" else "executor"
+    stable: list[subprocess.Popen[bytes]] = []  # an orchestrator process (split)
     feeder = Feeder(settings, every=0.8)
     try:
-        procs.append(start_worker(settings, "w0", effects, logs[0]))
+        if layout == "split":
+            stable.append(start_worker(settings, "o", effects, tmp_path / "o.log", "orchestrator"))
+            logs.append(tmp_path / "o.log")
+        procs.append(start_worker(settings, "w0", effects, logs[0], role))
         deadline = time.monotonic() + 60  # the first worker answers before the load starts
         send_input(settings, "warmup", json.dumps({"a": 99, "b": 0}))
         while not outputs(settings) and time.monotonic() < deadline:
@@ -103,7 +112,7 @@ def test_scale_out_and_in_under_load_repeats_no_side_effect(
         time.sleep(3)
         for action, at in [("start", 1), ("start", 2), ("stop", 2), ("stop", 1)]:
             if action == "start":
-                procs.append(start_worker(settings, f"w{at}", effects, logs[at]))
+                procs.append(start_worker(settings, f"w{at}", effects, logs[at], role))
                 # Until the newcomer performs calls: the group has moved partitions to it.
                 deadline = time.monotonic() + 60
                 while str(procs[at].pid) not in effects.read_text():
@@ -122,15 +131,15 @@ def test_scale_out_and_in_under_load_repeats_no_side_effect(
         deadline = time.monotonic() + 120
         got = outputs(settings)
         while len(got) < expected and time.monotonic() < deadline:
-            assert procs[0].poll() is None, logs[0].read_text()[-3000:]
+            assert all(p.poll() is None for p in (procs[0], *stable)), logs[0].read_text()[-3000:]
             time.sleep(0.5)
             got = outputs(settings)
     finally:
         feeder.halt.set()
-        for p in procs:
+        for p in procs + stable:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
-        for p in procs:
+        for p in procs + stable:
             try:
                 p.wait(60)
             except subprocess.TimeoutExpired:

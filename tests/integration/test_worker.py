@@ -187,9 +187,9 @@ def test_a_record_that_is_not_delivered_stops_the_commit(settings: Settings, exa
 
 
 def test_offset_gaps_in_the_input_are_read_again_once(settings: Settings) -> None:
-    """Inputs from a transactional producer leave a commit marker after each record: the
-    worker re-reads once from every gap it sees (the embedded broker can hide a record
-    behind one) and still answers every input exactly once."""
+    """Inputs from a transactional producer leave a commit marker after each record: on the
+    embedded broker (which can hide a record behind a gap) the worker re-reads once from
+    every gap it sees, elsewhere it does not; either way it answers every input once."""
     from confluent_kafka import Producer
 
     worker = Worker(settings, calculator_agent()).start()
@@ -213,7 +213,10 @@ def test_offset_gaps_in_the_input_are_read_again_once(settings: Settings) -> Non
         worker.stop()
     answers = sorted((ev.session_id, ev.run, ev.payload.output) for ev in got)  # type: ignore[attr-defined]
     assert answers == sorted((sid, r + 1, f"The result is {r + 1}.") for sid in sessions for r in range(2))
-    assert worker.counters.get("input_gaps") > 0
+    if worker.membership.embedded:
+        assert worker.counters.get("input_gaps") > 0
+    else:  # Apache Kafka skips no records: a gap is a marker (or compaction), not re-read
+        assert worker.counters.get("input_gaps") == 0
 
 
 def _committed_input_offset(settings: Settings, session: str) -> int:

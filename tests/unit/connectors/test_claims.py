@@ -78,3 +78,12 @@ def test_membership_suits_the_broker() -> None:
     assert (on("kafka-cluster").session_timeout_ms, on("kafka-cluster").heartbeat_ms) == (6000, 500)
     assert (on(TANSU_CLUSTER_ID).session_timeout_ms, on(TANSU_CLUSTER_ID).heartbeat_ms) == (1500, 214)
     assert on(TANSU_CLUSTER_ID, session_timeout_ms=10_000).session_timeout_ms == 10_000
+
+
+def test_skipped_offsets_are_re_read_only_on_the_embedded_broker_without_transactions() -> None:
+    plain, transactional = load_settings(env={}), load_settings(env={}, overrides={"exactly_once": True})
+    embedded = Membership.for_broker(plain, TANSU_CLUSTER_ID)
+    kafka = Membership.for_broker(plain, "kafka-cluster")
+    assert embedded.reread_gaps(plain)
+    assert not embedded.reread_gaps(transactional)  # markers leave gaps all the time
+    assert not kafka.reread_gaps(plain)  # a compacted journal is full of legitimate holes
