@@ -59,6 +59,9 @@ from .records import HEADERS, dlq_headers, journal_partition, outcome_key, snaps
 
 log = logging.getLogger("eddies.worker")
 
+#: On stop, how long running calls may take to finish before the worker leaves its group.
+STOP_CALLS_WAIT_S = 20.0
+
 
 def _kafka() -> Any:
     import confluent_kafka
@@ -139,11 +142,14 @@ class Orchestrator:
                 if now - self._last_commit >= self._interval and (self.dirty or self._due(now)):
                     self._commit()
         finally:
+            stop.set()  # also when this loop failed: the executor winds down too
             local = self.executor
-            if local is not None:
-                # Its running calls journal their outcomes before this worker leaves the
-                # group, so the next owner of their sessions finds them.
-                local.finished.wait(60)
+            # Its running calls journal their outcomes before this worker leaves the group,
+            # so the next owner of their sessions finds them.
+            if local is not None and not local.finished.wait(STOP_CALLS_WAIT_S):
+                log.warning("stopping with %d calls still running after %.0f s: the next owners "
+                            "of their sessions wait for their outcomes (outcome_wait_ms), then "
+                            "treat them as unknown", len(local.inflight), STOP_CALLS_WAIT_S)
             self._commit(everything=True)
             self.consumer.close()
 

@@ -99,8 +99,9 @@ class Worker:
         parts = [p for p in (self.orchestrator, self.executor) if p is not None]
         return all(p.assigned.wait(timeout) for p in parts)
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """Stop the roles (offsets committed, producers flushed)."""
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the roles: calls not started are dropped, running ones get up to 20 s to
+        finish, then sessions are snapshotted, offsets committed, producers flushed."""
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout)
