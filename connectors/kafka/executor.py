@@ -381,8 +381,8 @@ class KafkaExecutor:
                 raise TimeoutError(f"the journal tail did not read partition {jpart} past "
                                    f"offset {mark.offset} within {CLAIM_READ_TIMEOUT} s")
             with tail.lock:
-                if jpart not in self.owned and tail.view.started.get(ref) is not None \
-                        and tail.view.started[ref].offset != mark.offset:
+                first = tail.view.started.get(ref)
+                if jpart not in self.owned and first is not None and first.offset != mark.offset:
                     self.counters.inc("claims_lost")
                     return "left"  # lost, and no longer ours to wait for
                 verdict, recorded = self._verdict(request, part, offset, mark.offset)

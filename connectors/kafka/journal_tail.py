@@ -178,11 +178,6 @@ class JournalTail:
             late = [ref for ref, w in self._watches.items() if w.deadline <= now]
             return [self._watches.pop(ref).item for ref in late]
 
-    @property
-    def watching(self) -> int:
-        """How many calls are watched."""
-        return len(self._watches)
-
     # --- the reading thread ---------------------------------------------------------------
     def _run(self) -> None:
         try:

@@ -220,9 +220,6 @@ class Orchestrator:
         numbers = {tp.partition for tp in partitions} & self.partitions
         log.warning("orchestrator partitions lost (the group went on without this worker): %s; "
                     "their sessions are dropped here without a snapshot", sorted(numbers))
-        for sid, part in list(self.dirty.items()):
-            if part in numbers:
-                del self.dirty[sid]
         self._drop(numbers)
 
     def _drop(self, numbers: set[int]) -> None:
@@ -232,10 +229,12 @@ class Orchestrator:
         for part in numbers:
             self._positions.forget(part)
             self._unsaved.pop(part, None)
+        # Nothing left to snapshot there (after a revoke's commit; never after a loss).
+        for sid in [s for s, part in self.dirty.items() if part in numbers]:
+            del self.dirty[sid]
         gone = [s for s in self.states if partition_for(s, self.settings.partitions) in numbers]
         for sid in gone:
             del self.states[sid]
-            self.dirty.pop(sid, None)
         self.machine.evict(*gone)
         self.partitions -= numbers
 

@@ -52,7 +52,7 @@ class Worker:
         self.executor: KafkaExecutor | None = None
         #: This process's incarnation: started marks name it (see claims.py).
         self.incarnation = uuid.uuid4().hex[:12]
-        self.membership = Membership(False, settings.session_timeout_ms or 6000, 500)
+        self.membership = Membership.for_broker(settings, None)  # until start() asks the broker
 
     def start(self) -> Worker:
         """Create missing topics, then start the role threads."""

@@ -29,8 +29,10 @@ def _wait(predicate: object, timeout: float = 60) -> None:
 def _start_two(settings: Settings, sessions: list[str], running: int) -> tuple[Worker, Worker]:
     """A owns every partition, ``running`` calls running (gated) and the others queued
     behind them; then B joins and takes some partitions. (Two workers, two slots.)"""
-    from tests.agents import GATED_CALLS, Gated
+    from tests.agents import GATE, GATED_CALLS, Gated
 
+    GATE.clear()
+    GATED_CALLS.clear()
     settings.executor_concurrency = running
     first = Worker(dataclasses.replace(settings, instance_id="a"), Gated()).start()
     assert first.wait_assigned(60)
@@ -55,8 +57,6 @@ def test_the_old_owner_finishes_a_running_call_and_the_new_owner_takes_its_outco
 
     settings.partitions = 2
     sessions = sessions_on_every_partition("g", 2, 3)
-    GATE.clear()
-    GATED_CALLS.clear()
     # One call running on A per partition, the others queued behind them: whichever
     # partition moves, B finds a call A is running (and waits for it) and calls A has
     # queued (A drops them, B runs them).
@@ -87,8 +87,6 @@ def test_the_wait_for_another_workers_outcome_is_bounded(settings: Settings) -> 
     settings.partitions = 2
     settings.outcome_wait_ms = 1500
     sessions = sessions_on_every_partition("g", 2, 1)
-    GATE.clear()
-    GATED_CALLS.clear()
     first, second = _start_two(settings, sessions, running=2)
     try:
         b = second.orchestrator
