@@ -29,8 +29,9 @@ from eddies.connectors.kafka import worker as kafka_worker
 from eddies.connectors.kafka.client import input_event
 from eddies.connectors.kafka.records import HEADERS
 from eddies.connectors.kafka.settings import load_settings
+from eddies.connectors.signing import DEV_KEY, ResultSigner
 from eddies.demo import one_turn_agent
-from eddies.events import encode
+from eddies.events import encode, partition_for
 
 BATCH = 250  # records per consumer batch, then the executor's results, then a commit
 
@@ -38,11 +39,12 @@ BATCH = 250  # records per consumer batch, then the executor's results, then a c
 class Record:
     """What the worker reads of a confluent-kafka Message."""
 
-    __slots__ = ("_key", "_offset", "_partition", "_topic", "_value")
+    __slots__ = ("_headers", "_key", "_offset", "_partition", "_topic", "_value")
 
-    def __init__(self, topic: str, partition: int, offset: int, key: bytes, value: bytes) -> None:
+    def __init__(self, topic: str, partition: int, offset: int, key: bytes, value: bytes,
+                 headers: list[tuple[str, bytes]] = HEADERS) -> None:
         self._topic, self._partition, self._offset = topic, partition, offset
-        self._key, self._value = key, value
+        self._key, self._value, self._headers = key, value, headers
 
     def error(self) -> None:
         return None
@@ -63,7 +65,7 @@ class Record:
         return self._value
 
     def headers(self) -> list[tuple[str, bytes]]:
-        return HEADERS
+        return self._headers
 
     def timestamp(self) -> tuple[int, int]:
         return (1, 1000)
@@ -73,11 +75,11 @@ class MemoryProducer:
     """Keeps produced records in a list."""
 
     def __init__(self) -> None:
-        self.records: list[tuple[str, bytes | None, bytes | None]] = []
+        self.records: list[tuple[str, bytes | None, bytes | None, Any]] = []
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
-                **_: Any) -> None:
-        self.records.append((topic, key, value))
+                headers: Any = None, **_: Any) -> None:
+        self.records.append((topic, key, value, headers))
 
     def poll(self, timeout: float = 0) -> int:
         return 0
@@ -98,6 +100,7 @@ class WorkerPath:
         settings = load_settings(env={}, overrides={
             "bootstrap_servers": "127.0.0.1:9", "app": "cpu", "agent": "eddies.demo:one_turn_agent"})
         worker = kafka_worker.Worker(settings, one_turn_agent())
+        worker.signer = ResultSigner([DEV_KEY])  # as start() would on the embedded broker
         self.orchestrator = orch = kafka_worker.Orchestrator(worker)
         self.executor = ex = kafka_worker.KafkaExecutor(worker, orch.machine.callable_for, local=True)
         orch.executor = ex
@@ -108,7 +111,8 @@ class WorkerPath:
             outbox.producer = memory
             outbox.produce = memory.produce  # type: ignore[method-assign]
         orch.consumer = NoCommits()
-        orch.partitions = {0}
+        self.partitions = settings.partitions
+        orch.partitions = set(range(settings.partitions))
         ex.owned = set(range(settings.partitions))  # its calls may run here
         self.offset = 0
         self.topic = worker.names.input
@@ -119,16 +123,19 @@ class WorkerPath:
         for start in range(first, first + n, BATCH):
             batch = []
             for i in range(start, min(start + BATCH, first + n)):
-                batch.append(Record(self.topic, 0, self.offset, f"s{i}".encode(), prompts[i]))
+                sid = f"s{i}"
+                batch.append(Record(self.topic, partition_for(sid, self.partitions), self.offset,
+                                    sid.encode(), prompts[i]))
                 self.offset += 1
             orch._process(batch)
             for request in self.requests:
                 ex._perform(request, None, 0)
             self.requests.clear()
             results = []
-            for topic, key, value in self.results.records:
+            for topic, key, value, headers in self.results.records:
                 if topic == self.topic and key is not None and value is not None:
-                    results.append(Record(topic, 0, self.offset, key, value))
+                    part = partition_for(key.decode(), self.partitions)
+                    results.append(Record(topic, part, self.offset, key, value, headers))
                     self.offset += 1
             self.results.records.clear()
             ex._done = queue.SimpleQueue()  # nothing waits for these

@@ -2,7 +2,13 @@
 
 Every command that needs Kafka uses ``bootstrap_servers`` from the config file,
 ``EDDIES_BOOTSTRAP_SERVERS`` or ``--bootstrap-servers``; with none it starts the embedded
-broker, says so, and stops it on exit.
+broker, says so, and stops it on exit (send, tail, replay and topics describe refuse: an
+embedded broker has no app to work on).
+
+Errors a user can fix (configuration, a broker that does not answer within
+``connect_timeout_ms``, missing topics) are a line or two on stderr and exit code 2; other
+errors are one line and exit code 1. ``EDDIES_LOG_LEVEL=DEBUG`` adds the traceback and the
+Kafka client's log.
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from eddies import __version__
@@ -44,23 +51,59 @@ def _settings(config: Path | None, **overrides: Any) -> Any:
     try:
         return load_settings(config, overrides=overrides)
     except ConfigError as err:
-        err_console.print(f"[red]configuration error:[/red] {err}")
+        err_console.print(f"[red]configuration error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from None
 
 
 @contextlib.contextmanager
-def _kafka(settings: Any) -> Iterator[Any]:
-    """Yield settings with a broker: the configured one, or an embedded one."""
-    if settings.bootstrap_servers:
-        yield settings
-        return
-    from eddies.connectors.kafka.broker import EmbeddedBroker
+def _kafka(settings: Any, *, need: tuple[str, ...] = (), check: bool = True) -> Iterator[Any]:
+    """Yield settings with a broker: the configured one, or an embedded one.
 
-    with EmbeddedBroker() as broker:
-        err_console.print(f"[yellow]no bootstrap servers configured: started the embedded broker "
-                          f"at {broker.bootstrap} (in memory, stopped on exit)[/yellow]")
-        settings.bootstrap_servers = broker.bootstrap
-        yield settings
+    The configured broker must answer within ``connect_timeout_ms`` (``check``; a Worker
+    checks it itself) and have the topics in ``need``. A Kafka error in the body gets the
+    broker's address as a note, for :func:`main`'s message.
+    """
+    from confluent_kafka import KafkaException
+
+    from eddies.connectors.kafka.outbox import DeliveryFailedError
+    from eddies.connectors.kafka.preflight import PreflightError, check_broker, require_topics
+
+    if need:
+        _need_configured_broker(settings)
+    address = settings.bootstrap_servers
+    try:
+        if address:
+            if check or need:
+                require_topics(settings, need, check_broker(settings))
+            yield settings
+            return
+        from eddies.connectors.kafka.broker import EmbeddedBroker
+
+        with EmbeddedBroker() as broker:
+            err_console.print(f"[yellow]no bootstrap servers configured: started the embedded "
+                              f"broker at {broker.bootstrap} (in memory, stopped on exit)[/yellow]")
+            settings.bootstrap_servers = address = broker.bootstrap
+            yield settings
+    except (KafkaException, TimeoutError, DeliveryFailedError, LookupError) as err:
+        if not isinstance(err, PreflightError):  # those name the address already
+            err.add_note(f"(broker {address})")
+        raise
+
+
+def _need_configured_broker(settings: Any) -> None:
+    """Exit with 2 unless a broker is configured: an embedded one starts empty, so a command
+    that reads or writes an existing app would have nothing to work on."""
+    if not settings.bootstrap_servers:
+        _fail(f"no bootstrap servers configured: this command needs the broker that the "
+              f"workers of app {settings.app} use",
+              "set bootstrap_servers, EDDIES_BOOTSTRAP_SERVERS or -b (`eddies broker` runs one)")
+
+
+def _fail(*lines: str) -> NoReturn:
+    """Print ``lines`` as the command's error and exit with 2."""
+    for i, line in enumerate(lines):
+        err_console.print(f"[red]{escape(line)}[/red]" if i == 0 else escape(line), highlight=False)
+    raise typer.Exit(2)
 
 
 def _wait_for_signal() -> None:
@@ -91,7 +134,7 @@ def demo(
     from eddies.demo import PROMPTS, calculator_agent, describe
 
     settings = _settings(config, app="demo", bootstrap_servers=bootstrap_servers)
-    with _kafka(settings) as s:
+    with _kafka(settings, check=False) as s:  # Worker.start checks the broker
         worker = Worker(s, calculator_agent()).start()
         try:
             with console.status("worker joining its consumer groups ..."):
@@ -115,7 +158,8 @@ def demo(
                         break
             console.print(f"{got} answers in {time.monotonic() - start:.2f}s; "
                           f"counters: {worker.counters.snapshot()}")
-            report = replay(worker.plan, load_history(s, "alice"), "alice")
+            report = replay(worker.plan, load_history(s, "alice"), "alice",
+                            max_memory_bytes=s.max_memory_bytes)
             console.print("\nReplay of session 'alice' from its history (no model or tool call):")
             for step in report.steps:
                 mark = "[green]ok[/green]" if step.matches else "[red]DIFFERS[/red]"
@@ -163,9 +207,9 @@ def worker(
     try:
         agent_obj = load_agent(settings.agent)
     except ConfigError as err:
-        err_console.print(f"[red]configuration error:[/red] {err}")
+        err_console.print(f"[red]configuration error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from None
-    with _kafka(settings) as s:
+    with _kafka(settings, check=False) as s:  # Worker.start checks the broker
         w = Worker(s, agent_obj).start()
         import gc
 
@@ -225,6 +269,7 @@ def send(
 ) -> None:
     """Send one input to a session."""
     from eddies.connectors.kafka.client import send_input
+    from eddies.connectors.kafka.topics import TopicNames
 
     payload: Any = value
     if as_json:
@@ -234,7 +279,9 @@ def send(
             err_console.print(f"[red]VALUE is not JSON:[/red] {err}")
             raise typer.Exit(2) from None
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
-    with _kafka(settings) as s:
+    # Checked first: a producer would wait for a missing topic, or a broker may create it
+    # with its default partition count, which no worker of the app could read.
+    with _kafka(settings, need=(TopicNames(settings.app).input,)) as s:
         send_input(s, session, payload, event_id)
         console.print(f"sent to {session}")
 
@@ -262,7 +309,7 @@ def tail(
     if name is None:
         err_console.print(f"[red]--topic {topic!r}: use output, events or dlq[/red]")
         raise typer.Exit(2)
-    with _kafka(settings) as s:
+    with _kafka(settings, need=(name,)) as s:
         # Without --from-beginning, records written before this command started are skipped
         # (by timestamp: the embedded broker's end offsets cannot be trusted).
         since_ms = int(time.time() * 1000) - 1000
@@ -289,24 +336,26 @@ def replay_cmd(
     config: ConfigOpt = None,
     app_id: AppOpt = None,
     bootstrap_servers: BootstrapOpt = None,
-    partitions: PartitionsOpt = None,
+    # Accepted so that older scripts still run; the count is read from APP.events.
+    partitions: Annotated[int | None, typer.Option("--partitions", hidden=True)] = None,
     agent: Annotated[str | None, typer.Option(help="module:attribute of the Agent.")] = None,
 ) -> None:
     """Re-run a session from its history with no live calls; check the event ids."""
     from eddies.connectors.kafka.replay import load_history, replay
     from eddies.connectors.kafka.settings import load_agent
+    from eddies.connectors.kafka.topics import TopicNames
     from eddies.demo import describe
     from eddies.engine import AgentPlan
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers,
                          partitions=partitions, agent=agent)
-    plan = AgentPlan.compile(load_agent(settings.agent))
-    with _kafka(settings) as s:
+    plan = AgentPlan.compile(load_agent(settings.agent))  # ConfigError: main says so, exit 2
+    with _kafka(settings, need=(TopicNames(settings.app).events,)) as s:
         history = load_history(s, session)
         if not history:
             err_console.print(f"[red]no history for session {session!r} in {s.app}.events[/red]")
             raise typer.Exit(1)
-        report = replay(plan, history, session, from_offset)
+        report = replay(plan, history, session, from_offset, max_memory_bytes=s.max_memory_bytes)
     table = Table("offset", "trace", "recomputed")
     for step in report.steps:
         table.add_row(str(step.offset), describe(step.recorded).strip(),
@@ -326,16 +375,13 @@ def topics_create(config: ConfigOpt = None, app_id: AppOpt = None,
     """Create the application's topics (missing ones); check the others."""
     from confluent_kafka.admin import AdminClient
 
-    from eddies.connectors.kafka.topics import TopicError, TopicNames, ensure_topics
+    from eddies.connectors.kafka.topics import TopicNames, ensure_topics
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers, partitions=partitions)
     with _kafka(settings) as s:
-        try:
-            created = ensure_topics(AdminClient(s.client_config()), TopicNames(s.app), s.partitions,
-                                    s.replication)
-        except TopicError as err:
-            err_console.print(f"[red]{err}[/red]")
-            raise typer.Exit(1) from None
+        # TopicError (another partition count): main prints it, exit code 2.
+        created = ensure_topics(AdminClient(s.client_config()), TopicNames(s.app), s.partitions,
+                                s.replication)
         console.print(f"created: {', '.join(created) or 'nothing (all present)'}")
 
 
@@ -343,14 +389,13 @@ def topics_create(config: ConfigOpt = None, app_id: AppOpt = None,
 def topics_describe(config: ConfigOpt = None, app_id: AppOpt = None,
                     bootstrap_servers: BootstrapOpt = None) -> None:
     """Show the application's topics and their partition counts."""
-    from confluent_kafka.admin import AdminClient
-
-    from eddies.connectors.kafka.topics import TopicNames, describe_topics
+    from eddies.connectors.kafka.preflight import app_topics
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
-    with _kafka(settings) as s:
+    _need_configured_broker(settings)
+    with _kafka(settings, check=False) as s:  # app_topics checks the broker
         table = Table("topic", "partitions")
-        for name, count in describe_topics(AdminClient(s.client_config()), TopicNames(s.app)).items():
+        for name, count in app_topics(s).items():
             table.add_row(name, "missing" if count is None else str(count))
         console.print(table)
 
@@ -360,24 +405,93 @@ def main(argv: list[str] | None = None) -> int:
     import logging
     import os
 
-    logging.basicConfig(level=os.environ.get("EDDIES_LOG_LEVEL", "WARNING").upper(),
-                        format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
-    logging.getLogger("eddies.kafka.client").setLevel(logging.ERROR)
+    level = os.environ.get("EDDIES_LOG_LEVEL", "WARNING").upper()
+    try:
+        logging.basicConfig(level=level,
+                            format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
+    except ValueError:
+        err_console.print(f"[red]EDDIES_LOG_LEVEL: {escape(level)} is not one of DEBUG, INFO, "
+                          "WARNING, ERROR, CRITICAL[/red]", highlight=False)
+        return 2
+    debug = level == "DEBUG"
+    # librdkafka logs every failed connection attempt at ERROR (dozens a second while a
+    # broker is down); the commands say in one message what failed, so its log is shown
+    # only when debugging.
+    logging.getLogger("eddies.kafka.client").setLevel(logging.NOTSET if debug else logging.CRITICAL)
+    usage_errors = _click_types("ClickException")
+    aborts: tuple[type[BaseException], ...] = (typer.Abort, *_click_types("Abort"))
     try:
         code = app(args=argv, standalone_mode=False)
         return int(code or 0) if isinstance(code, int) else 0
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except SystemExit as exc:
-        return int(exc.code or 0)
+        if isinstance(exc.code, str):  # sys.exit("message")
+            err_console.print(escape(exc.code), highlight=False)
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     except Exception as err:
-        import click
+        if isinstance(err, usage_errors):  # bad arguments, or none (the help)
+            err.show()  # type: ignore[attr-defined]
+            return int(err.exit_code)  # type: ignore[attr-defined]
+        if isinstance(err, aborts):
+            err_console.print("Aborted!")
+            return 1
+        message = _user_error(err)
+        if debug:
+            import traceback
 
-        if isinstance(err, click.ClickException):
-            err.show()
-            return err.exit_code
-        raise
-    return 0
+            traceback.print_exception(err)
+        if message is not None:
+            _print_error(message, err)
+            return 2
+        _print_error(f"internal error: {type(err).__name__}: {err}", err)
+        if not debug:
+            err_console.print("run with EDDIES_LOG_LEVEL=DEBUG for the traceback", highlight=False)
+        return 1
+
+
+def _user_error(err: Exception) -> str | None:
+    """The message for an error the user can fix (configuration, broker, topics), or None
+    for a bug."""
+    from confluent_kafka import KafkaException
+
+    from eddies.connectors.kafka.broker import BrokerError
+    from eddies.connectors.kafka.outbox import DeliveryFailedError
+    from eddies.connectors.kafka.preflight import PreflightError, error_text
+    from eddies.connectors.kafka.settings import ConfigError
+    from eddies.connectors.kafka.topics import TopicError
+
+    if isinstance(err, ConfigError):
+        return f"configuration error: {err}"
+    if isinstance(err, KafkaException):
+        return f"Kafka error: {error_text(err)}"
+    # A bare LookupError is a reader's missing topic; KeyError and IndexError are bugs.
+    if isinstance(err, (PreflightError, TopicError, BrokerError, DeliveryFailedError, TimeoutError)) \
+            or type(err) is LookupError:
+        return str(err)
+    return None
+
+
+def _print_error(message: str, err: BaseException) -> None:
+    """``message`` in red, then the notes of ``err`` (the broker's address)."""
+    first, *rest = [*message.splitlines(), *getattr(err, "__notes__", [])] or [""]
+    err_console.print(f"[red]{escape(first)}[/red]", highlight=False)
+    for line in rest:
+        err_console.print(escape(line), highlight=False)
+
+
+def _click_types(name: str) -> tuple[type[BaseException], ...]:
+    """Exception class ``name`` of click and of the copy of click in typer (typer 0.2x
+    raises its own, which ``click.ClickException`` does not catch)."""
+    import importlib
+
+    found: list[type[BaseException]] = []
+    for module in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
 
 
 if __name__ == "__main__":

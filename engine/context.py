@@ -91,6 +91,17 @@ class Memory:
                 seen.add(k)
                 yield k
 
+    @property
+    def written(self) -> bool:
+        """Whether the action wrote anything (set or delete)."""
+        return bool(self._writes)
+
+    def size_after_commit(self) -> int:
+        """Characters of the keys and JSON values the memory would hold after :meth:`commit`."""
+        base, writes = self._base, self._writes
+        size = sum(len(k) + len(v) for k, v in base.items() if k not in writes)
+        return size + sum(len(k) + len(v) for k, v in writes.items() if v is not None)
+
     def commit(self) -> None:
         """Apply the buffered writes (called by the machine when the action completes)."""
         for k, v in self._writes.items():

@@ -31,6 +31,7 @@ from eddies.events import (
     Event,
     InputEvent,
     OutputEvent,
+    envelope_problem,
     event_type_name,
 )
 from eddies.events.ids import event_id, session_of_call
@@ -64,7 +65,8 @@ class SessionMachine:
     """Drives sessions of one agent. Holds no session state, only the compiled plan and a
     cache of live callables for the calls in flight (rebuilt by :meth:`resume`)."""
 
-    def __init__(self, agent: Agent | AgentPlan, metrics: MetricsSink | None = None) -> None:
+    def __init__(self, agent: Agent | AgentPlan, metrics: MetricsSink | None = None, *,
+                 max_memory_bytes: int | None = None) -> None:
         self.plan = agent if isinstance(agent, AgentPlan) else AgentPlan.compile(agent)
         self._callables: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]] = {}
         self._metrics = metrics
@@ -72,6 +74,10 @@ class SessionMachine:
         # after a restore (new state objects) they are replayed from the journal instead.
         self._live: dict[tuple[str, int, int], tuple[Any, RunnerContext, RunState]] = {}
         self._max_events = int(self.plan.config["max_events_per_run"])
+        # A runner may lower the agent's limit to what it can save (half a record, on Kafka).
+        self._max_memory = int(self.plan.config["max_memory_bytes"])
+        if max_memory_bytes is not None:
+            self._max_memory = min(self._max_memory, max_memory_bytes)
         self.stats: dict[str, int] = {
             "inputs": 0,
             "duplicates": 0,
@@ -97,6 +103,9 @@ class SessionMachine:
         if event.seq and event.seq <= state.seq:
             self.stats["duplicates"] += 1
             return state, out
+        problem = envelope_problem(event)
+        if problem is not None:
+            raise UnsupportedEventError(problem)
         payload = event.payload
         if isinstance(payload, InputEvent):
             self._accept_input(state, event, out)
@@ -138,6 +147,61 @@ class SessionMachine:
             )
             again.append(self._envelope(state, rec.request_id, 0, payload, None, run.active.action))
         return state, again
+
+    def fail_run(self, state: SessionState, run_number: int, error: ErrorInfo,
+                 cause: str | None = None) -> tuple[SessionState, list[AgentEvent]]:
+        """Fail run ``run_number``, for a runner that could not write one of its events
+        (``cause``: that event's id): a failed OutputEvent carrying ``error``. A run still
+        in progress ends there (its calls' late results are ignored) and the next queued
+        input starts; a finished one gets the failed OutputEvent after its other events.
+        Example::
+
+            state, emitted = machine.fail_run(state, 3, ErrorInfo("TooLarge", "..."))
+        """
+        out: list[AgentEvent] = []
+        run = state.run
+        if run is not None and run.number == run_number:
+            inv = run.active
+            self._emit(state, run, OutputEvent(None, error), cause or run.input_id,
+                       inv.action if inv is not None else None, out)
+            self._finish(state, run, failed=True)
+            self._start_runs(state, out)
+        else:
+            self._emit(state, RunState(run_number, ""), OutputEvent(None, error), cause, None, out)
+        return state, out
+
+    def fail_session(self, state: SessionState, error: ErrorInfo, *,
+                     clear_memory: bool = False) -> tuple[SessionState, list[AgentEvent]]:
+        """Fail what the session holds, for a runner that cannot keep or save it as it is
+        (its snapshot or an event it emitted is larger than a record may be).
+
+        The running run and every queued input end with a failed OutputEvent carrying
+        ``error``; their calls' late results are ignored. With ``clear_memory`` the
+        short-term memory is emptied too (a failed OutputEvent of the last run says so when
+        nothing else was failed). The session takes new inputs afterwards. Example::
+
+            state, emitted = machine.fail_session(state, ErrorInfo("TooLarge", "..."))
+        """
+        out: list[AgentEvent] = []
+        run = state.run
+        if run is not None:
+            inv = run.active
+            cause = inv.trigger.event_id if inv is not None else run.input_id
+            self._emit(state, run, OutputEvent(None, error), cause,
+                       inv.action if inv is not None else None, out)
+            self._finish(state, run, failed=True)
+        while state.queue:
+            inp = state.queue.popleft()
+            run = RunState(inp.run, inp.event_id)
+            state.run = run
+            self._emit(state, run, OutputEvent(None, error), inp.event_id, None, out)
+            self._finish(state, run, failed=True)
+        if clear_memory:
+            state.memory.clear()
+            if not out:
+                last = RunState(state.runs, "")
+                self._emit(state, last, OutputEvent(None, error), None, None, out)
+        return state, out
 
     def evict(self, *session_ids: str) -> None:
         """Drop this machine's transient caches of sessions (e.g. their partition was revoked).
@@ -356,6 +420,14 @@ class SessionMachine:
         out: list[AgentEvent],
     ) -> None:
         if ctx._short_term is not None:
+            size = ctx._short_term.size_after_commit() if ctx._short_term.written else 0
+            if size > self._max_memory:
+                self._fail(state, run, inv, ErrorInfo(
+                    "MemoryLimitError",
+                    f"action {inv.action!r} would make the short-term memory of session "
+                    f"{state.session_id} {size} bytes, over max_memory_bytes={self._max_memory}; "
+                    "its writes were discarded"), out)
+                return
             ctx._short_term.commit()
         if ctx._sensory is not None:
             ctx._sensory.commit()

@@ -21,6 +21,10 @@ from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 OPTIONS: dict[str, Any] = {
     "max_events_per_run": 10_000,
     "max_tool_rounds": 10,
+    # A session's short-term memory, as the JSON text of its keys and values: an action
+    # whose writes would pass it fails and its writes are discarded (a runner must be able
+    # to save the session, e.g. in one Kafka record).
+    "max_memory_bytes": 524_288,
 }
 
 

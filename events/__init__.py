@@ -19,7 +19,13 @@ from .codec import (
     headers,
     to_record,
 )
-from .envelope import AgentEvent
+from .envelope import (
+    KNOWN_SCHEMA_VERSIONS,
+    MAX_TIMESTAMP_MS,
+    MIN_TIMESTAMP_MS,
+    AgentEvent,
+    envelope_problem,
+)
 from .errors import DecodeError, EncodingError
 from .partitioner import murmur2, partition_for
 from .payloads import (
@@ -49,6 +55,9 @@ from .values import decode_value, encode_value
 
 __all__ = [
     "FINGERPRINT_HEADER",
+    "KNOWN_SCHEMA_VERSIONS",
+    "MAX_TIMESTAMP_MS",
+    "MIN_TIMESTAMP_MS",
     "SCHEMA_HEADER",
     "AgentEvent",
     "CallKind",
@@ -79,6 +88,7 @@ __all__ = [
     "encode",
     "encode_record",
     "encode_value",
+    "envelope_problem",
     "event_type_name",
     "from_record",
     "headers",

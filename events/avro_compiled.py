@@ -57,6 +57,8 @@ def _long(v: int) -> bytes:
     cached = _LONG_CACHE.get(v)
     if cached is not None:
         return cached
+    if not -(1 << 63) <= v < (1 << 63):  # an Avro long is 64 bits; no reader takes more
+        raise ValueError(f"{v} is outside the 64-bit range of an Avro long")
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -102,10 +104,12 @@ def _rl(b: bytes, i: int) -> tuple[int, int]:
         i += 1
         n |= (x & 0x7F) << shift
         if x < 0x80:
+            if n >> 64:
+                raise ValueError("varint beyond the 64 bits of an Avro long")
             return (n >> 1) ^ -(n & 1), i
         shift += 7
-        if shift > 70:
-            raise ValueError("varint too long")
+        if shift > 63:
+            raise ValueError("varint longer than the 10 bytes of an Avro long")
 
 
 def _rs(b: bytes, i: int) -> tuple[str, int]:

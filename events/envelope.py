@@ -7,6 +7,14 @@ from dataclasses import dataclass
 from .payloads import Event, event_type_name
 
 SCHEMA_VERSION = 1
+#: Envelope versions this code reads; a record of any other version is refused, not guessed at.
+KNOWN_SCHEMA_VERSIONS = frozenset({1})
+#: The range of ``timestamp`` (ms since the epoch, UTC) that readers of ``timestamp-millis``
+#: can represent: fastavro and Apache Avro for Python turn it into a ``datetime``, which ends
+#: at 9999-12-31T23:59:59.999Z and (here) starts at the epoch. A timestamp outside it would
+#: make every later event of its session undecodable downstream.
+MIN_TIMESTAMP_MS = 0
+MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 
 @dataclass(slots=True)
@@ -58,3 +66,23 @@ class AgentEvent:
             timestamp=timestamp,
             payload=payload,
         )
+
+
+def envelope_problem(ev: AgentEvent) -> str | None:
+    """Why ``ev`` is not a well-formed envelope, or None: a known ``schema_version``, a
+    ``type`` that names its payload's type, and a timestamp in the range every reader
+    decodes. Example::
+
+        envelope_problem(AgentEvent.external("s", InputEvent("hi"), event_id="", timestamp=0))
+        # None
+    """
+    if ev.schema_version not in KNOWN_SCHEMA_VERSIONS:
+        return (f"schema_version {ev.schema_version} is not one this worker reads "
+                f"({', '.join(map(str, sorted(KNOWN_SCHEMA_VERSIONS)))})")
+    actual = event_type_name(ev.payload)
+    if ev.type != actual:
+        return f"type {ev.type[:100]!r} does not name the payload's type {actual!r}"
+    if not MIN_TIMESTAMP_MS <= ev.timestamp <= MAX_TIMESTAMP_MS:
+        return (f"timestamp {ev.timestamp} is outside {MIN_TIMESTAMP_MS}..{MAX_TIMESTAMP_MS} "
+                "(ms since the epoch, up to 9999-12-31), the range Avro readers decode")
+    return None

@@ -13,6 +13,8 @@ Example::
     0
 """
 
+import functools
+
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
@@ -43,6 +45,7 @@ def murmur2(data: bytes) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=65536)  # murmur2 in Python costs ~5 us; a worker asks often
 def partition_for(key: str | bytes, num_partitions: int) -> int:
     """The partition the Java client's default partitioner picks for ``key``."""
     if num_partitions <= 0:

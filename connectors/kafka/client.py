@@ -47,7 +47,8 @@ def producer(settings: Settings, **extra: Any) -> Any:
     from confluent_kafka import Producer
 
     return Producer(settings.client_config(**{"partitioner": "murmur2_random",
-                                              "enable.idempotence": True, **extra}))
+                                              "enable.idempotence": True,
+                                              "message.max.bytes": settings.write_limit, **extra}))
 
 
 def input_event(session_id: str, value: Any, event_id: str = "", timestamp: int | None = None) -> AgentEvent:
@@ -64,13 +65,19 @@ def send_input(settings: Settings, session_id: str, value: Any, event_id: str = 
         from .outbox import DeliveryErrors
 
         errors = DeliveryErrors(f"input for session {session_id!r}")
-        prod = producer(settings, **errors.config())
+        # A record the broker does not take within the connect timeout fails with a
+        # delivery report, instead of being retried for librdkafka's default 5 minutes.
+        extra = {} if "message.timeout.ms" in settings.kafka else {
+            "message.timeout.ms": settings.connect_timeout_ms}
+        prod = producer(settings, **errors.config(), **extra)
     ev = input_event(session_id, value, event_id)
     prod.produce(TopicNames(settings.app).input, encode(ev), session_id.encode(),
                  headers=HEADERS)
     if errors is not None:
-        if prod.flush(30):
-            raise TimeoutError(f"input for session {session_id!r} not delivered within 30 s")
+        wait = settings.connect_timeout_ms / 1000 + 5  # the report comes at the timeout
+        if prod.flush(wait):
+            raise TimeoutError(f"input for session {session_id!r} not delivered within "
+                               f"{wait:g} s (broker {settings.bootstrap_servers})")
         errors.check()
 
 
@@ -94,7 +101,8 @@ def read_records(settings: Settings, topic: str, *, follow: bool = False, timeou
     }))
     try:
         if partitions is None:
-            meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+            wait = settings.connect_timeout_ms / 1000
+            meta = consumer.list_topics(topic, timeout=wait).topics.get(topic)
             if meta is None or meta.error is not None:
                 raise LookupError(f"topic {topic} does not exist")
             partitions = sorted(meta.partitions)

@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from eddies.connectors.calls import CallPerformer, Resolver, result_event
+from eddies.connectors.signing import SIGNATURE_HEADER, ResultSigner
 from eddies.events import (
     AgentEvent,
     CallStatus,
@@ -41,10 +42,11 @@ from eddies.events import (
 
 from .claims import Claimant
 from .client import next_batch, produce
+from .dead_letters import DeadLetters
 from .journal import CallRef, JournalView, read_journal
 from .journal_tail import JournalTail
 from .outbox import DeliveryFailedError, Outbox
-from .records import HEADERS, dlq_headers, journal_partition, outcome_key, started_key
+from .records import HEADERS, journal_partition, outcome_key, started_key
 
 log = logging.getLogger("eddies.worker")
 
@@ -121,9 +123,13 @@ class KafkaExecutor:
         self._calls: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._call_threads: list[threading.Thread] = []
         self.producer = Outbox(s, "executor")
+        self.dead_letters = DeadLetters(self.producer, self.names.dlq, s.max_record_bytes,
+                                        self.counters)
+        self.signer: ResultSigner = worker.signer
         # Started marks must be durable before the side effect, outside any transaction;
         # each one's delivery report gives its offset (for the claim check).
-        self.marks = Producer(s.client_config(**{"enable.idempotence": True, "linger.ms": 0}))
+        self.marks = Producer(s.client_config(**{"enable.idempotence": True, "linger.ms": 0,
+                                                 "message.max.bytes": s.write_limit}))
         # Local mode: results sent to APP.input by their bytes, so the orchestrator of this
         # process takes the event instead of decoding the record it reads back.
         self.sent_results: dict[bytes, AgentEvent] = {}
@@ -236,10 +242,8 @@ class KafkaExecutor:
             if not isinstance(req, DurableCallRequest):
                 raise DecodeError(f"{request.type} is not a DurableCallRequest")
         except DecodeError as err:
-            produce(self.producer, self.names.dlq, msg.value(), msg.key(), partition=part,
-                    headers=dlq_headers(f"undecodable request: {err}", msg.topic(),
-                                        part, offset, msg.headers()))
-            self.counters.inc("dlq")
+            self.dead_letters.write(msg.value(), msg.key(), f"undecodable request: {err}",
+                                    source=msg)
             self._settle(part, offset)
             return
         with self._lock:
@@ -409,6 +413,13 @@ class KafkaExecutor:
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", ErrorInfo.of(err))
         data = encode(result)
+        limit = self.settings.max_record_bytes
+        if len(data) > limit:  # it could not enter the session machine: an error instead
+            result = result_event(request, CallStatus.ERROR, "null", ErrorInfo(
+                "ResultTooLargeError",
+                f"the result of {req.kind.value} {req.target} is {len(data)} bytes as a record, "
+                f"over max_record_bytes={limit}"))
+            data = encode(result)
         produce(self.producer, self.names.journal, data, outcome_key(*ref), partition=jpart)
         self._send_result(result, data)
         self.counters.inc("calls_performed")
@@ -422,7 +433,9 @@ class KafkaExecutor:
             if len(sent) >= 50_000:  # results this process never read back (partition moved)
                 sent.clear()
             sent[data] = result
-        produce(self.producer, self.names.input, data, result.session_id.encode(), headers=HEADERS)
+        # Signed: the orchestrator accepts results from executors only (connectors/signing.py).
+        produce(self.producer, self.names.input, data, result.session_id.encode(),
+                headers=[*HEADERS, (SIGNATURE_HEADER, self.signer.sign(data))])
 
     # --- the executor's loop -------------------------------------------------------------------
     def _drain(self, block: bool, force: bool = False) -> None:

@@ -34,28 +34,39 @@ import time
 from collections import deque
 from typing import Any
 
+from eddies.connectors.admission import Admission, Misrouted, Refused
+from eddies.connectors.signing import SIGNATURE_HEADER
 from eddies.engine import SessionMachine, SessionState
 from eddies.engine.machine import UnsupportedEventError
+from eddies.engine.state import RunState
 from eddies.events import (
     AgentEvent,
-    DecodeError,
     DurableCallRequest,
     DurableCallResult,
+    ErrorInfo,
     InputEvent,
     OutputEvent,
-    decode,
     encode,
     partition_for,
 )
 from eddies.events.ids import run_of_call, session_of_call
 
 from .client import next_batch, produce
+from .dead_letters import DeadLetters
 from .executor import KafkaExecutor
 from .journal import JournalView, read_journal
 from .membership import group_consumer
 from .outbox import Outbox
 from .positions import Positions
-from .records import HEADERS, dlq_headers, journal_partition, outcome_key, snapshot_key, started_key
+from .records import (
+    FORWARDED_HEADER,
+    HEADERS,
+    header,
+    journal_partition,
+    outcome_key,
+    snapshot_key,
+    started_key,
+)
 
 log = logging.getLogger("eddies.worker")
 
@@ -78,7 +89,7 @@ class Orchestrator:
         self.settings = s
         self.names = worker.names
         self.counters = worker.counters
-        self.machine = SessionMachine(worker.plan)
+        self.machine = SessionMachine(worker.plan, max_memory_bytes=s.max_memory_bytes)
         self.states: dict[str, SessionState] = {}
         self.dirty: dict[str, int] = {}  # session -> input partition: changed since the last commit
         # Sessions in the middle of a run are not snapshotted at every commit (most runs end
@@ -106,6 +117,17 @@ class Orchestrator:
         self._last_sweep = time.monotonic()
         self.producer = Outbox(s, "orchestrator")
         self.consumer = group_consumer(s, "orchestrator", worker.membership)
+        self.admission = Admission(partitions=s.partitions, max_record_bytes=s.max_record_bytes,
+                                   agent_name=worker.plan.agent_name, signer=worker.signer,
+                                   input_topic=self.names.input)
+        self.dead_letters = DeadLetters(self.producer, self.names.dlq, s.max_record_bytes,
+                                        self.counters)
+        self._limit = s.write_limit  # the largest record its producer writes
+        # Wall time (ms) of each session's last record here: an idle session is closed by
+        # the earlier of this and its logical clock (a clock set in the future by its
+        # inputs must not keep it forever).
+        self._seen: dict[str, float] = {}
+        self._last_forward_warning = 0.0
         # The in-process executor (role "all"), given requests in memory; else they go to
         # APP.requests for executor processes.
         self.executor: KafkaExecutor | None = None
@@ -169,9 +191,19 @@ class Orchestrator:
         log.info("orchestrator assigned partitions %s: %d journal records, %d sessions (read in "
                  "%.0f ms)", sorted(numbers), view.records, len(view.snapshots),
                  (time.monotonic() - began) * 1000)
+        seen = time.time() * 1000
         for sid, data in view.snapshots.items():
-            state, requests = self.machine.resume(SessionState.from_bytes(data))
+            try:
+                state, requests = self.machine.resume(SessionState.from_bytes(data))
+            except Exception as err:  # never written by a worker of this version: keep the
+                # partition's other sessions going, and the record where it can be found
+                log.error("session %r: its snapshot in %s cannot be restored (%s: %s); the "
+                          "session starts over", sid[:100], self.names.journal,
+                          type(err).__name__, err)
+                self.counters.inc("snapshots_unreadable")
+                continue
             self.states[sid] = state
+            self._seen[sid] = seen
             for req in requests:
                 p = req.payload
                 assert isinstance(p, DurableCallRequest)
@@ -235,6 +267,7 @@ class Orchestrator:
         gone = [s for s in self.states if partition_for(s, self.settings.partitions) in numbers]
         for sid in gone:
             del self.states[sid]
+            self._seen.pop(sid, None)
         self.machine.evict(*gone)
         self.partitions -= numbers
 
@@ -272,24 +305,15 @@ class Orchestrator:
         # died with the snapshot delivered but an output still queued, a restart would
         # treat the input as done and the output would be lost. (Records to different
         # topics travel in different batches, so a single flush does not order them.)
-        prod.flush(30)
+        # So: flush, then write the snapshots.
         now = time.monotonic()
         unsaved = self._unsaved
-        snapshots = 0
-
-        def snapshot(sid: str) -> None:
-            nonlocal snapshots
-            state = self.states.get(sid)
-            if state is not None:  # else closed or evicted: nothing left to save
-                produce(prod, self.names.journal, state.to_bytes(), snapshot_key(sid),
-                        partition=journal_partition(sid, parts))
-                snapshots += 1
-
+        due: list[str] = []
         for sid, part in self.dirty.items():
             state = self.states.get(sid)
             if state is None or everything or state.idle:
                 unsaved.get(part, {}).pop(sid, None)
-                snapshot(sid)
+                due.append(sid)
         self.dirty.clear()
         deadline = float("inf")
         for waiting in unsaved.values():
@@ -299,9 +323,16 @@ class Orchestrator:
                     deadline = min(deadline, since + self._delay)
                     break
                 del waiting[sid]
-                snapshot(sid)
+                due.append(sid)
+        # Serialised before the flush: a session too large to save is failed here, and the
+        # events that says so are flushed with the rest, before its snapshot.
+        snapshots = [(sid, data) for sid in due if (data := self._snapshot_of(sid)) is not None]
+        prod.flush(30)
+        for sid, data in snapshots:
+            produce(prod, self.names.journal, data, snapshot_key(sid),
+                    partition=journal_partition(sid, parts))
         self._delay_deadline = deadline
-        self.counters.inc("snapshots", snapshots)
+        self.counters.inc("snapshots", len(snapshots))
         while self._finished and now - self._finished[0][0] >= self._retention:
             _, sid, keys = self._finished.popleft()
             for key in keys:  # after the snapshot: the partition keeps that order
@@ -322,6 +353,46 @@ class Orchestrator:
         self.producer.commit(self.consumer, offsets=offsets, sync=sync)
         self._last_commit = time.monotonic()
 
+    def _snapshot_of(self, sid: str) -> bytes | None:
+        """The snapshot of ``sid`` (None: closed or evicted, nothing to save). A state that
+        cannot be a record fails its run and queued inputs (and, if that is not enough, its
+        short-term memory) with an error naming the cause; its other state is saved."""
+        state = self.states.get(sid)
+        if state is None:
+            return None
+        why = ""
+        try:
+            data = state.to_bytes()
+            if len(data) <= self._limit:
+                return data
+            why = f"its state of {len(data)} bytes is larger than a record may be ({self._limit})"
+        except (TypeError, ValueError) as err:  # e.g. an int orjson cannot write
+            why = f"its state cannot be serialised ({type(err).__name__}: {err})"
+        self.counters.inc("sessions_failed")
+        log.error("session %r cannot be saved: %s; failing its run and queued inputs",
+                  sid[:100], why)
+        key = sid.encode()
+        for clear in (False, True):
+            if state.run is not None:
+                self._expire_calls_of(sid, state.run)
+            state, failed = self.machine.fail_session(state, ErrorInfo(
+                "SessionStateTooLargeError",
+                f"session {sid!r}: {why}; its running run and queued inputs were failed"
+                + (" and its short-term memory cleared" if clear else "")), clear_memory=clear)
+            for ev in failed:
+                self._route(ev, key, encode(ev))
+            self.counters.inc("events", len(failed))
+            try:
+                data = state.to_bytes()
+            except (TypeError, ValueError):
+                continue
+            if len(data) <= self._limit:
+                return data
+        log.error("session %r cannot be saved even empty; it is closed", sid[:100])
+        del self.states[sid]
+        self.machine.evict(sid)
+        return None
+
     def _due(self, now: float) -> bool:
         """Whether delayed snapshots, tombstones or the idle-session sweep are due."""
         if now >= self._delay_deadline:
@@ -332,10 +403,14 @@ class Orchestrator:
 
     def _close_idle_sessions(self) -> None:
         """Tombstone the snapshots of sessions idle longer than ``session_ttl_ms``."""
-        horizon = int(time.time() * 1000) - self.settings.session_ttl_ms
+        now = time.time() * 1000
+        horizon = now - self.settings.session_ttl_ms
         parts = self.settings.partitions
-        closed = [sid for sid, st in self.states.items() if st.idle and st.clock < horizon]
+        seen = self._seen
+        closed = [sid for sid, st in self.states.items()
+                  if st.idle and min(st.clock, seen.get(sid, now)) < horizon]
         for sid in closed:
+            seen.pop(sid, None)
             produce(self.producer, self.names.journal, None, snapshot_key(sid),
                     partition=journal_partition(sid, parts))
             del self.states[sid]
@@ -344,60 +419,50 @@ class Orchestrator:
 
     def _handle(self, msg: Any) -> None:
         key, value = msg.key(), msg.value()
-        if key is None:
-            return self._dlq(msg, "record has no key; the key must be the session id")
-        if value is None:
-            return self._dlq(msg, "record has no value")
-        if len(value) > self.settings.max_record_bytes:
-            return self._dlq(msg, f"record of {len(value)} bytes exceeds max_record_bytes="
-                                  f"{self.settings.max_record_bytes}")
         local = self.executor
-        ev = local.sent_results.pop(value, None) if local is not None else None
-        if ev is None:
-            try:
-                ev = decode(value)
-            except DecodeError as err:
-                return self._dlq(msg, f"undecodable: {err}")
-        try:
-            sid = key.decode()
-        except UnicodeDecodeError:
-            return self._dlq(msg, "the key is not UTF-8 text")
-        if ev.session_id != sid:
-            return self._dlq(msg, f"key {sid!r} differs from the event's session_id {ev.session_id!r}")
-        if ev.agent and ev.agent != self.worker.plan.agent_name:
-            return self._dlq(msg, f"unknown agent {ev.agent!r}; this worker runs "
-                                  f"{self.worker.plan.agent_name!r}")
+        part = msg.partition()
+        verdict = self.admission.check(
+            key, value, partition=part, offset=msg.offset(), timestamp_ms=msg.timestamp()[1],
+            signature=lambda: header(msg.headers(), SIGNATURE_HEADER),
+            decoded=local.sent_results.pop(value, None) if local is not None and value else None)
+        if type(verdict) is Refused:
+            return self.dead_letters.write(value, key, verdict.reason, source=msg)
+        if type(verdict) is Misrouted:
+            return self._forward(msg, verdict)
+        assert isinstance(verdict, AgentEvent)
+        ev = verdict
+        sid = ev.session_id
         payload = ev.payload
-        if isinstance(payload, InputEvent):
-            if not ev.event_id:
-                ev.event_id = f"in/{msg.partition()}/{msg.offset()}"
-            if not ev.timestamp:
-                ev.timestamp = max(msg.timestamp()[1], 0)
-            self.counters.inc("inputs")
-        elif isinstance(payload, DurableCallResult):
-            self.counters.inc("results")
-        else:
-            return self._dlq(msg, f"{ev.type} is not accepted on {self.names.input}; "
-                                  "send InputEvent")
-        ev.seq = 0
         state = self.states.get(sid)
-        if state is None:
-            if isinstance(payload, DurableCallResult):
-                log.warning("result %s for session %s, which has no state here",
-                            payload.call_id, sid)
+        if isinstance(payload, InputEvent):
+            self.counters.inc("inputs")
+        else:
+            assert isinstance(payload, DurableCallResult)
+            self.counters.inc("results")
+            if state is None:  # a snapshot would make a session of nothing
                 self.counters.inc("orphan_results")
+                return self.dead_letters.write(
+                    value, key, f"result of call {payload.call_id[:300]} for session "
+                    f"{sid!r}, which has no state here: no run waits for it (the session "
+                    "is unknown, or was closed)", source=msg)
+        ev.seq = 0
+        if state is None:
             state = self.machine.new_state(sid)
         before = state.run
         try:
             state, emitted = self.machine.apply(state, ev)
-        except (UnsupportedEventError, ValueError) as err:
-            return self._dlq(msg, f"not accepted: {err}")
-        if before is not None and state.run is not before and before.calls:
-            keys = [k for cid, rec in before.calls.items() for a in range(1, rec.attempt + 1)
-                    for k in (outcome_key(cid, a), started_key(cid, a))]
-            self._finished.append((time.monotonic(), sid, keys))
+        except UnsupportedEventError as err:
+            return self.dead_letters.write(value, key, f"not accepted: {err}", source=msg)
+        except Exception as err:  # a defect, but one record must not stop the worker
+            log.exception("the session machine failed on %s/%s/%s", msg.topic(), part,
+                          msg.offset())
+            return self.dead_letters.write(
+                value, key, f"the session machine failed on it: {type(err).__name__}: {err}",
+                source=msg)
+        if before is not None and state.run is not before:
+            self._expire_calls_of(sid, before)
         self.states[sid] = state
-        part = msg.partition()
+        self._seen[sid] = time.time() * 1000
         self.dirty[sid] = part
         waiting = self._unsaved.get(part)
         if waiting is None:
@@ -407,13 +472,60 @@ class Orchestrator:
             waiting[sid] = (msg.offset(), now)
             if self._delay_deadline == float("inf"):
                 self._delay_deadline = now + self._delay
-        for out in emitted:
-            self._route(out, key)
-        self.counters.inc("events", len(emitted))
+        self._emit(state, emitted, key, msg)
         return None
 
-    def _route(self, ev: AgentEvent, key: bytes) -> None:
-        data = encode(ev)
+    def _expire_calls_of(self, sid: str, run: RunState) -> None:
+        """A run is over: its calls' journal records expire after the retention."""
+        if run.calls:
+            keys = [k for cid, rec in run.calls.items() for a in range(1, rec.attempt + 1)
+                    for k in (outcome_key(cid, a), started_key(cid, a))]
+            self._finished.append((time.monotonic(), sid, keys))
+
+    def _emit(self, state: SessionState, emitted: list[AgentEvent], key: bytes, source: Any) -> None:
+        """Route what the machine emitted; an event too large for a record is dead-lettered
+        and fails its session's run (the other sessions go on)."""
+        too_large: AgentEvent | None = None
+        reason = ""
+        for out in emitted:
+            data = encode(out)
+            if len(data) > self._limit:
+                why = (f"event {out.seq} ({out.type}) of session {state.session_id!r} is "
+                       f"{len(data)} bytes, over the largest record a worker writes "
+                       f"({self._limit}: max_record_bytes + 64 KiB)")
+                self.dead_letters.write(data, key, why, source=source)
+                if too_large is None:
+                    too_large, reason = out, why
+                continue
+            self._route(out, key, data)
+        self.counters.inc("events", len(emitted))
+        if too_large is not None:  # the run it belongs to fails (once, whatever else it wrote)
+            run = state.run
+            _, failed = self.machine.fail_run(state, too_large.run,
+                                              ErrorInfo("RecordTooLargeError", reason),
+                                              cause=too_large.event_id)
+            if run is not None and state.run is not run:
+                self._expire_calls_of(state.session_id, run)
+            self._emit(state, failed, key, source)
+
+    def _forward(self, msg: Any, to: Misrouted) -> None:
+        """A record on a partition its session does not hash to goes on to the right one,
+        in the order it arrived (one producer, one partition)."""
+        origin = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
+        headers = [(k, v) for k, v in (msg.headers() or ()) if k != FORWARDED_HEADER]
+        headers.append((FORWARDED_HEADER, origin.encode()))
+        produce(self.producer, self.names.input, to.value, msg.key(), partition=to.partition,
+                headers=headers)
+        self.counters.inc("forwarded")
+        now = time.monotonic()
+        if now - self._last_forward_warning >= 60:
+            self._last_forward_warning = now
+            log.warning("record %s of session %r arrived on partition %d, but its session's "
+                        "partition is %d: forwarded there (its producer does not partition by "
+                        "murmur2 of the key, as Kafka's Java client does; see the README)",
+                        origin, to.event.session_id[:100], msg.partition(), to.partition)
+
+    def _route(self, ev: AgentEvent, key: bytes, data: bytes) -> None:
         prod = self.producer
         try:  # the common case without a wrapper frame; BufferError: wait for room
             prod.produce(self.names.events, data, key, headers=HEADERS)
@@ -432,11 +544,3 @@ class Orchestrator:
 
     def _produce_event(self, topic: str, ev: AgentEvent) -> None:
         produce(self.producer, topic, encode(ev), ev.session_id.encode(), headers=HEADERS)
-
-    def _dlq(self, msg: Any, reason: str) -> None:
-        produce(
-            self.producer, self.names.dlq, msg.value(), msg.key(), partition=msg.partition(),
-            headers=dlq_headers(reason, msg.topic(), msg.partition(), msg.offset(), msg.headers()),
-        )
-        self.counters.inc("dlq")
-        log.warning("dead-lettered %s/%s/%s: %s", msg.topic(), msg.partition(), msg.offset(), reason)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from eddies.events import headers, partition_for
 
 DLQ_REASON_HEADER = "eddies.dlq.reason"
 DLQ_SOURCE_HEADER = "eddies.dlq.source"  # topic/partition/offset
+#: Set when the DLQ copy holds only the first bytes of the value: the original's size.
+DLQ_TRUNCATED_HEADER = "eddies.dlq.truncated"
+FORWARDED_HEADER = "eddies.forwarded.from"  # topic/partition/offset of a misrouted record
+#: Original headers a dead letter keeps, in bytes (the rest are left on the source record).
+DLQ_MAX_HEADER_BYTES = 16_384
 
 Headers = list[tuple[str, bytes]]
 
@@ -40,7 +44,6 @@ def started_key(call_id: str, attempt: int) -> bytes:
     return f"start/{call_id}/{attempt}".encode()
 
 
-@functools.lru_cache(maxsize=65536)
 def journal_partition(session_id: str, partitions: int) -> int:
     """Journal records are keyed by kind, so they are placed explicitly: a session's
     journal records go to its partition, like all of its other records."""
@@ -48,11 +51,27 @@ def journal_partition(session_id: str, partitions: int) -> int:
 
 
 def dlq_headers(reason: str, topic: str, partition: int, offset: int, original: Any) -> Headers:
-    """Headers of a dead-letter record: reason, source position, then the original headers."""
+    """Headers of a dead-letter record: reason, source position, then the original headers
+    (up to :data:`DLQ_MAX_HEADER_BYTES`; the source position finds the rest)."""
     h: Headers = [
         (DLQ_REASON_HEADER, reason.encode()[:4000]),
         (DLQ_SOURCE_HEADER, f"{topic}/{partition}/{offset}".encode()),
     ]
+    room = DLQ_MAX_HEADER_BYTES
     for key, value in original or ():
-        h.append((key, value if isinstance(value, bytes) else b""))
+        value = value if isinstance(value, bytes) else b""
+        room -= len(key) + len(value)
+        if room < 0:
+            break
+        h.append((key, value))
     return h
+
+
+def dlq_value(value: bytes | None, limit: int, headers: Headers) -> bytes | None:
+    """The value a dead letter can carry: ``value``, or its first ``limit`` bytes (adding
+    the original size in the ``eddies.dlq.truncated`` header) when it is larger, so a
+    record too large to copy is still dead-lettered with its reason."""
+    if value is None or len(value) <= limit:
+        return value
+    headers.append((DLQ_TRUNCATED_HEADER, str(len(value)).encode()))
+    return value[:limit]

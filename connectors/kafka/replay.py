@@ -57,12 +57,16 @@ def load_history(settings: Settings, session_id: str) -> list[tuple[int, AgentEv
     """(offset, event) of the session's recorded history, in order, each event once.
 
     After a crash a worker may write events again (same ids, same place in the session);
-    like every consumer, replay keeps the first copy of each id.
+    like every consumer, replay keeps the first copy of each id. The session's partition
+    comes from the topic's own partition count (``settings.partitions`` may not be the
+    app's). AppMissingError if ``app.events`` does not exist.
     """
     from eddies.events import decode
 
+    from .preflight import require_topics
+
     names = TopicNames(settings.app)
-    part = partition_for(session_id, settings.partitions)
+    part = partition_for(session_id, require_topics(settings, [names.events])[names.events])
     key = session_id.encode()
     out: list[tuple[int, AgentEvent]] = []
     seen: set[str] = set()
@@ -77,9 +81,10 @@ def load_history(settings: Settings, session_id: str) -> list[tuple[int, AgentEv
 
 
 def replay(plan: AgentPlan, history: list[tuple[int, AgentEvent]], session_id: str,
-           from_offset: int = 0) -> ReplayReport:
-    """Recompute ``history``; steps before ``from_offset`` are applied but not reported."""
-    machine = SessionMachine(plan)
+           from_offset: int = 0, max_memory_bytes: int | None = None) -> ReplayReport:
+    """Recompute ``history``; steps before ``from_offset`` are applied but not reported.
+    ``max_memory_bytes``: the limit the worker ran with (``settings.max_memory_bytes``)."""
+    machine = SessionMachine(plan, max_memory_bytes=max_memory_bytes)
     state = machine.new_state(session_id)
     recomputed: list[AgentEvent] = []
     for _, ev in history:

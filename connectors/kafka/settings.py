@@ -27,6 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: What a worker's records may hold beyond ``max_record_bytes``: the envelope the engine
+#: wraps an accepted input in, and headers.
+WRITE_HEADROOM = 65_536
+
 
 class ConfigError(ValueError):
     """Invalid configuration; the message names the key."""
@@ -58,6 +62,11 @@ class Settings:
     session_ttl_ms: int = 7 * 24 * 3600 * 1000
     session_timeout_ms: int = 0  # 0: 6000, or 1500 on the embedded broker (membership.py)
     outcome_wait_ms: int = 60_000  # a call another worker started: wait this long for its outcome
+    # How long a command or a starting worker waits for the broker before it gives up.
+    connect_timeout_ms: int = 10_000
+    # The NAME of the environment variable holding the key that executors sign call results
+    # with and orchestrators check them against (see results_auth.py); never the key itself.
+    result_key_env: str = "EDDIES_RESULT_KEY"
     kafka: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> Settings:
@@ -68,7 +77,8 @@ class Settings:
             raise ConfigError(f"role: {self.role!r} is not one of all, orchestrator, executor")
         for key in ("partitions", "replication", "executor_concurrency", "max_record_bytes",
                     "batch_size", "commit_interval_ms",
-                    "journal_retention_ms", "session_ttl_ms", "outcome_wait_ms"):
+                    "journal_retention_ms", "session_ttl_ms", "outcome_wait_ms",
+                    "connect_timeout_ms"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
         for key in ("fetch_wait_ms", "linger_ms", "snapshot_delay_ms", "session_timeout_ms"):
@@ -80,9 +90,25 @@ class Settings:
         if self.static_membership == "true" and not self.instance_id:
             raise ConfigError("static_membership: true needs instance_id (a name unique to this "
                               "worker slot, reused when it restarts)")
+        if not self.result_key_env or not self.result_key_env.replace("_", "").isalnum():
+            raise ConfigError(f"result_key_env: {self.result_key_env!r} is not an environment "
+                              "variable name (it names the variable holding the key, not the key)")
         if ":" not in self.agent:
             raise ConfigError(f"agent: {self.agent!r} is not 'module:attribute'")
         return self
+
+    @property
+    def write_limit(self) -> int:
+        """The largest record a worker writes (its producers' ``message.max.bytes``, and
+        created topics' ``max.message.bytes``): an accepted input of ``max_record_bytes``
+        in its envelope, with room for headers."""
+        return self.max_record_bytes + WRITE_HEADROOM
+
+    @property
+    def max_memory_bytes(self) -> int:
+        """The most a session's short-term memory may hold on Kafka (a session's snapshot
+        is one record: half of it), when the agent's own ``max_memory_bytes`` is larger."""
+        return self.max_record_bytes // 2
 
     @property
     def slot(self) -> str:
@@ -165,6 +191,7 @@ def load_settings(
             values[key] = value
         kafka.update({k: str(v) for k, v in data.get("kafka", {}).items()})
     environ = os.environ if env is None else env
+    unknown: list[str] = []
     for name, value in environ.items():
         if not name.startswith("EDDIES_"):
             continue
@@ -176,7 +203,7 @@ def load_settings(
         elif rest in ("CONFIG", "LOG_LEVEL"):
             continue
         else:
-            raise ConfigError(f"environment variable {name}: unknown setting {rest.lower()!r}")
+            unknown.append(name)
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -186,6 +213,10 @@ def load_settings(
     settings = Settings(kafka=kafka)
     for key, value in values.items():
         setattr(settings, key, _coerce(key, value, _FIELDS[key].type))
+    for name in unknown:  # the variable holding the result key is no setting, but expected
+        if name != settings.result_key_env:
+            raise ConfigError(f"environment variable {name}: unknown setting "
+                              f"{name[len('EDDIES_'):].lower()!r}")
     return settings.validate()
 
 

@@ -13,13 +13,14 @@ import threading
 import uuid
 from typing import Any
 
+from eddies.connectors.signing import ResultKeyError, ResultSigner
 from eddies.engine import Agent, AgentPlan
 
 from .counters import Counters
 from .executor import KafkaExecutor
 from .membership import Membership
 from .orchestrator import Orchestrator
-from .settings import Settings, load_agent
+from .settings import ConfigError, Settings, load_agent
 from .topics import TopicNames, ensure_topics
 
 __all__ = ["Counters", "KafkaExecutor", "Orchestrator", "Worker"]
@@ -53,15 +54,29 @@ class Worker:
         #: This process's incarnation: started marks name it (see claims.py).
         self.incarnation = uuid.uuid4().hex[:12]
         self.membership = Membership.for_broker(settings, None)  # until start() asks the broker
+        #: Signs call results (executors) and checks them (orchestrators); set by start().
+        self.signer: ResultSigner | None = None
 
     def start(self) -> Worker:
         """Create missing topics, then start the role threads."""
         from confluent_kafka.admin import AdminClient
 
+        from .preflight import check_broker
+
+        # A broker that does not answer fails here, within connect_timeout_ms and naming
+        # its address, not in ensure_topics after 15 s with a bare transport error.
+        cluster = check_broker(self.settings).cluster_id
         admin = AdminClient(self.settings.client_config())
         ensure_topics(admin, self.names, self.settings.partitions, self.settings.replication)
-        cluster = admin.list_topics(timeout=15).cluster_id
         self.membership = Membership.for_broker(self.settings, cluster)
+        try:  # the embedded broker (development) may use the public development key
+            self.signer = ResultSigner.from_env(self.settings.result_key_env,
+                                                allow_dev_key=self.membership.embedded)
+        except ResultKeyError as err:
+            raise ConfigError(str(err)) from None
+        if self.signer.dev:
+            log.info("call results are signed with the development key (no %s set; embedded "
+                     "broker only)", self.settings.result_key_env)
         role = self.settings.role
         log.info("worker %s/%s joining the groups of app %s (role %s, session timeout %d ms, "
                  "static membership %s)", self.settings.slot, self.incarnation, self.settings.app,

@@ -80,3 +80,32 @@ def effects_agent() -> Effects:
     agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel())
     agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["add"]))
     return agent
+
+
+def measure(text: str) -> int:
+    """The length of ``text`` (a durable function: its result travels as a signed record)."""
+    return len(text)
+
+
+class Echo(Agent):
+    """Answers "N characters" after a durable call. An input ``{"remember": TEXT}`` also
+    keeps TEXT in short-term memory (one entry per turn); ``{"repeat": K, "text": TEXT}``
+    answers TEXT repeated K times."""
+
+    @action(InputEvent)
+    def echo(event: InputEvent, ctx: Any) -> None:
+        data = event.input
+        n = ctx.durable_execute(measure, data if isinstance(data, str) else json.dumps(data))
+        if isinstance(data, dict) and "remember" in data:
+            turns = ctx.short_term_memory.get("turns", 0) + 1
+            ctx.short_term_memory.set("turns", turns)
+            ctx.short_term_memory.set(f"turn-{turns}", data["remember"])
+        if isinstance(data, dict) and "repeat" in data:
+            ctx.send_event(OutputEvent(output=data["text"] * data["repeat"]))
+            return
+        ctx.send_event(OutputEvent(output=f"{n} characters"))
+
+
+def echo_agent() -> Echo:
+    """:class:`Echo`."""
+    return Echo("echo")

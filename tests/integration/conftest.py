@@ -4,6 +4,7 @@ One broker per test session; each test uses its own application id."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -35,6 +36,10 @@ def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
     if reason:
         pytest.skip(reason)
     from testcontainers.kafka import KafkaContainer  # type: ignore[import-untyped]
+
+    # Off the embedded broker a worker needs the key that signs call results (and its
+    # subprocesses inherit it).
+    os.environ.setdefault("EDDIES_RESULT_KEY", "integration-tests-" + "k" * 32)
 
     with KafkaContainer("apache/kafka:3.9.1").with_kraft() as kafka:
         yield kafka.get_bootstrap_server()

@@ -1,0 +1,58 @@
+"""Writing to ``APP.dlq``: what a role could not accept, with the reason and its source.
+
+Every dead letter carries ``eddies.dlq.reason`` and ``eddies.dlq.source`` (the source
+record's topic/partition/offset), then the source's own headers. A value larger than a
+record may be is cut to ``max_record_bytes`` (``eddies.dlq.truncated`` holds its size): the
+whole record stays at its source position. Example::
+
+    dlq = DeadLetters(producer, names.dlq, settings.max_record_bytes, counters)
+    dlq.write(msg.value(), msg.key(), "record has no key", source=msg)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from .client import produce
+from .counters import Counters
+from .records import dlq_headers, dlq_value
+
+log = logging.getLogger("eddies.worker")
+
+#: At most one warning per this many seconds (a flood of bad records must not flood logs).
+WARN_EVERY_S = 5.0
+
+
+class DeadLetters:
+    """Dead-letters records through a role's producer, counting them (``dlq``)."""
+
+    def __init__(self, producer: Any, topic: str, limit: int, counters: Counters) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.limit = limit
+        self.counters = counters
+        self._last_warning = 0.0
+        self._quiet = 0  # dead letters not logged since the last warning
+
+    def write(self, value: bytes | None, key: bytes | None, reason: str, *, source: Any,
+              partition: int | None = None) -> None:
+        """Dead-letter ``value``/``key`` because of ``reason``. ``source``: the consumed
+        message it came from (its position and headers are kept); ``partition``: the
+        DLQ partition (default: the source's, which is the session's)."""
+        headers = dlq_headers(reason, source.topic(), source.partition(), source.offset(),
+                              source.headers())
+        value = dlq_value(value, self.limit, headers)
+        part = source.partition() if partition is None else partition
+        produce(self.producer, self.topic, value, key, partition=part, headers=headers)
+        self.counters.inc("dlq")
+        now = time.monotonic()
+        if now - self._last_warning >= WARN_EVERY_S:
+            more = f" (and {self._quiet} more since the last warning)" if self._quiet else ""
+            log.warning("dead-lettered %s/%s/%s: %s%s", source.topic(), source.partition(),
+                        source.offset(), reason[:500], more)
+            self._last_warning = now
+            self._quiet = 0
+        else:
+            self._quiet += 1

@@ -1,0 +1,134 @@
+"""Checks made before talking to Kafka: the broker answers, the app's topics exist.
+
+Left to itself librdkafka retries an unreachable broker quietly until some later timeout
+(15-30 s, then an error that names no address), and a consumer of a topic that is not
+there waits for nothing. These checks fail within ``connect_timeout_ms`` instead, with a
+message that names the address and what to check. Example::
+
+    meta = check_broker(settings)                            # BrokerUnreachableError
+    counts = require_topics(settings, [names.events], meta)  # AppMissingError
+    partition = partition_for(session_id, counts[names.events])
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from .settings import ConfigError, Settings
+from .topics import TopicNames
+
+
+class PreflightError(Exception):
+    """A command cannot run against the configured broker; the message says what to check."""
+
+
+class BrokerUnreachableError(PreflightError):
+    """The broker did not answer a metadata request within ``connect_timeout_ms``."""
+
+
+class AppMissingError(PreflightError, LookupError):
+    """A topic the command needs does not exist (a LookupError, as a reader's missing
+    topic always was)."""
+
+
+def check_broker(settings: Settings) -> Any:
+    """The cluster's metadata (``ClusterMetadata``: ``.topics``, ``.cluster_id``), or
+    :class:`BrokerUnreachableError` after ``settings.connect_timeout_ms``; ConfigError
+    if the client refuses the ``[kafka]`` settings.
+
+    Example::
+
+        check_broker(settings).cluster_id
+    """
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    address = settings.bootstrap_servers
+    if not address:
+        raise ConfigError("bootstrap_servers: empty (set it, EDDIES_BOOTSTRAP_SERVERS or -b)")
+    seen: list[Any] = []
+    try:
+        admin = AdminClient(settings.client_config(error_cb=seen.append))
+    except KafkaException as err:
+        raise ConfigError(f"the Kafka client refuses the settings: {error_text(err)} (check the "
+                          "[kafka] table and EDDIES_KAFKA_* variables)") from None
+    timeout = settings.connect_timeout_ms / 1000
+    try:
+        return admin.list_topics(timeout=timeout)
+    except KafkaException as err:
+        # The exception only says "transport failure"; the client's error callbacks, served
+        # by poll, say why: refused, unresolved host, TLS or SASL failure.
+        admin.poll(0)
+        cause = next((e.str() for e in seen if e.code() != KafkaError._ALL_BROKERS_DOWN),
+                     error_text(err))
+        cause = re.sub(r"^\S+/\S+: ", "", cause)  # "host:port/bootstrap: ": named below
+        raise BrokerUnreachableError(
+            f"cannot reach the Kafka broker at {address} within {timeout:g} s: {cause}\n"
+            "check the address (bootstrap_servers, EDDIES_BOOTSTRAP_SERVERS or -b), that the "
+            "broker is running and advertises listeners reachable from here, and the security "
+            "settings in [kafka]"
+        ) from None
+
+
+def app_topics(settings: Settings, metadata: Any = None) -> dict[str, int | None]:
+    """Partition count of each topic of ``settings.app`` (None: missing);
+    :class:`AppMissingError` if none of them exists. ``metadata``: from
+    :func:`check_broker` (asked for when None).
+
+    Example::
+
+        app_topics(settings)   # {"demo.input": 4, "demo.events": 4, ...}
+    """
+    meta = check_broker(settings) if metadata is None else metadata
+    present = _present(meta)
+    counts = {n: present.get(n) for n in TopicNames(settings.app).all()}
+    if all(c is None for c in counts.values()):
+        raise AppMissingError(_no_app(settings))
+    return counts
+
+
+def require_topics(settings: Settings, topics: Iterable[str], metadata: Any = None) -> dict[str, int]:
+    """Partition count of each of ``topics``; :class:`AppMissingError` naming what to run
+    if one is missing. ``metadata``: from :func:`check_broker` (asked for when None).
+
+    Example::
+
+        require_topics(settings, [TopicNames(settings.app).events])  # {"demo.events": 8}
+    """
+    wanted = list(topics)
+    if not wanted:
+        return {}
+    meta = check_broker(settings) if metadata is None else metadata
+    present = _present(meta)
+    missing = [n for n in wanted if n not in present]
+    if missing:
+        if not any(n in present for n in TopicNames(settings.app).all()):
+            raise AppMissingError(_no_app(settings))
+        raise AppMissingError(
+            f"topic {', '.join(missing)} does not exist on {settings.bootstrap_servers} "
+            f"(run `eddies topics create --app {settings.app}`)")
+    return {n: present[n] for n in wanted}
+
+
+def _present(metadata: Any) -> dict[str, int]:
+    return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+
+def _no_app(settings: Settings) -> str:
+    return (f"app {settings.app} has no topics on {settings.bootstrap_servers} (start a worker "
+            f"with --app {settings.app} or run `eddies topics create --app {settings.app}`)")
+
+
+def error_text(err: BaseException) -> str:
+    """The text of a KafkaException's KafkaError, without its code and braces (``str``
+    of any other exception).
+
+    Example::
+
+        error_text(KafkaException(KafkaError(KafkaError._TRANSPORT, "refused")))  # "refused"
+    """
+    kerr = err.args[0] if err.args else None
+    text = getattr(kerr, "str", None)
+    return str(text()) if callable(text) else str(err)

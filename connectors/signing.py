@@ -1,0 +1,83 @@
+"""Signed call results: only an executor can answer a durable call.
+
+Users and executors both write to ``APP.input`` (one topic keeps one order per session),
+so Kafka ACLs cannot tell a user's record from an executor's. An executor therefore signs
+every DurableCallResult it sends: the ``eddies.signature`` header holds the lowercase hex
+HMAC-SHA256 of the record's value (the whole Avro envelope: session, call id, attempt,
+status, value, error) under a key that only workers hold. The orchestrator accepts a result
+only with a valid signature; anything else goes to the dead-letter topic.
+
+The key is read from the environment variable named by the ``result_key_env`` setting
+(``EDDIES_RESULT_KEY`` by default), never from a file or flag. Several comma-separated keys
+rotate without downtime: the first signs, any verifies. Example::
+
+    signer = ResultSigner.from_env("EDDIES_RESULT_KEY", allow_dev_key=False)
+    headers = [(SIGNATURE_HEADER, signer.sign(value))]
+    assert signer.verify(value, signer.sign(value))
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import Mapping
+
+SIGNATURE_HEADER = "eddies.signature"
+#: The key of a worker on the embedded broker with no key set: development only (it is
+#: public, so it keeps mistakes out, not attackers).
+DEV_KEY = b"eddies-embedded-broker-development-key"
+#: The shortest key accepted: 128 bits as hex.
+MIN_KEY_CHARS = 32
+
+
+class ResultKeyError(ValueError):
+    """The result key is missing or too weak; the message names the variable."""
+
+
+class ResultSigner:
+    """Signs and verifies call results with HMAC-SHA256."""
+
+    __slots__ = ("_keys", "dev")
+
+    def __init__(self, keys: list[bytes], dev: bool = False) -> None:
+        if not keys:
+            raise ValueError("at least one key is needed")
+        self._keys = keys
+        self.dev = dev  # signing with the public development key
+
+    @classmethod
+    def from_env(cls, variable: str, *, allow_dev_key: bool,
+                 environ: Mapping[str, str] | None = None) -> ResultSigner:
+        """The signer of the keys in environment variable ``variable``. Without it, the
+        development key if ``allow_dev_key`` (the embedded broker), else ResultKeyError."""
+        env = os.environ if environ is None else environ
+        text = env.get(variable, "")
+        keys = [k.strip() for k in text.split(",") if k.strip()]
+        if not keys:
+            if allow_dev_key:
+                return cls([DEV_KEY], dev=True)
+            raise ResultKeyError(
+                f"result_key_env: environment variable {variable} is not set. Executors sign "
+                "call results with it and orchestrators refuse unsigned ones; set it to the same "
+                "random secret on every worker of the app (e.g. `openssl rand -hex 32`); see the "
+                "README's threat model")
+        for k in keys:
+            if len(k) < MIN_KEY_CHARS:
+                raise ResultKeyError(
+                    f"result_key_env: a key in {variable} has {len(k)} characters; use at least "
+                    f"{MIN_KEY_CHARS} (e.g. `openssl rand -hex 32`)")
+        return cls([k.encode() for k in keys])
+
+    def sign(self, value: bytes) -> bytes:
+        """The signature header value of a result record's ``value``."""
+        return hmac.digest(self._keys[0], value, "sha256").hex().encode()
+
+    def verify(self, value: bytes, signature: bytes | None) -> bool:
+        """Whether ``signature`` is a valid signature of ``value`` under any key."""
+        if not signature:
+            return False
+        for key in self._keys:
+            expected = hmac.digest(key, value, "sha256").hex().encode()
+            if hmac.compare_digest(expected, signature):
+                return True
+        return False

@@ -1,0 +1,155 @@
+"""The ``eddies`` command fails fast and in a line or two, with exit code 2 and no traceback:
+every command with the broker down, and the commands that need an existing app with the
+app missing. Each runs as the real command, in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from eddies.connectors.kafka.broker import free_port
+from eddies.connectors.kafka.client import send_input
+from eddies.connectors.kafka.settings import load_settings
+from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+from eddies.connectors.kafka.worker import Worker
+from eddies.demo import calculator_agent
+from eddies.events import OutputEvent, partition_for
+from tests.integration.test_worker import outputs
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 2  # EDDIES_CONNECT_TIMEOUT_MS of every command here
+SLACK_S = 5  # the most a command may take beyond it (start-up included)
+
+
+def broken_agent() -> None:
+    """An agent factory with a bug (the CLI loads it by name)."""
+    raise RuntimeError("boom in the agent factory")
+
+
+def eddies(*args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run ``eddies ARGS`` with only ``env`` among the EDDIES_ settings (a developer's
+    EDDIES_APP or EDDIES_BOOTSTRAP_SERVERS stays out); the result and the seconds it took."""
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("EDDIES_") or k == "EDDIES_RESULT_KEY"}  # a key, no setting
+    base.update(LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
+                EDDIES_CONNECT_TIMEOUT_MS=str(TIMEOUT_S * 1000))
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "eddies", *args], cwd=ROOT, env={**base, **env},
+                          capture_output=True, text=True, timeout=120)
+    return proc, time.monotonic() - start
+
+
+def assert_short_error(proc: subprocess.CompletedProcess[str], *expected: str) -> None:
+    """Exit code 2, no traceback, a few lines on stderr that contain ``expected``."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 3, proc.stderr
+    for text in expected:
+        assert text in proc.stderr, proc.stderr
+
+
+EVERY_COMMAND = [
+    ["demo"],
+    ["worker"],
+    ["send", "alice", "hi"],
+    ["tail"],
+    ["replay", "--session", "alice"],
+    ["topics", "create"],
+    ["topics", "describe"],
+]
+NEEDS_AN_APP = [
+    ["send", "alice", "hi"],
+    ["tail", "--no-follow"],
+    ["replay", "--session", "alice"],
+    ["topics", "describe"],
+]
+
+
+def test_no_arguments_prints_the_usage() -> None:
+    proc, _ = eddies()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "Usage:" in proc.stdout and "worker" in proc.stdout  # the help, as with --help
+
+
+@pytest.mark.parametrize("args", EVERY_COMMAND, ids=" ".join)
+def test_a_down_broker_fails_within_the_connect_timeout(args: list[str]) -> None:
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    proc, took = eddies(*args, "-b", address)
+    assert took < TIMEOUT_S + SLACK_S
+    # Named with what to check; librdkafka's connection errors are not printed.
+    assert_short_error(proc, f"cannot reach the Kafka broker at {address} within {TIMEOUT_S} s",
+                       "Connection refused", "check the address")
+
+
+def test_the_traceback_and_client_log_are_there_when_debugging() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    proc, _ = eddies("send", "alice", "hi", "-b", address, EDDIES_LOG_LEVEL="DEBUG")
+    assert proc.returncode == 2
+    assert "Traceback" in proc.stderr and "BrokerUnreachableError" in proc.stderr
+    assert "eddies.kafka.client" in proc.stderr  # librdkafka's lines
+    assert proc.stderr.rstrip().endswith("security settings in [kafka]")
+
+
+@pytest.mark.parametrize("args", NEEDS_AN_APP, ids=" ".join)
+def test_an_app_without_topics_is_named_with_what_to_run(bootstrap: str, args: list[str]) -> None:
+    app = f"t{uuid.uuid4().hex[:10]}"
+    proc, took = eddies(*args, "--app", app, "-b", bootstrap)
+    assert took < TIMEOUT_S + SLACK_S
+    assert_short_error(proc, f"app {app} has no topics on {bootstrap}",
+                       f"eddies topics create --app {app}")
+
+
+@pytest.mark.parametrize("args", NEEDS_AN_APP, ids=" ".join)
+def test_without_a_configured_broker_an_app_is_missing(args: list[str]) -> None:
+    # The embedded broker would start empty: refused before it is started.
+    proc, took = eddies(*args)
+    assert took < SLACK_S
+    assert_short_error(proc, "no bootstrap servers configured", "EDDIES_BOOTSTRAP_SERVERS")
+
+
+def test_a_worker_with_another_partition_count_is_refused(bootstrap: str) -> None:
+    app = f"t{uuid.uuid4().hex[:10]}"
+    settings = load_settings(env={}, overrides={"bootstrap_servers": bootstrap, "app": app})
+    ensure_topics(AdminClient(settings.client_config()), TopicNames(app), 4)
+    proc, _ = eddies("worker", "--app", app, "--partitions", "8", "-b", bootstrap)
+    assert_short_error(proc, f"topic {app}.input has 4 partitions, expected 8")
+
+
+def test_an_agent_that_does_not_import_is_a_configuration_error() -> None:
+    proc, _ = eddies("replay", "--session", "alice", "--agent", "no_such_module:agent")
+    assert_short_error(proc, "configuration error: agent: cannot import module 'no_such_module'")
+
+
+def test_a_bug_is_one_line_and_exit_code_1() -> None:
+    proc, _ = eddies("replay", "--session", "alice",
+                     "--agent", "tests.integration.test_cli_errors:broken_agent")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        "internal error: RuntimeError: boom in the agent factory",
+        "run with EDDIES_LOG_LEVEL=DEBUG for the traceback",
+    ]
+
+
+def test_replay_reads_the_partition_count_of_the_topic(bootstrap: str) -> None:
+    settings = load_settings(env={}, overrides={
+        "bootstrap_servers": bootstrap, "app": f"t{uuid.uuid4().hex[:10]}", "partitions": 8})
+    assert partition_for("alice", 8) != partition_for("alice", 4)  # the default would miss it
+    worker = Worker(settings, calculator_agent()).start()
+    try:
+        assert worker.wait_assigned(60)
+        send_input(settings, "alice", {"a": 2, "b": 3})
+        [out] = outputs(settings, 1)
+        assert isinstance(out.payload, OutputEvent) and out.payload.output == "The result is 5."
+    finally:
+        worker.stop()
+    proc, _ = eddies("replay", "--session", "alice", "--app", settings.app, "-b", bootstrap)
+    assert proc.returncode == 0, proc.stderr
+    assert "replay of alice: 12 events, every id recomputed identically" in proc.stdout
