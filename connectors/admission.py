@@ -33,7 +33,6 @@ from eddies.events import (
     DurableCallResult,
     InputEvent,
     decode,
-    encode,
     envelope_problem,
     event_type_name,
     partition_for,
@@ -54,18 +53,32 @@ class Refused:
 
 @dataclass(frozen=True, slots=True)
 class Misrouted:
-    """A valid record on the wrong partition: ``value`` (the event with the defaults its
-    position gave it) belongs on ``partition``."""
+    """A valid record on the wrong partition: it belongs on ``partition``. Forward its
+    bytes unchanged, with :data:`FORWARDED_HEADER` naming where it arrived (its id, when
+    it has none, derives from there) and its original timestamp."""
 
     event: AgentEvent
     partition: int
-    value: bytes
 
 
-Signature = Callable[[], bytes | None]
+#: Header of a forwarded record: ``topic/partition/offset`` where it first arrived.
+FORWARDED_HEADER = "eddies.forwarded.from"
+
+Headers = Callable[[str], bytes | None]
 
 
-def _no_signature() -> bytes | None:
+def _no_headers(name: str) -> bytes | None:
+    return None
+
+
+def _origin(header: Headers) -> str | None:
+    """``partition/offset`` of a forwarded record's first arrival, if well-formed."""
+    raw = header(FORWARDED_HEADER)
+    if not raw:
+        return None
+    parts = raw.decode(errors="replace").rsplit("/", 2)
+    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+        return f"{int(parts[1])}/{int(parts[2])}"
     return None
 
 
@@ -81,13 +94,14 @@ class Admission:
         self.input_topic = input_topic
 
     def check(self, key: bytes | None, value: bytes | None, *, partition: int, offset: int,
-              timestamp_ms: int, signature: Signature = _no_signature,
+              timestamp_ms: int, header: Headers = _no_headers,
               decoded: AgentEvent | None = None) -> AgentEvent | Refused | Misrouted:
         """The admitted event, or why not, or where it belongs.
 
-        An InputEvent without an id gets ``in/PARTITION/OFFSET`` (stable across re-reads),
-        without a timestamp the record's. ``signature`` returns the record's signature
-        header (read only for results). ``decoded``: the event already decoded from
+        An InputEvent without an id gets ``in/PARTITION/OFFSET`` of the record (of its
+        first arrival, if it was forwarded): stable across re-reads and forwarding; without
+        a timestamp it gets the record's. ``header(name)`` returns a record header (read
+        only for results and forwarded inputs). ``decoded``: the event already decoded from
         ``value`` (a result this process sent), to skip decoding it again.
         """
         if key is None:
@@ -113,19 +127,16 @@ class Admission:
         if len(sid) > MAX_ID_CHARS or len(ev.event_id) > MAX_ID_CHARS:
             return Refused(f"session_id or event_id longer than {MAX_ID_CHARS} characters")
         payload = ev.payload
-        filled = False
         if isinstance(payload, InputEvent):
             if ev.scope:
                 return Refused("an InputEvent from a producer has an empty scope (sub-agent "
                                "scopes are the engine's)")
             if not ev.event_id:  # stable across re-reads, and across forwarding
-                ev.event_id = f"in/{partition}/{offset}"
-                filled = True
+                ev.event_id = f"in/{_origin(header) or f'{partition}/{offset}'}"
             if not ev.timestamp:
                 ev.timestamp = min(max(timestamp_ms, 0), MAX_TIMESTAMP_MS)
-                filled = True
         elif isinstance(payload, DurableCallResult):
-            if not self.signer.verify(value, signature()):
+            if not self.signer.verify(value, header(SIGNATURE_HEADER)):
                 return Refused(f"a DurableCallResult without a valid executor signature "
                                f"({SIGNATURE_HEADER} header): only executors answer calls; "
                                "producers may send InputEvent")
@@ -140,7 +151,5 @@ class Admission:
                            f"{self.agent_name!r}")
         home = partition_for(sid, self.partitions)
         if home != partition:
-            if filled:
-                value = encode(ev)
-            return Misrouted(ev, home, value)
+            return Misrouted(ev, home)
         return ev

@@ -251,7 +251,8 @@ def _status(w: Any) -> Table:
                  "snapshots", "dlq", "sessions_restored", "requests_reissued"):
         table.add_row(name, str(counts.get(name, 0)))
     for name in ("input_gaps", "consumer_errors", "results_unknown", "input_pauses",  # once they happen
-                 "calls_awaited", "results_awaited", "claims_lost", "calls_dropped"):
+                 "calls_awaited", "results_awaited", "claims_lost", "calls_dropped", "forwarded",
+                 "orphan_results", "sessions_failed", "snapshots_unreadable"):
         if counts.get(name):
             table.add_row(name, str(counts[name]))
     return table
@@ -283,7 +284,15 @@ def send(
     # with its default partition count, which no worker of the app could read.
     with _kafka(settings, need=(TopicNames(settings.app).input,)) as s:
         send_input(s, session, payload, event_id)
-        console.print(f"sent to {session}")
+        from eddies.connectors.kafka.preflight import require_topics
+        from eddies.events import partition_for
+
+        # Other producers must pick the same partition (murmur2 of the key, as Kafka's Java
+        # client does); a worker forwards records that arrive elsewhere, at a cost.
+        topic = TopicNames(s.app).input
+        count = require_topics(s, [topic])[topic]
+        console.print(f"sent to {session} (partition {partition_for(session, count)} of {topic}: "
+                      "murmur2 of the session id, as Kafka's Java client does)")
 
 
 @app.command()
@@ -381,7 +390,7 @@ def topics_create(config: ConfigOpt = None, app_id: AppOpt = None,
     with _kafka(settings) as s:
         # TopicError (another partition count): main prints it, exit code 2.
         created = ensure_topics(AdminClient(s.client_config()), TopicNames(s.app), s.partitions,
-                                s.replication)
+                                s.replication, max_message_bytes=s.write_limit)
         console.print(f"created: {', '.join(created) or 'nothing (all present)'}")
 
 

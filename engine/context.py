@@ -48,6 +48,11 @@ class Suspend(BaseException):
 SUSPEND = object()  # what an async action's awaitable yields to the machine
 
 
+def _utf8_len(text: str) -> int:
+    # isascii() is O(1) in CPython: most memory is ASCII JSON, and needs no encoding here.
+    return len(text) if text.isascii() else len(text.encode())
+
+
 class Memory:
     """Key-value memory with JSON values; writes are buffered until the action completes.
 
@@ -97,10 +102,10 @@ class Memory:
         return bool(self._writes)
 
     def size_after_commit(self) -> int:
-        """Characters of the keys and JSON values the memory would hold after :meth:`commit`."""
+        """UTF-8 bytes of the keys and JSON values the memory would hold after :meth:`commit`."""
         base, writes = self._base, self._writes
-        size = sum(len(k) + len(v) for k, v in base.items() if k not in writes)
-        return size + sum(len(k) + len(v) for k, v in writes.items() if v is not None)
+        size = sum(_utf8_len(k) + _utf8_len(v) for k, v in base.items() if k not in writes)
+        return size + sum(_utf8_len(k) + _utf8_len(v) for k, v in writes.items() if v is not None)
 
     def commit(self) -> None:
         """Apply the buffered writes (called by the machine when the action completes)."""

@@ -39,19 +39,23 @@ class DeadLetters:
     def write(self, value: bytes | None, key: bytes | None, reason: str, *, source: Any,
               partition: int | None = None) -> None:
         """Dead-letter ``value``/``key`` because of ``reason``. ``source``: the consumed
-        message it came from (its position and headers are kept); ``partition``: the
-        DLQ partition (default: the source's, which is the session's)."""
-        headers = dlq_headers(reason, source.topic(), source.partition(), source.offset(),
-                              source.headers())
+        message it came from (its position and headers are kept), or a (topic, partition)
+        it was to be written to; ``partition``: the DLQ partition (default: the source's,
+        which is the session's)."""
+        if isinstance(source, tuple):
+            topic, part, offset, original = source[0], source[1], -1, None
+        else:
+            topic, part, offset = source.topic(), source.partition(), source.offset()
+            original = source.headers()
+        headers = dlq_headers(reason, topic, part, offset, original)
         value = dlq_value(value, self.limit, headers)
-        part = source.partition() if partition is None else partition
-        produce(self.producer, self.topic, value, key, partition=part, headers=headers)
+        produce(self.producer, self.topic, value, key,
+                partition=part if partition is None else partition, headers=headers)
         self.counters.inc("dlq")
         now = time.monotonic()
         if now - self._last_warning >= WARN_EVERY_S:
             more = f" (and {self._quiet} more since the last warning)" if self._quiet else ""
-            log.warning("dead-lettered %s/%s/%s: %s%s", source.topic(), source.partition(),
-                        source.offset(), reason[:500], more)
+            log.warning("dead-lettered %s/%s/%s: %s%s", topic, part, offset, reason[:500], more)
             self._last_warning = now
             self._quiet = 0
         else:

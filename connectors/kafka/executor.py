@@ -34,6 +34,7 @@ from eddies.events import (
     CallStatus,
     DecodeError,
     DurableCallRequest,
+    EncodingError,
     ErrorInfo,
     decode,
     encode,
@@ -412,8 +413,14 @@ class KafkaExecutor:
             result = result_event(request, CallStatus.OK, value)
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", ErrorInfo.of(err))
-        data = encode(result)
         limit = self.settings.max_record_bytes
+        try:
+            data = encode(result)
+        except EncodingError as err:  # e.g. an error message with unpaired surrogates
+            result = result_event(request, CallStatus.ERROR, "null", ErrorInfo(
+                "ResultEncodingError", ascii(f"the outcome of {req.target} cannot be written: "
+                                             f"{err}")[:2000]))
+            data = encode(result)
         if len(data) > limit:  # it could not enter the session machine: an error instead
             result = result_event(request, CallStatus.ERROR, "null", ErrorInfo(
                 "ResultTooLargeError",

@@ -35,7 +35,6 @@ from collections import deque
 from typing import Any
 
 from eddies.connectors.admission import Admission, Misrouted, Refused
-from eddies.connectors.signing import SIGNATURE_HEADER
 from eddies.engine import SessionMachine, SessionState
 from eddies.engine.machine import UnsupportedEventError
 from eddies.engine.state import RunState
@@ -43,6 +42,7 @@ from eddies.events import (
     AgentEvent,
     DurableCallRequest,
     DurableCallResult,
+    EncodingError,
     ErrorInfo,
     InputEvent,
     OutputEvent,
@@ -361,6 +361,7 @@ class Orchestrator:
         if state is None:
             return None
         why = ""
+        data: bytes | None = None
         try:
             data = state.to_bytes()
             if len(data) <= self._limit:
@@ -372,6 +373,10 @@ class Orchestrator:
         log.error("session %r cannot be saved: %s; failing its run and queued inputs",
                   sid[:100], why)
         key = sid.encode()
+        part = journal_partition(sid, self.settings.partitions)
+        self.dead_letters.write(data, key,
+                                f"snapshot of session {sid!r}: {why}",
+                                source=(self.names.journal, part))
         for clear in (False, True):
             if state.run is not None:
                 self._expire_calls_of(sid, state.run)
@@ -423,7 +428,7 @@ class Orchestrator:
         part = msg.partition()
         verdict = self.admission.check(
             key, value, partition=part, offset=msg.offset(), timestamp_ms=msg.timestamp()[1],
-            signature=lambda: header(msg.headers(), SIGNATURE_HEADER),
+            header=lambda name: header(msg.headers(), name),
             decoded=local.sent_results.pop(value, None) if local is not None and value else None)
         if type(verdict) is Refused:
             return self.dead_letters.write(value, key, verdict.reason, source=msg)
@@ -487,17 +492,24 @@ class Orchestrator:
         and fails its session's run (the other sessions go on)."""
         too_large: AgentEvent | None = None
         reason = ""
+        limit = self._limit
         for out in emitted:
-            data = encode(out)
-            if len(data) > self._limit:
-                why = (f"event {out.seq} ({out.type}) of session {state.session_id!r} is "
-                       f"{len(data)} bytes, over the largest record a worker writes "
-                       f"({self._limit}: max_record_bytes + 64 KiB)")
-                self.dead_letters.write(data, key, why, source=source)
-                if too_large is None:
-                    too_large, reason = out, why
-                continue
-            self._route(out, key, data)
+            dead: bytes | None = None
+            try:
+                data = encode(out)
+            except EncodingError as err:  # e.g. an action's value no Avro reader could read
+                why = f"cannot be written: {err}"
+            else:
+                if len(data) <= limit:  # the common case
+                    self._route(out, key, data)
+                    continue
+                dead = data
+                why = (f"is {len(data)} bytes, over the largest record a worker writes "
+                       f"({limit}: max_record_bytes + 64 KiB)")
+            why = f"event {out.seq} ({out.type}) of session {state.session_id!r} {why}"
+            self.dead_letters.write(dead, key, why, source=source)
+            if too_large is None:
+                too_large, reason = out, why
         self.counters.inc("events", len(emitted))
         if too_large is not None:  # the run it belongs to fails (once, whatever else it wrote)
             run = state.run
@@ -514,8 +526,10 @@ class Orchestrator:
         origin = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
         headers = [(k, v) for k, v in (msg.headers() or ()) if k != FORWARDED_HEADER]
         headers.append((FORWARDED_HEADER, origin.encode()))
-        produce(self.producer, self.names.input, to.value, msg.key(), partition=to.partition,
-                headers=headers)
+        kind, ts = msg.timestamp()
+        extra = {"timestamp": ts} if kind != _kafka().TIMESTAMP_NOT_AVAILABLE else {}
+        produce(self.producer, self.names.input, msg.value(), msg.key(), partition=to.partition,
+                headers=headers, **extra)
         self.counters.inc("forwarded")
         now = time.monotonic()
         if now - self._last_forward_warning >= 60:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from eddies.connectors.admission import FORWARDED_HEADER
 from eddies.events import headers, partition_for
+
+__all__ = ["FORWARDED_HEADER"]  # where a misrouted record first arrived (admission.py)
 
 DLQ_REASON_HEADER = "eddies.dlq.reason"
 DLQ_SOURCE_HEADER = "eddies.dlq.source"  # topic/partition/offset
 #: Set when the DLQ copy holds only the first bytes of the value: the original's size.
 DLQ_TRUNCATED_HEADER = "eddies.dlq.truncated"
-FORWARDED_HEADER = "eddies.forwarded.from"  # topic/partition/offset of a misrouted record
 #: Original headers a dead letter keeps, in bytes (the rest are left on the source record).
 DLQ_MAX_HEADER_BYTES = 16_384
 

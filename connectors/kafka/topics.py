@@ -57,18 +57,21 @@ class TopicNames:
         """All six names."""
         return [self.input, self.events, self.requests, self.output, self.journal, self.dlq]
 
-    def configs(self, name: str) -> dict[str, str]:
-        """Topic configs Eddies sets when it creates ``name``."""
+    def configs(self, name: str, max_message_bytes: int | None = None) -> dict[str, str]:
+        """Topic configs Eddies sets when it creates ``name`` (``max_message_bytes``: the
+        largest record its workers write, so the broker takes what their producers send)."""
+        conf = {} if max_message_bytes is None else {"max.message.bytes": str(max_message_bytes)}
         if name == self.journal:
             # A call's first started mark must outlive the claim checks that compare
             # against it: compaction keeps only the latest mark of a key (see claims.py).
-            return {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
-        return {}
+            conf.update({"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"})
+        return conf
 
 
 def ensure_topics(admin: Any, names: TopicNames, partitions: int, replication: int = 1,
-                  timeout: float = 15.0) -> list[str]:
+                  timeout: float = 15.0, max_message_bytes: int | None = None) -> list[str]:
     """Create missing topics; check that existing ones have ``partitions`` partitions.
+    ``max_message_bytes``: set on created topics (``Settings.write_limit``).
 
     Returns the names created. Raises :class:`TopicError` naming a topic whose partition
     count differs (co-partitioning would break) or that could not be created.
@@ -88,7 +91,8 @@ def ensure_topics(admin: Any, names: TopicNames, partitions: int, replication: i
     if not missing:
         return []
     futures = admin.create_topics(
-        [NewTopic(n, partitions, replication, config=names.configs(n)) for n in missing],
+        [NewTopic(n, partitions, replication, config=names.configs(n, max_message_bytes))
+         for n in missing],
         operation_timeout=timeout,
     )
     for name, future in futures.items():

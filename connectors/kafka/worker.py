@@ -67,7 +67,8 @@ class Worker:
         # its address, not in ensure_topics after 15 s with a bare transport error.
         cluster = check_broker(self.settings).cluster_id
         admin = AdminClient(self.settings.client_config())
-        ensure_topics(admin, self.names, self.settings.partitions, self.settings.replication)
+        ensure_topics(admin, self.names, self.settings.partitions, self.settings.replication,
+                      max_message_bytes=self.settings.write_limit)
         self.membership = Membership.for_broker(self.settings, cluster)
         try:  # the embedded broker (development) may use the public development key
             self.signer = ResultSigner.from_env(self.settings.result_key_env,

@@ -87,14 +87,23 @@ def measure(text: str) -> int:
     return len(text)
 
 
+def inflate(n: int) -> str:
+    """A string of ``n`` characters (a durable function whose result can be too large)."""
+    return "z" * n
+
+
 class Echo(Agent):
     """Answers "N characters" after a durable call. An input ``{"remember": TEXT}`` also
     keeps TEXT in short-term memory (one entry per turn); ``{"repeat": K, "text": TEXT}``
-    answers TEXT repeated K times."""
+    answers TEXT repeated K times; ``{"inflate": N}`` answers with a call's result of N
+    characters."""
 
     @action(InputEvent)
     def echo(event: InputEvent, ctx: Any) -> None:
         data = event.input
+        if isinstance(data, dict) and "inflate" in data:
+            ctx.send_event(OutputEvent(output=len(ctx.durable_execute(inflate, data["inflate"]))))
+            return
         n = ctx.durable_execute(measure, data if isinstance(data, str) else json.dumps(data))
         if isinstance(data, dict) and "remember" in data:
             turns = ctx.short_term_memory.get("turns", 0) + 1

@@ -43,9 +43,10 @@ def big_producer(settings: Settings) -> Any:
     return producer(settings, **{"message.max.bytes": 4_000_000})
 
 
-def outputs_by_session(settings: Settings, want: set[str], timeout: float = 60.0
-                       ) -> dict[str, list[OutputEvent]]:
-    """Distinct outputs (by event id) per session, once every session of ``want`` has one."""
+def outputs_by_session(settings: Settings, want: set[str], timeout: float = 60.0,
+                       each: int = 1) -> dict[str, list[OutputEvent]]:
+    """Distinct outputs (by event id) per session, once every session of ``want`` has
+    ``each`` (or ``timeout`` passed)."""
     names = TopicNames(settings.app)
     seen: dict[str, AgentEvent] = {}
     deadline = time.monotonic() + timeout
@@ -56,7 +57,7 @@ def outputs_by_session(settings: Settings, want: set[str], timeout: float = 60.0
         for ev in seen.values():
             assert isinstance(ev.payload, OutputEvent)
             got.setdefault(ev.session_id, []).append(ev.payload)
-        if want <= set(got) or time.monotonic() > deadline:
+        if all(len(got.get(sid, ())) >= each for sid in want) or time.monotonic() > deadline:
             return got
         time.sleep(0.2)
 

@@ -81,6 +81,8 @@ POISONS: dict[str, Poison] = {
         "MemoryLimitError", None),
     "output over a record": (lambda: [prompt("poison", {"repeat": 3, "text": "o" * 400_000})],
                              "RecordTooLargeError", "over the largest record a worker writes"),
+    "call result over a record": (lambda: [prompt("poison", {"inflate": 2 * MiB})],
+                                  "ResultTooLargeError", None),
     "timestamp 2^68": (lambda: [with_raw_timestamp(
         input_event("poison", "hi"), (2**68) << 1)], None, "undecodable"),
     "timestamp 2^62": (lambda: [prompt("poison", "hi", timestamp=2**62)], None,
@@ -186,7 +188,7 @@ def test_records_on_the_wrong_partition_are_forwarded_in_order(settings: Setting
                 prod.produce(names.input, prompt(sid, "x" * (turn + 1)), sid.encode(),
                              partition=wrong, headers=HEADERS)
         prod.flush(30)
-        got = outputs_by_session(settings, set(sessions))
+        got = outputs_by_session(settings, set(sessions), each=2)
         healthy(first)
         healthy(second)
     finally:
