@@ -211,6 +211,12 @@ def worker(
         raise typer.Exit(2) from None
     with _kafka(settings, check=False) as s:  # Worker.start checks the broker
         w = Worker(s, agent_obj).start()
+        import logging
+
+        # Started: from now on a broker that goes away is worth the client's error lines.
+        client_log = logging.getLogger("eddies.kafka.client")
+        if client_log.level > logging.ERROR:
+            client_log.setLevel(logging.ERROR)
         import gc
 
         # This process only runs the worker: keep start-up objects out of GC scans, and

@@ -14,10 +14,12 @@ Example::
 """
 
 import functools
+import struct
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
+_WORDS = struct.Struct("<I").iter_unpack
 
 
 def murmur2(data: bytes) -> int:
@@ -25,12 +27,10 @@ def murmur2(data: bytes) -> int:
     length = len(data)
     h = (_SEED ^ length) & _MASK
     end = length - (length & 3)
-    for i in range(0, end, 4):
-        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+    for (k,) in _WORDS(data[:end]):  # little-endian 32-bit words: half the cost of indexing
         k = (k * _M) & _MASK
         k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = ((h * _M) & _MASK) ^ k
+        h = ((h * _M) & _MASK) ^ ((k * _M) & _MASK)
     rest = length & 3
     if rest == 3:
         h ^= data[end + 2] << 16

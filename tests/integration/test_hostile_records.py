@@ -176,31 +176,45 @@ def test_a_result_without_a_valid_signature_is_refused_and_the_executors_is_acce
 
 def test_records_on_the_wrong_partition_are_forwarded_in_order(settings: Settings) -> None:
     """A producer that does not partition by murmur2 (the issue: confluent-kafka's default
-    partitioner, two workers, 5 of 12 sessions never answered)."""
+    partitioner, two workers, 5 of 12 sessions never answered). Then both workers crash
+    before committing: the restart forwards the records again, and still each input is
+    answered once (a forwarded input keeps the id of where it first arrived)."""
     names = TopicNames(settings.app)
     sessions = sessions_on_every_partition("misrouted-", settings.partitions, 3)
-    first, second = start(settings), start(settings)
+    lazy = dataclasses.replace(settings, commit_interval_ms=600_000)  # commits nothing
+    first, second = start(lazy), start(lazy)
+    prod = big_producer(settings)
+    for turn in range(2):  # two inputs per session, both on the wrong partition
+        for sid in sessions:
+            wrong = (partition_for(sid, settings.partitions) + 1) % settings.partitions
+            prod.produce(names.input, prompt(sid, "x" * (turn + 1)), sid.encode(),
+                         partition=wrong, headers=HEADERS)
+    prod.flush(30)
+    got = outputs_by_session(settings, set(sessions), each=2)
+    healthy(first)
+    healthy(second)
+    assert first.counters.get("forwarded") + second.counters.get("forwarded") == 2 * len(sessions)
+    crash(first)
+    crash(second)
+    again = start(settings)
     try:
-        prod = big_producer(settings)
-        for turn in range(2):  # two inputs per session, both on the wrong partition
-            for sid in sessions:
-                wrong = (partition_for(sid, settings.partitions) + 1) % settings.partitions
-                prod.produce(names.input, prompt(sid, "x" * (turn + 1)), sid.encode(),
-                             partition=wrong, headers=HEADERS)
-        prod.flush(30)
+        # Everything read again: the forwarded copies of the first run, and new ones.
+        deadline = time.monotonic() + 60
+        while again.counters.get("inputs") < 4 * len(sessions) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        again.stop()  # flushes what it wrote
         got = outputs_by_session(settings, set(sessions), each=2)
-        healthy(first)
-        healthy(second)
     finally:
-        first.stop()
-        second.stop()
+        again.stop()
+    assert not again.errors
+    assert again.counters.get("inputs") == 4 * len(sessions)
+    assert again.counters.get("forwarded") == 2 * len(sessions)  # read again, forwarded again
     assert {sid: [o.output for o in got.get(sid, [])] for sid in sessions} == {
         sid: ["1 characters", "2 characters"] for sid in sessions}  # once each, in order
     forwarded = [m for m in read_records(settings, names.input) if header(m.headers(), FORWARDED_HEADER)]
-    assert len(forwarded) == 2 * len(sessions)
+    assert len(forwarded) == 4 * len(sessions)
     for msg in forwarded:
         assert msg.partition() == partition_for(msg.key().decode(), settings.partitions)
-    assert first.counters.get("forwarded") + second.counters.get("forwarded") == 2 * len(sessions)
 
 
 def test_envelopes_that_lie_about_themselves_go_to_the_dlq(settings: Settings) -> None:
@@ -221,28 +235,35 @@ def test_envelopes_that_lie_about_themselves_go_to_the_dlq(settings: Settings) -
     lie("t-past", "outside 0..", timestamp=-1)
     orphan = AgentEvent.external("orphan", DurableCallResult(
         "orphan/1/1/1", status=CallStatus.OK, value="1"), event_id="r-orphan", timestamp=1)
+    worker = start(dataclasses.replace(settings, commit_interval_ms=600_000))  # commits nothing
+    prod = big_producer(settings)
+    for sid, (ev, _) in bad.items():
+        prod.produce(names.input, encode(ev), sid.encode(), headers=HEADERS)
+    data = encode(orphan)  # signed, so refused only because nothing waits for it
+    prod.produce(names.input, data, b"orphan",
+                 headers=[*HEADERS, (SIGNATURE_HEADER, signer.sign(data))])
+    send_input(settings, "honest", "fine", prod=prod)
+    prod.flush(30)
+    assert [o.output for o in outputs_by_session(settings, {"honest"})["honest"]] == ["4 characters"]
+    dead = dead_letters(settings, len(bad) + 1)
+    healthy(worker)
+    crash(worker)  # the restart reads them all again
     worker = start(settings)
     try:
-        prod = big_producer(settings)
-        for sid, (ev, _) in bad.items():
-            prod.produce(names.input, encode(ev), sid.encode(), headers=HEADERS)
-        data = encode(orphan)  # signed, so refused only because nothing waits for it
-        prod.produce(names.input, data, b"orphan",
-                     headers=[*HEADERS, (SIGNATURE_HEADER, signer.sign(data))])
-        send_input(settings, "honest", "fine", prod=prod)
+        send_input(settings, "honest-2", "fine", prod=prod)
         prod.flush(30)
-        got = outputs_by_session(settings, {"honest"})
-        dead = dead_letters(settings, len(bad) + 1)
+        assert outputs_by_session(settings, {"honest-2"})["honest-2"]
+        again = dead_letters(settings, 2 * len(dead))
         healthy(worker)
     finally:
         worker.stop()
-    assert [o.output for o in got["honest"]] == ["4 characters"]
+    assert len(again) == 2 * len(dead) == 2 * (len(bad) + 1)
     by_key = {m.key().decode(): reason(m) for m in dead}
     for sid, (_, why) in bad.items():
         assert why in by_key.get(sid, ""), (sid, by_key.get(sid))
     assert "no state here" in by_key["orphan"]
     recorded = {ev.session_id for ev in read_events(settings, names.events)}
-    assert recorded == {"honest"}  # nothing of the refused records is in the history
+    assert recorded == {"honest", "honest-2"}  # nothing of the refused records is in the history
     journal_keys = {m.key() for m in read_records(settings, names.journal)}
     assert b"snap/orphan" not in journal_keys and b"snap/honest" in journal_keys
 
