@@ -101,8 +101,9 @@ class Admission:
         An InputEvent without an id gets ``in/PARTITION/OFFSET`` of the record (of its
         first arrival, if it was forwarded): stable across re-reads and forwarding; without
         a timestamp it gets the record's. ``header(name)`` returns a record header (read
-        only for results and forwarded inputs). ``decoded``: the event already decoded from
-        ``value`` (a result this process sent), to skip decoding it again.
+        only for results and forwarded inputs). ``decoded``: the event of ``value`` when
+        ``value`` is exactly what this process's executor signed and sent (it is neither
+        decoded nor verified again).
         """
         if key is None:
             return Refused("record has no key; the key must be the session id")
@@ -136,7 +137,8 @@ class Admission:
             if not ev.timestamp:
                 ev.timestamp = min(max(timestamp_ms, 0), MAX_TIMESTAMP_MS)
         elif isinstance(payload, DurableCallResult):
-            if not self.signer.verify(value, header(SIGNATURE_HEADER)):
+            # ``decoded``: bytes this process signed itself, read back unchanged.
+            if decoded is None and not self.signer.verify(value, header(SIGNATURE_HEADER)):
                 return Refused(f"a DurableCallResult without a valid executor signature "
                                f"({SIGNATURE_HEADER} header): only executors answer calls; "
                                "producers may send InputEvent")

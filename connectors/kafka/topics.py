@@ -112,3 +112,34 @@ def describe_topics(admin: Any, names: TopicNames, timeout: float = 15.0) -> dic
         n: (len(existing[n].partitions) if n in existing and existing[n].error is None else None)
         for n in names.all()
     }
+
+
+def check_record_limits(admin: Any, names: TopicNames, need: int, timeout: float = 15.0) -> None:
+    """Raise :class:`TopicError` naming a topic whose ``max.message.bytes`` is below
+    ``need`` (``Settings.write_limit``): the broker would refuse an event the engine may
+    write, and the worker could not get past it. A broker that does not say (the embedded
+    one reports only configs that were set; missing rights) passes.
+
+    Example::
+
+        check_record_limits(admin, TopicNames("demo"), settings.write_limit)
+    """
+    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
+
+    resources = [ConfigResource("topic", name) for name in names.all()]
+    try:
+        futures = admin.describe_configs(resources, request_timeout=timeout)
+    except Exception:  # an older or restricted broker: nothing to check
+        return
+    for resource, future in futures.items():
+        try:
+            entry = future.result().get("max.message.bytes")
+        except Exception:  # no DescribeConfigs right on this topic
+            continue
+        limit = int(entry.value) if entry is not None and entry.value else None
+        if limit is not None and limit < need:
+            raise TopicError(
+                f"topic {resource.name} has max.message.bytes={limit}, below the {need} bytes a "
+                f"worker may write (max_record_bytes + 64 KiB): raise it (kafka-configs --alter "
+                f"--entity-type topics --entity-name {resource.name} --add-config "
+                f"max.message.bytes={need}) or lower max_record_bytes to {limit - 65_536}")

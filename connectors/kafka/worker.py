@@ -21,7 +21,7 @@ from .executor import KafkaExecutor
 from .membership import Membership
 from .orchestrator import Orchestrator
 from .settings import ConfigError, Settings, load_agent
-from .topics import TopicNames, ensure_topics
+from .topics import TopicNames, check_record_limits, ensure_topics
 
 __all__ = ["Counters", "KafkaExecutor", "Orchestrator", "Worker"]
 
@@ -69,6 +69,7 @@ class Worker:
         admin = AdminClient(self.settings.client_config())
         ensure_topics(admin, self.names, self.settings.partitions, self.settings.replication,
                       max_message_bytes=self.settings.write_limit)
+        check_record_limits(admin, self.names, self.settings.write_limit)
         self.membership = Membership.for_broker(self.settings, cluster)
         try:  # the embedded broker (development) may use the public development key
             self.signer = ResultSigner.from_env(self.settings.result_key_env,

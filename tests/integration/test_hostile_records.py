@@ -283,3 +283,18 @@ def test_a_session_whose_clock_is_in_the_future_still_expires(settings: Settings
         assert worker.counters.get("sessions_closed") == 1
     finally:
         worker.stop()
+
+
+def test_topics_that_would_refuse_what_a_worker_writes_fail_its_start(settings: Settings) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    from eddies.connectors.kafka.topics import TopicError, ensure_topics
+    from eddies.connectors.kafka.worker import Worker
+
+    from .agents import echo_agent
+
+    ensure_topics(AdminClient(settings.client_config()), TopicNames(settings.app),
+                  settings.partitions, max_message_bytes=500_000)
+    with pytest.raises(TopicError, match=r"max\.message\.bytes=500000, below the 1114112 bytes.*"
+                                         r"lower max_record_bytes to 434464"):
+        Worker(settings, echo_agent()).start()
