@@ -42,11 +42,8 @@ from eddies.events import (
     AgentEvent,
     DurableCallRequest,
     DurableCallResult,
-    EncodingError,
     ErrorInfo,
     InputEvent,
-    OutputEvent,
-    encode,
     partition_for,
 )
 from eddies.events.ids import run_of_call, session_of_call
@@ -59,14 +56,13 @@ from .membership import group_consumer
 from .outbox import Outbox
 from .positions import Positions
 from .records import (
-    FORWARDED_HEADER,
-    HEADERS,
     header,
     journal_partition,
     outcome_key,
     snapshot_key,
     started_key,
 )
+from .routing import Router
 
 log = logging.getLogger("eddies.worker")
 
@@ -123,14 +119,21 @@ class Orchestrator:
         self.dead_letters = DeadLetters(self.producer, self.names.dlq, s.max_record_bytes,
                                         self.counters)
         self._limit = s.write_limit  # the largest record its producer writes
+        self.router = Router(s, self.names, self.producer, self.counters, self.dead_letters)
         # Wall time (ms) of each session's last record here: an idle session is closed by
         # the earlier of this and its logical clock (a clock set in the future by its
         # inputs must not keep it forever).
         self._seen: dict[str, float] = {}
-        self._last_forward_warning = 0.0
-        # The in-process executor (role "all"), given requests in memory; else they go to
-        # APP.requests for executor processes.
-        self.executor: KafkaExecutor | None = None
+
+    @property
+    def executor(self) -> KafkaExecutor | None:
+        """The in-process executor (role "all"), given requests in memory; None: they go
+        to APP.requests for executor processes."""
+        return self.router.executor
+
+    @executor.setter
+    def executor(self, executor: KafkaExecutor | None) -> None:
+        self.router.executor = executor
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set."""
@@ -213,7 +216,7 @@ class Orchestrator:
                     local.submit(req)
                     self.counters.inc("requests_reissued")
                 elif (p.call_id, p.attempt) not in view.outcomes:
-                    self._produce_event(self.names.requests, req)
+                    self.router.request(req)
                     self.counters.inc("requests_reissued")
         self._schedule_finished_from(view)
         self.producer.flush(10)
@@ -384,9 +387,7 @@ class Orchestrator:
                 "SessionStateTooLargeError",
                 f"session {sid!r}: {why}; its running run and queued inputs were failed"
                 + (" and its short-term memory cleared" if clear else "")), clear_memory=clear)
-            for ev in failed:
-                self._route(ev, key, encode(ev))
-            self.counters.inc("events", len(failed))
+            self.router.emit(failed, key, (self.names.journal, part))
             try:
                 data = state.to_bytes()
             except (TypeError, ValueError):
@@ -433,7 +434,7 @@ class Orchestrator:
         if type(verdict) is Refused:
             return self.dead_letters.write(value, key, verdict.reason, source=msg)
         if type(verdict) is Misrouted:
-            return self._forward(msg, verdict)
+            return self.router.forward(msg, verdict)
         assert isinstance(verdict, AgentEvent)
         ev = verdict
         sid = ev.session_id
@@ -488,73 +489,14 @@ class Orchestrator:
             self._finished.append((time.monotonic(), sid, keys))
 
     def _emit(self, state: SessionState, emitted: list[AgentEvent], key: bytes, source: Any) -> None:
-        """Route what the machine emitted; an event too large for a record is dead-lettered
-        and fails its session's run (the other sessions go on)."""
-        too_large: AgentEvent | None = None
-        reason = ""
-        limit = self._limit
-        for out in emitted:
-            dead: bytes | None = None
-            try:
-                data = encode(out)
-            except EncodingError as err:  # e.g. an action's value no Avro reader could read
-                why = f"cannot be written: {err}"
-            else:
-                if len(data) <= limit:  # the common case
-                    self._route(out, key, data)
-                    continue
-                dead = data
-                why = (f"is {len(data)} bytes, over the largest record a worker writes "
-                       f"({limit}: max_record_bytes + 64 KiB)")
-            why = f"event {out.seq} ({out.type}) of session {state.session_id!r} {why}"
-            self.dead_letters.write(dead, key, why, source=source)
-            if too_large is None:
-                too_large, reason = out, why
-        self.counters.inc("events", len(emitted))
-        if too_large is not None:  # the run it belongs to fails (once, whatever else it wrote)
+        """Route what the machine emitted; an event no record can hold fails its run (once,
+        whatever else the run wrote; the other sessions go on)."""
+        unwritten = self.router.emit(emitted, key, source)
+        if unwritten is not None:
+            event, why = unwritten
             run = state.run
-            _, failed = self.machine.fail_run(state, too_large.run,
-                                              ErrorInfo("RecordTooLargeError", reason),
-                                              cause=too_large.event_id)
+            _, failed = self.machine.fail_run(state, event.run, ErrorInfo("RecordTooLargeError", why),
+                                              cause=event.event_id)
             if run is not None and state.run is not run:
                 self._expire_calls_of(state.session_id, run)
             self._emit(state, failed, key, source)
-
-    def _forward(self, msg: Any, to: Misrouted) -> None:
-        """A record on a partition its session does not hash to goes on to the right one,
-        in the order it arrived (one producer, one partition)."""
-        origin = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
-        headers = [(k, v) for k, v in (msg.headers() or ()) if k != FORWARDED_HEADER]
-        headers.append((FORWARDED_HEADER, origin.encode()))
-        kind, ts = msg.timestamp()
-        extra = {"timestamp": ts} if kind != _kafka().TIMESTAMP_NOT_AVAILABLE else {}
-        produce(self.producer, self.names.input, msg.value(), msg.key(), partition=to.partition,
-                headers=headers, **extra)
-        self.counters.inc("forwarded")
-        now = time.monotonic()
-        if now - self._last_forward_warning >= 60:
-            self._last_forward_warning = now
-            log.warning("record %s of session %r arrived on partition %d, but its session's "
-                        "partition is %d: forwarded there (its producer does not partition by "
-                        "murmur2 of the key, as Kafka's Java client does; see the README)",
-                        origin, to.event.session_id[:100], msg.partition(), to.partition)
-
-    def _route(self, ev: AgentEvent, key: bytes, data: bytes) -> None:
-        prod = self.producer
-        try:  # the common case without a wrapper frame; BufferError: wait for room
-            prod.produce(self.names.events, data, key, headers=HEADERS)
-        except BufferError:
-            produce(prod, self.names.events, data, key, headers=HEADERS)
-        payload = ev.payload
-        if isinstance(payload, DurableCallRequest):
-            if self.executor is not None:
-                self.executor.submit(ev)
-            else:
-                produce(prod, self.names.requests, data, key, headers=HEADERS)
-            self.counters.inc("requests")
-        elif isinstance(payload, OutputEvent):
-            produce(prod, self.names.output, data, key, headers=HEADERS)
-            self.counters.inc("outputs_failed" if payload.error else "outputs")
-
-    def _produce_event(self, topic: str, ev: AgentEvent) -> None:
-        produce(self.producer, topic, encode(ev), ev.session_id.encode(), headers=HEADERS)

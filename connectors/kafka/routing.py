@@ -1,0 +1,120 @@
+"""Where an orchestrator's records go: what the session machine emitted, and input records
+that arrived on the wrong partition.
+
+Every event goes to ``APP.events`` (the history); requests also to the in-process
+executor, or to ``APP.requests`` for executor processes; outputs to ``APP.output``. An
+event no record can hold (larger than ``Settings.write_limit``, or not encodable) is
+dead-lettered instead, and reported so that its run fails. Example::
+
+    router = Router(settings, names, producer, counters, dead_letters)
+    unwritten = router.emit(emitted, key, source=msg)   # None, or (event, why)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from eddies.connectors.admission import FORWARDED_HEADER, Misrouted
+from eddies.events import AgentEvent, DurableCallRequest, EncodingError, OutputEvent, encode
+
+from .client import produce
+from .counters import Counters
+from .dead_letters import DeadLetters
+from .executor import KafkaExecutor
+from .records import HEADERS
+from .settings import Settings
+from .topics import TopicNames
+
+log = logging.getLogger("eddies.worker")
+
+#: At most one warning per this many seconds about a producer with another partitioner.
+FORWARD_WARN_EVERY_S = 60.0
+
+
+class Router:
+    """Produces what the orchestrator emits, through its producer."""
+
+    def __init__(self, settings: Settings, names: TopicNames, producer: Any, counters: Counters,
+                 dead_letters: DeadLetters) -> None:
+        self.names = names
+        self.producer = producer
+        self.counters = counters
+        self.dead_letters = dead_letters
+        self.limit = settings.write_limit  # the largest record the producer takes
+        # The in-process executor (role "all"), given requests in memory; else they go to
+        # APP.requests for executor processes.
+        self.executor: KafkaExecutor | None = None
+        self._last_forward_warning = 0.0
+
+    def emit(self, emitted: list[AgentEvent], key: bytes, source: Any
+             ) -> tuple[AgentEvent, str] | None:
+        """Route ``emitted`` (the events of one session); the first event that could not be
+        written and why (it was dead-lettered, the others routed), or None."""
+        unwritten: tuple[AgentEvent, str] | None = None
+        limit = self.limit
+        for out in emitted:
+            dead: bytes | None = None
+            try:
+                data = encode(out)
+            except EncodingError as err:  # e.g. an action's value no Avro reader could read
+                why = f"cannot be written: {err}"
+            else:
+                if len(data) <= limit:  # the common case
+                    self.route(out, key, data)
+                    continue
+                dead = data
+                why = (f"is {len(data)} bytes, over the largest record a worker writes "
+                       f"({limit}: max_record_bytes + 64 KiB)")
+            why = f"event {out.seq} ({out.type}) of session {out.session_id!r} {why}"
+            self.dead_letters.write(dead, key, why, source=source)
+            if unwritten is None:
+                unwritten = (out, why)
+        self.counters.inc("events", len(emitted))
+        return unwritten
+
+    def route(self, ev: AgentEvent, key: bytes, data: bytes) -> None:
+        """Produce one event (``data``: its encoding) where it belongs."""
+        prod = self.producer
+        try:  # the common case without a wrapper frame; BufferError: wait for room
+            prod.produce(self.names.events, data, key, headers=HEADERS)
+        except BufferError:
+            produce(prod, self.names.events, data, key, headers=HEADERS)
+        payload = ev.payload
+        if isinstance(payload, DurableCallRequest):
+            if self.executor is not None:
+                self.executor.submit(ev)
+            else:
+                produce(prod, self.names.requests, data, key, headers=HEADERS)
+            self.counters.inc("requests")
+        elif isinstance(payload, OutputEvent):
+            produce(prod, self.names.output, data, key, headers=HEADERS)
+            self.counters.inc("outputs_failed" if payload.error else "outputs")
+
+    def request(self, ev: AgentEvent) -> None:
+        """A request issued again after a restore, for executor processes."""
+        produce(self.producer, self.names.requests, encode(ev), ev.session_id.encode(),
+                headers=HEADERS)
+
+    def forward(self, msg: Any, to: Misrouted) -> None:
+        """A record on a partition its session does not hash to goes on to the right one,
+        in the order it arrived (one producer, one partition), with its bytes, its
+        timestamp and where it arrived (its id, if it has none, derives from there)."""
+        from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
+
+        origin = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
+        headers = [(k, v) for k, v in (msg.headers() or ()) if k != FORWARDED_HEADER]
+        headers.append((FORWARDED_HEADER, origin.encode()))
+        kind, ts = msg.timestamp()
+        extra = {"timestamp": ts} if kind != TIMESTAMP_NOT_AVAILABLE else {}
+        produce(self.producer, self.names.input, msg.value(), msg.key(), partition=to.partition,
+                headers=headers, **extra)
+        self.counters.inc("forwarded")
+        now = time.monotonic()
+        if now - self._last_forward_warning >= FORWARD_WARN_EVERY_S:
+            self._last_forward_warning = now
+            log.warning("record %s of session %r arrived on partition %d, but its session's "
+                        "partition is %d: forwarded there (its producer does not partition by "
+                        "murmur2 of the key, as Kafka's Java client does; see the README)",
+                        origin, to.event.session_id[:100], msg.partition(), to.partition)
