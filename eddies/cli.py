@@ -169,7 +169,7 @@ def demo(
                           "  eddies broker                       # terminal 1; prints the address\n"
                           "  export EDDIES_BOOTSTRAP_SERVERS=...  # then, in terminal 2:\n"
                           "  eddies worker --app demo &\n"
-                          "  eddies send alice '{\"a\": 2, \"b\": 3}' --app demo\n"
+                          "  eddies send alice '{\"a\": 2, \"b\": 3}' --json --app demo\n"
                           "  eddies tail --app demo\n"
                           "  eddies replay --session alice --app demo")
             if got != len(PROMPTS) or not report.ok:
