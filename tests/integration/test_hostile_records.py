@@ -174,47 +174,67 @@ def test_a_result_without_a_valid_signature_is_refused_and_the_executors_is_acce
     assert got["victim"][0].error is None
 
 
-def test_records_on_the_wrong_partition_are_forwarded_in_order(settings: Settings) -> None:
-    """A producer that does not partition by murmur2 (the issue: confluent-kafka's default
-    partitioner, two workers, 5 of 12 sessions never answered). Then both workers crash
-    before committing: the restart forwards the records again, and still each input is
-    answered once (a forwarded input keeps the id of where it first arrived)."""
-    names = TopicNames(settings.app)
-    sessions = sessions_on_every_partition("misrouted-", settings.partitions, 3)
-    lazy = dataclasses.replace(settings, commit_interval_ms=600_000)  # commits nothing
-    first, second = start(lazy), start(lazy)
+def send_misrouted(settings: Settings, sessions: list[str]) -> None:
+    """Two inputs per session, both on a partition the session does not hash to."""
     prod = big_producer(settings)
-    for turn in range(2):  # two inputs per session, both on the wrong partition
+    for turn in range(2):
         for sid in sessions:
             wrong = (partition_for(sid, settings.partitions) + 1) % settings.partitions
-            prod.produce(names.input, prompt(sid, "x" * (turn + 1)), sid.encode(),
-                         partition=wrong, headers=HEADERS)
+            prod.produce(TopicNames(settings.app).input, prompt(sid, "x" * (turn + 1)),
+                         sid.encode(), partition=wrong, headers=HEADERS)
     prod.flush(30)
-    got = outputs_by_session(settings, set(sessions), each=2)
-    healthy(first)
-    healthy(second)
+
+
+def answered_once_in_order(got: dict[str, list[Any]], sessions: list[str]) -> None:
+    assert {sid: [o.output for o in got.get(sid, [])] for sid in sessions} == {
+        sid: ["1 characters", "2 characters"] for sid in sessions}
+
+
+def test_records_on_the_wrong_partition_are_forwarded_in_order(settings: Settings) -> None:
+    """A producer that does not partition by murmur2 (the issue: confluent-kafka's default
+    partitioner, two workers, 5 of 12 sessions never answered)."""
+    names = TopicNames(settings.app)
+    sessions = sessions_on_every_partition("misrouted-", settings.partitions, 3)
+    first, second = start(settings), start(settings)
+    try:
+        send_misrouted(settings, sessions)
+        got = outputs_by_session(settings, set(sessions), each=2)
+        healthy(first)
+        healthy(second)
+    finally:
+        first.stop()
+        second.stop()
+    answered_once_in_order(got, sessions)
     assert first.counters.get("forwarded") + second.counters.get("forwarded") == 2 * len(sessions)
-    crash(first)
-    crash(second)
+    forwarded = [m for m in read_records(settings, names.input) if header(m.headers(), FORWARDED_HEADER)]
+    assert len(forwarded) == 2 * len(sessions)
+    for msg in forwarded:
+        assert msg.partition() == partition_for(msg.key().decode(), settings.partitions)
+
+
+def test_forwarding_again_after_a_crash_answers_each_input_once(settings: Settings) -> None:
+    """A crash before the commit: the restart forwards the records again, and each input is
+    still answered once (a forwarded input keeps the id of where it first arrived)."""
+    sessions = sessions_on_every_partition("misrouted-", settings.partitions, 3)
+    worker = start(dataclasses.replace(settings, commit_interval_ms=600_000))  # commits nothing
+    send_misrouted(settings, sessions)
+    outputs_by_session(settings, set(sessions), each=2)
+    healthy(worker)
+    assert worker.counters.get("forwarded") == 2 * len(sessions)
+    crash(worker)
     again = start(settings)
     try:
         # Everything read again: the forwarded copies of the first run, and new ones.
         deadline = time.monotonic() + 60
         while again.counters.get("inputs") < 4 * len(sessions) and time.monotonic() < deadline:
             time.sleep(0.2)
-        again.stop()  # flushes what it wrote
-        got = outputs_by_session(settings, set(sessions), each=2)
+        healthy(again)
     finally:
-        again.stop()
+        again.stop()  # flushes what it wrote
     assert not again.errors
     assert again.counters.get("inputs") == 4 * len(sessions)
     assert again.counters.get("forwarded") == 2 * len(sessions)  # read again, forwarded again
-    assert {sid: [o.output for o in got.get(sid, [])] for sid in sessions} == {
-        sid: ["1 characters", "2 characters"] for sid in sessions}  # once each, in order
-    forwarded = [m for m in read_records(settings, names.input) if header(m.headers(), FORWARDED_HEADER)]
-    assert len(forwarded) == 4 * len(sessions)
-    for msg in forwarded:
-        assert msg.partition() == partition_for(msg.key().decode(), settings.partitions)
+    answered_once_in_order(outputs_by_session(settings, set(sessions), each=2), sessions)
 
 
 def test_envelopes_that_lie_about_themselves_go_to_the_dlq(settings: Settings) -> None:
