@@ -285,7 +285,7 @@ class KafkaExecutor:
         if verdict == "watched":  # settled when its outcome arrives or its wait ends
             return
         if recorded is not None:
-            self._answer(decode(recorded), part, offset)
+            self._answer(self._recorded(request, recorded), part, offset)
             self.counters.inc("results_resent")
             return
         too_old = produced_ms > 0 and time.time() * 1000 - produced_ms > self.settings.journal_retention_ms
@@ -397,7 +397,7 @@ class KafkaExecutor:
         if verdict in ("watched", "duplicate"):
             return "left"
         if recorded is not None:
-            self._send_result(decode(recorded))
+            self._send_result(self._recorded(request, recorded))
             self.counters.inc("results_resent")
         else:
             self._send_result(result_event(request, CallStatus.UNKNOWN))
@@ -430,6 +430,19 @@ class KafkaExecutor:
         produce(self.producer, self.names.journal, data, outcome_key(*ref), partition=jpart)
         self._send_result(result, data)
         self.counters.inc("calls_performed")
+
+    def _recorded(self, request: AgentEvent, data: bytes) -> AgentEvent:
+        """The result of ``request`` from its journaled outcome; UNKNOWN if no outcome can
+        be read from it (no worker writes such a record: never repeat the call for it)."""
+        try:
+            return decode(data)
+        except DecodeError as err:
+            req = request.payload
+            assert isinstance(req, DurableCallRequest)
+            log.error("the journaled outcome of call %s cannot be read (%s); answering "
+                      "UNKNOWN", req.call_id, err)
+            self.counters.inc("outcomes_unreadable")
+            return result_event(request, CallStatus.UNKNOWN)
 
     def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None:
         # Results enter the session machine through the input topic, in partition order.
@@ -501,7 +514,7 @@ class KafkaExecutor:
                 (request, part, offset), data = arrived.get_nowait()
             except queue.Empty:
                 break
-            self._answer(decode(data), part, offset)
+            self._answer(self._recorded(request, data), part, offset)
             self.counters.inc("results_awaited")
         if now - self._last_sweep < 0.2:
             return

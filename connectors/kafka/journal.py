@@ -10,6 +10,7 @@ Journal records carry no headers: the key names the kind (``snap/``, ``out/``,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .claims import Claim
@@ -17,6 +18,10 @@ from .client import read_records
 from .settings import Settings
 
 CallRef = tuple[str, int]  # (call id, attempt)
+
+
+#: What a durable call's id looks like (events/ids.py call_id).
+_CALL_ID = re.compile(r".+:r\d+:i\d+:c\d+\Z", re.DOTALL)
 
 
 @dataclass
@@ -28,6 +33,8 @@ class JournalView:
     outcomes: dict[CallRef, bytes] = field(default_factory=dict)
     started: dict[CallRef, Claim] = field(default_factory=dict)
     records: int = 0
+    #: Records whose key no worker writes (skipped).
+    unreadable: int = 0
     #: Per partition, the offset after the last record read (where following it goes on).
     ends: dict[int, int] = field(default_factory=dict)
 
@@ -43,7 +50,11 @@ class JournalView:
     def apply(self, key: bytes, value: bytes | None, offset: int = -1) -> CallRef | None:
         """Fold one journal record (a None value is a tombstone); the call whose outcome
         it records, if it records one."""
-        text = key.decode()
+        try:
+            text = key.decode()
+        except UnicodeDecodeError:
+            self.unreadable += 1  # no worker writes such a key: skipped, never fatal
+            return None
         kind, _, rest = text.partition("/")
         if kind == "snap":
             if value is None:
@@ -52,6 +63,9 @@ class JournalView:
                 self.snapshots[rest] = value
             return None
         cid, _, attempt_text = rest.rpartition("/")
+        if kind not in ("out", "start") or not attempt_text.isdigit() or not _CALL_ID.match(cid):
+            self.unreadable += 1
+            return None
         ref = (cid, int(attempt_text))
         if kind == "out":
             if value is None:

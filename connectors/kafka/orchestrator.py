@@ -194,6 +194,9 @@ class Orchestrator:
         log.info("orchestrator assigned partitions %s: %d journal records, %d sessions (read in "
                  "%.0f ms)", sorted(numbers), view.records, len(view.snapshots),
                  (time.monotonic() - began) * 1000)
+        if view.unreadable:
+            log.error("%d records of %s have keys no worker writes; skipped", view.unreadable,
+                      self.names.journal)
         seen = time.time() * 1000
         for sid, data in view.snapshots.items():
             try:

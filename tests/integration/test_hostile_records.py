@@ -318,3 +318,38 @@ def test_topics_that_would_refuse_what_a_worker_writes_fail_its_start(settings: 
     with pytest.raises(TopicError, match=r"max\.message\.bytes=500000, below the 1114112 bytes.*"
                                          r"lower max_record_bytes to 434464"):
         Worker(settings, echo_agent()).start()
+
+
+def test_journal_records_no_worker_writes_stop_neither_a_restore_nor_a_call(
+        settings: Settings) -> None:
+    """The journal is the workers' alone (see the README's ACLs), but a record there that
+    no worker wrote must not stop one either."""
+    from confluent_kafka.admin import AdminClient
+
+    from eddies.connectors.kafka.topics import ensure_topics
+    from eddies.events.ids import call_id
+
+    names = TopicNames(settings.app)
+    ensure_topics(AdminClient(settings.client_config()), names, settings.partitions,
+                  max_message_bytes=settings.write_limit)
+    sid = "garbled"
+    part = partition_for(sid, settings.partitions)
+    first_call = call_id(sid, (), 1, 1, 0)  # the echo agent's first call, before it is made
+    prod = big_producer(settings)
+    for key, value in [(b"\xff\xfe", b"x"), (b"out/nonsense/1", b"x"), (b"start/x/y", b"x"),
+                       (b"snap/broken", b"{not json"), (f"out/{first_call}/1".encode(), b"\x00?")]:
+        prod.produce(names.journal, value, key, partition=part)
+    prod.flush(30)
+    worker = start(settings)
+    try:
+        send_input(settings, sid, "hi")
+        send_input(settings, "fine", "hi")
+        got = outputs_by_session(settings, {sid, "fine"})
+        healthy(worker)
+    finally:
+        worker.stop()
+    assert [o.output for o in got["fine"]] == ["2 characters"]
+    error = got[sid][0].error  # its outcome unreadable: unknown, and not run again
+    assert error is not None and error.type == "DurableCallUnknownError", got[sid]
+    assert worker.counters.get("outcomes_unreadable") == 1
+    assert worker.counters.get("snapshots_unreadable") == 1
