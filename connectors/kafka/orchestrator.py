@@ -118,7 +118,6 @@ class Orchestrator:
                                    input_topic=self.names.input)
         self.dead_letters = DeadLetters(self.producer, self.names.dlq, s.max_record_bytes,
                                         self.counters)
-        self._limit = s.write_limit  # the largest record its producer writes
         self.router = Router(s, self.names, self.producer, self.counters, self.dead_letters)
         # Wall time (ms) of each session's last record here: an idle session is closed by
         # the earlier of this and its logical clock (a clock set in the future by its
@@ -367,12 +366,13 @@ class Orchestrator:
         if state is None:
             return None
         why = ""
+        limit = self.router.limit  # the largest record the producer takes
         data: bytes | None = None
         try:
             data = state.to_bytes()
-            if len(data) <= self._limit:
+            if len(data) <= limit:
                 return data
-            why = f"its state of {len(data)} bytes is larger than a record may be ({self._limit})"
+            why = f"its state of {len(data)} bytes is larger than a record may be ({limit})"
         except (TypeError, ValueError) as err:  # e.g. an int orjson cannot write
             why = f"its state cannot be serialised ({type(err).__name__}: {err})"
         self.counters.inc("sessions_failed")
@@ -395,7 +395,7 @@ class Orchestrator:
                 data = state.to_bytes()
             except (TypeError, ValueError):
                 continue
-            if len(data) <= self._limit:
+            if len(data) <= limit:
                 return data
         log.error("session %r cannot be saved even empty; it is closed", sid[:100])
         del self.states[sid]

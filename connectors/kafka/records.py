@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eddies.connectors.admission import FORWARDED_HEADER
 from eddies.events import headers, partition_for
-
-__all__ = ["FORWARDED_HEADER"]  # where a misrouted record first arrived (admission.py)
 
 DLQ_REASON_HEADER = "eddies.dlq.reason"
 DLQ_SOURCE_HEADER = "eddies.dlq.source"  # topic/partition/offset

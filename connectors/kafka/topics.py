@@ -105,15 +105,6 @@ def ensure_topics(admin: Any, names: TopicNames, partitions: int, replication: i
     return missing
 
 
-def describe_topics(admin: Any, names: TopicNames, timeout: float = 15.0) -> dict[str, int | None]:
-    """Partition count of each topic of the application (None when missing)."""
-    existing = admin.list_topics(timeout=timeout).topics
-    return {
-        n: (len(existing[n].partitions) if n in existing and existing[n].error is None else None)
-        for n in names.all()
-    }
-
-
 def check_record_limits(admin: Any, names: TopicNames, need: int, timeout: float = 15.0) -> None:
     """Raise :class:`TopicError` naming a topic whose ``max.message.bytes`` is below
     ``need`` (``Settings.write_limit``): the broker would refuse an event the engine may

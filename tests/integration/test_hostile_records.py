@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from eddies.connectors.admission import FORWARDED_HEADER
 from eddies.connectors.kafka.client import input_event, read_events, read_records, send_input
-from eddies.connectors.kafka.records import DLQ_TRUNCATED_HEADER, FORWARDED_HEADER, HEADERS, header
+from eddies.connectors.kafka.records import DLQ_TRUNCATED_HEADER, HEADERS, header
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames
 from eddies.connectors.signing import DEV_KEY, SIGNATURE_HEADER, ResultSigner
@@ -25,6 +26,7 @@ from eddies.events import (
     encode,
     partition_for,
 )
+from tests.avro_bytes import varint, with_raw_timestamp
 
 from .agents import effects_agent
 from .hostile import (
@@ -41,26 +43,6 @@ from .sessions import sessions_on_every_partition
 pytestmark = pytest.mark.integration
 
 MiB = 1 << 20
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def with_raw_timestamp(ev: AgentEvent, zigzagged: int) -> bytes:
-    """``ev`` encoded with its timestamp varint replaced by ``zigzagged`` (which no
-    conforming writer produces, e.g. a number beyond 64 bits)."""
-    marker = 0x5A5A_5A5A_5A5A
-    ev = dataclasses.replace(ev, timestamp=marker)
-    data = encode(ev)
-    old = _varint(marker << 1)
-    assert data.count(old) == 1
-    return data.replace(old, _varint(zigzagged))
 
 
 def prompt(sid: str, value: Any, timestamp: int | None = None) -> bytes:
@@ -84,7 +66,7 @@ POISONS: dict[str, Poison] = {
     "call result over a record": (lambda: [prompt("poison", {"inflate": 2 * MiB})],
                                   "ResultTooLargeError", None),
     "timestamp 2^68": (lambda: [with_raw_timestamp(
-        input_event("poison", "hi"), (2**68) << 1)], None, "undecodable"),
+        input_event("poison", "hi"), varint((2**68) << 1))], None, "undecodable"),
     "timestamp 2^62": (lambda: [prompt("poison", "hi", timestamp=2**62)], None,
                        "outside 0..253402300799999"),
 }

@@ -16,29 +16,17 @@ from eddies.events import (
     encode,
     envelope_problem,
 )
-
-MARKER = 0x5A5A_5A5A_5A5A
+from tests import avro_bytes
+from tests.avro_bytes import MARKER, varint
 
 
 def event(timestamp: int) -> AgentEvent:
     return AgentEvent.external("s1", InputEvent("hi"), event_id="in-1", timestamp=timestamp)
 
 
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def with_raw_timestamp(raw: bytes) -> bytes:
-    """The bytes of an event whose timestamp varint is ``raw`` (which no writer produces)."""
-    data = encode(event(MARKER))
-    old = varint(MARKER << 1)
-    assert data.count(old) == 1
-    return data.replace(old, raw)
+    """The bytes of :func:`event` whose timestamp varint is ``raw``."""
+    return avro_bytes.with_raw_timestamp(event(0), raw)
 
 
 def test_the_marker_substitution_itself_round_trips() -> None:
