@@ -1,5 +1,5 @@
-# Everything installs into .venv; only Python 3.11+ (and Java, for later Flink/Kafka work)
-# must be on the machine.
+# Everything installs into .venv; only Python 3.11+ and Java (a JDK: the Flink runner builds
+# a 5 KB helper jar with javac once) must be on the machine.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,7 +8,11 @@ STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 
-.PHONY: install demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance clean
+FLINK_STAMP := $(VENV)/.flink-installed
+# The Kafka connector jars and the helper jar, outside PyFlink's own lib directory.
+FLINK_JARS := $(VENV)/share/eddies/flink
+
+.PHONY: install install-flink demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,18 +22,26 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# PyFlink (~850 MB) and the jars: only for the Flink runner and its tests, not the demo.
+$(FLINK_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,flink]'
+	$(BIN)/python -m eddies.connectors.flink.jars $(FLINK_JARS)
+	touch $(FLINK_STAMP)
+
+install-flink: $(FLINK_STAMP)
+
 demo: install
 	$(BIN)/eddies demo
 
-test: install lint typecheck pytest
+test: install install-flink lint typecheck pytest
 
 lint: install
 	$(BIN)/ruff check .
 
-typecheck: install
+typecheck: install install-flink
 	bash tools/typecheck.sh
 
-pytest: install
+pytest: install install-flink
 	$(BIN)/python -m pytest -q
 
 bench: install
@@ -43,6 +55,9 @@ bench-worker-cpu: install
 
 bench-rebalance: install
 	$(BIN)/python bench/rebalance.py
+
+bench-flink: install-flink
+	$(BIN)/python bench/flink.py
 
 clean:
 	rm -rf $(VENV) .typecheck .pytest_cache .mypy_cache .ruff_cache

@@ -42,8 +42,8 @@ from confluent_kafka.admin import AdminClient
 
 from eddies.connectors.kafka.broker import EmbeddedBroker
 from eddies.connectors.kafka.client import input_event, next_batch
-from eddies.connectors.kafka.records import HEADERS
 from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+from eddies.connectors.records import HEADERS
 from eddies.events import encode
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,8 +27,8 @@ from typing import Any
 
 from eddies.connectors.kafka import worker as kafka_worker
 from eddies.connectors.kafka.client import input_event
-from eddies.connectors.kafka.records import HEADERS
 from eddies.connectors.kafka.settings import load_settings
+from eddies.connectors.records import HEADERS
 from eddies.connectors.signing import DEV_KEY, ResultSigner
 from eddies.demo import one_turn_agent
 from eddies.events import encode, partition_for

@@ -1,4 +1,4 @@
-"""The ``eddies`` command: demo, broker, worker, send, tail, replay, topics.
+"""The ``eddies`` command: demo, broker, worker, send, tail, replay, topics, flink.
 
 Every command that needs Kafka uses ``bootstrap_servers`` from the config file,
 ``EDDIES_BOOTSTRAP_SERVERS`` or ``--bootstrap-servers``; with none it starts the embedded
@@ -29,11 +29,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from eddies import __version__
+from eddies.cli_flink import flink_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Eddies: an event-sourced engine for AI agents on Kafka.")
 topics_app = typer.Typer(no_args_is_help=True, help="Create or describe the application's topics.")
 app.add_typer(topics_app, name="topics")
+app.add_typer(flink_app, name="flink")
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)  # error lines are never cut
 
@@ -313,8 +315,8 @@ def tail(
 ) -> None:
     """Decode and print outputs (or events, or dead letters)."""
     from eddies.connectors.kafka.client import read_records
-    from eddies.connectors.kafka.records import DLQ_REASON_HEADER, header
     from eddies.connectors.kafka.topics import TopicNames
+    from eddies.connectors.records import DLQ_REASON_HEADER, header
     from eddies.demo import describe
     from eddies.events import DecodeError, decode
 
@@ -470,6 +472,7 @@ def _user_error(err: Exception) -> str | None:
     for a bug."""
     from confluent_kafka import KafkaException
 
+    from eddies.connectors.flink.jars import FlinkSetupError
     from eddies.connectors.kafka.broker import BrokerError
     from eddies.connectors.kafka.outbox import DeliveryFailedError
     from eddies.connectors.kafka.preflight import PreflightError, error_text
@@ -481,7 +484,8 @@ def _user_error(err: Exception) -> str | None:
     if isinstance(err, KafkaException):
         return f"Kafka error: {error_text(err)}"
     # A bare LookupError is a reader's missing topic; KeyError and IndexError are bugs.
-    if isinstance(err, (PreflightError, TopicError, BrokerError, DeliveryFailedError, TimeoutError)) \
+    if isinstance(err, (PreflightError, TopicError, BrokerError, DeliveryFailedError, TimeoutError,
+                        FlinkSetupError, FileNotFoundError)) \
             or type(err) is LookupError:
         return str(err)
     return None

@@ -39,6 +39,13 @@ def _conversation_key(request_id: str) -> str:
     return _CONTEXT_KEY + request_id
 
 
+def _message_key(request_id: str, n: int) -> str:
+    # One entry per message, so a round writes only its new messages: a runner that
+    # stores sensory memory per entry (Flink keyed state) then writes a conversation
+    # once, not once per round.
+    return f"{_CONTEXT_KEY}{request_id}/{n}"
+
+
 async def chat_model_action(
     event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerContext
 ) -> None:
@@ -62,7 +69,8 @@ async def chat_model_action(
             return  # a ToolResponseEvent sent by a user action, not for a chat request
         model = saved["model"]
         setup = plan.chat_model(model)
-        messages = saved["messages"]
+        sensory = ctx.sensory_memory
+        messages = [sensory.get(_message_key(request_id, n)) for n in range(saved["messages"])]
         rounds = saved["rounds"]
         usage = TokenUsage(*saved["usage"])
         for r in event.responses:
@@ -86,11 +94,15 @@ async def chat_model_action(
                 f"chat model {model!r} asked for tools more than max_tool_rounds={limit} times"
             )
         messages.append(reply)
-        ctx.sensory_memory.set(
+        sensory = ctx.sensory_memory
+        saved = sensory.get(_conversation_key(request_id))
+        for n in range(0 if saved is None else saved["messages"], len(messages)):
+            sensory.set(_message_key(request_id, n), messages[n])
+        sensory.set(
             _conversation_key(request_id),
             {
                 "model": model,
-                "messages": messages,
+                "messages": len(messages),
                 "rounds": rounds + 1,
                 "usage": [usage.prompt_tokens, usage.completion_tokens],
             },
@@ -98,7 +110,12 @@ async def chat_model_action(
         # message_from_value checked the reply's types: valid, so not validated again.
         ctx.sent.append(ToolRequestEvent(request_id, model, reply.tool_calls))
         return
-    ctx.sensory_memory.delete(_conversation_key(request_id))
+    sensory = ctx.sensory_memory
+    saved = sensory.get(_conversation_key(request_id))
+    if saved is not None:
+        for n in range(saved["messages"]):
+            sensory.delete(_message_key(request_id, n))
+        sensory.delete(_conversation_key(request_id))
     ctx.sent.append(ChatResponseEvent(request_id, reply, usage))  # checked, as above
 
 

@@ -402,11 +402,14 @@ class RunnerContext:
         else:
             reconciler = None if spec.reconciler is None else function_name(spec.reconciler)
             # request_id is filled in when the machine emits the request event.
-            rec = CallRecord(str(kind), spec.target, dig, args, "", spec.idempotent, reconciler)
+            # The arguments are not kept in the record: the request carries them, and a
+            # replay of the action computes them again (see SessionMachine._args).
+            rec = CallRecord(str(kind), spec.target, dig, "", "", spec.idempotent, reconciler)
             run.calls[cid] = rec
             self.requests.append(
                 DurableCallRequest(cid, spec.kind, spec.target, args, spec.idempotent, 1, None, dig)
             )
+        self._machine._args[cid] = args
         if spec.fn is not None:
             self._machine._callables[cid] = (spec.fn, spec.reconciler)
         self.waiting.append(cid)

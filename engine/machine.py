@@ -47,6 +47,7 @@ from .state import (
     PENDING,
     RECONCILING,
     TERMINAL,
+    CallRecord,
     Invocation,
     RunState,
     SessionState,
@@ -69,6 +70,11 @@ class SessionMachine:
                  max_memory_bytes: int | None = None) -> None:
         self.plan = agent if isinstance(agent, AgentPlan) else AgentPlan.compile(agent)
         self._callables: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]] = {}
+        # The arguments of calls in flight, to ask again (a restart, an unknown outcome).
+        # Not in the session state: a model call's arguments are the conversation so far,
+        # and kept there they would make every snapshot (and Flink keyed state) carry it.
+        # A replay of the waiting action computes them again (:meth:`_arguments`).
+        self._args: dict[str, str] = {}
         self._metrics = metrics
         # Suspended async actions, resumed in place while their run object is the live one;
         # after a restore (new state objects) they are replayed from the journal instead.
@@ -128,8 +134,7 @@ class SessionMachine:
         run = state.run
         if run is None or run.active is None:
             return state, []
-        self._live.pop(self._live_key(state, run, run.active), None)
-        self._run_action(state, run, run.active)  # SUSPENDED: nothing new can happen
+        self._replay_waiting(state, run)
         again: list[AgentEvent] = []
         for cid, rec in run.calls.items():
             if rec.status in TERMINAL:
@@ -139,7 +144,7 @@ class SessionMachine:
                 cid,
                 CallKind.RECONCILE if reconciling else CallKind(rec.kind),
                 (rec.reconciler or "") if reconciling else rec.target,
-                rec.args,
+                self._args.get(cid) or rec.args,
                 True if reconciling else rec.idempotent,
                 rec.attempt,
                 None,
@@ -147,6 +152,22 @@ class SessionMachine:
             )
             again.append(self._envelope(state, rec.request_id, 0, payload, None, run.active.action))
         return state, again
+
+    def _replay_waiting(self, state: SessionState, run: RunState) -> None:
+        """Re-execute the run's waiting action from the journal (calling nothing: every
+        call it reaches exists), so its callables and call arguments are known again."""
+        assert run.active is not None
+        self._live.pop(self._live_key(state, run, run.active), None)
+        self._run_action(state, run, run.active)  # SUSPENDED: nothing new can happen
+
+    def _arguments(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord) -> str:
+        """The arguments of a call in flight: known since it was issued or replayed here,
+        in the record (a state saved before they left it), or computed by a replay."""
+        args = self._args.get(call_id) or rec.args
+        if not args and run.active is not None:
+            self._replay_waiting(state, run)
+            args = self._args.get(call_id, "")
+        return args
 
     def fail_run(self, state: SessionState, run_number: int, error: ErrorInfo,
                  cause: str | None = None) -> tuple[SessionState, list[AgentEvent]]:
@@ -214,11 +235,13 @@ class SessionMachine:
             self._live.pop(key)[0].close()
         for cid in [c for c in self._callables if session_of_call(c) in sessions]:
             del self._callables[cid]
+        for cid in [c for c in self._args if session_of_call(c) in sessions]:
+            del self._args[cid]
 
     @property
     def cached(self) -> int:
         """How many live continuations and callables are cached (for leak checks)."""
-        return len(self._live) + len(self._callables)
+        return len(self._live) + len(self._callables) + len(self._args)
 
     def callable_for(self, request: DurableCallRequest) -> Callable[..., Any] | None:
         """The live function (or reconciler) of a FUNCTION/RECONCILE request, if known here."""
@@ -282,7 +305,8 @@ class SessionMachine:
                 rec.status = RECONCILING
                 rec.attempt += 1
                 req = DurableCallRequest(
-                    result.call_id, CallKind.RECONCILE, rec.reconciler, rec.args, True, rec.attempt
+                    result.call_id, CallKind.RECONCILE, rec.reconciler,
+                    self._arguments(state, run, result.call_id, rec), True, rec.attempt
                 )
                 action = run.active.action if run.active else None
                 env = self._emit(state, run, req, rec.request_id, action, out)
@@ -291,7 +315,8 @@ class SessionMachine:
             if rec.idempotent and rec.attempt < MAX_ATTEMPTS:
                 rec.attempt += 1
                 req = DurableCallRequest(
-                    result.call_id, CallKind(rec.kind), rec.target, rec.args, True, rec.attempt,
+                    result.call_id, CallKind(rec.kind), rec.target,
+                    self._arguments(state, run, result.call_id, rec), True, rec.attempt,
                     None, rec.digest,
                 )
                 action = run.active.action if run.active else None
@@ -312,6 +337,8 @@ class SessionMachine:
         else:
             rec.status = ERROR
             rec.error = result.error or ErrorInfo("Error", "call failed without an error")
+        rec.args = ""  # (a state saved by an earlier version kept them)
+        self._args.pop(result.call_id, None)
         self._callables.pop(result.call_id, None)
         if run.waiting:
             calls = run.calls
@@ -466,6 +493,7 @@ class SessionMachine:
     def _finish(self, state: SessionState, run: RunState, failed: bool) -> None:
         for cid in run.calls:
             self._callables.pop(cid, None)
+            self._args.pop(cid, None)
         if run.active is not None:
             live = self._live.pop(self._live_key(state, run, run.active), None)
             if live is not None:

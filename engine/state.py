@@ -103,19 +103,22 @@ class RunState:
     sensory: dict[str, str] = field(default_factory=dict)
     events: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form."""
-        return {
+    def to_dict(self, *, parts: bool = True) -> dict[str, Any]:
+        """JSON-able form; without ``parts``, no ``calls`` and ``sensory`` (a runner that
+        keeps those as separate entries, see :meth:`SessionState.to_dict`)."""
+        d = {
             "number": self.number,
             "input_id": self.input_id,
             "invocations": self.invocations,
             "active": None if self.active is None else _inv_dict(self.active),
             "pending": [_inv_dict(i) for i in self.pending],
-            "calls": {k: v.to_dict() for k, v in self.calls.items()},
             "waiting": list(self.waiting),
-            "sensory": self.sensory,
             "events": self.events,
         }
+        if parts:
+            d["calls"] = {k: v.to_dict() for k, v in self.calls.items()}
+            d["sensory"] = self.sensory
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunState:
@@ -166,19 +169,28 @@ class SessionState:
         """No run in progress and no input waiting."""
         return self.run is None and not self.queue
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (events in their Avro record shape)."""
-        return {
+    def to_dict(self, *, parts: bool = True) -> dict[str, Any]:
+        """JSON-able form (events in their Avro record shape).
+
+        Without ``parts`` it leaves out what grows with a session and changes a piece at a
+        time: the short-term memory, and the run's call records and sensory memory. A
+        runner that stores state per entry (Flink MapState) keeps those as entries of their
+        own and rewrites only the ones that changed; :meth:`from_dict` takes them back in
+        ``memory``, ``run.calls`` and ``run.sensory``.
+        """
+        d = {
             "format": STATE_FORMAT,
             "session_id": self.session_id,
             "seq": self.seq,
             "clock": self.clock,
             "runs": self.runs,
-            "run": None if self.run is None else self.run.to_dict(),
+            "run": None if self.run is None else self.run.to_dict(parts=parts),
             "queue": [to_record(e) for e in self.queue],
-            "memory": self.memory,
             "recent_inputs": list(self.recent_inputs),
         }
+        if parts:
+            d["memory"] = self.memory
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SessionState:

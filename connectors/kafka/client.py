@@ -15,9 +15,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from eddies.connectors.records import HEADERS
 from eddies.events import AgentEvent, DecodeError, InputEvent, decode, encode
 
-from .records import HEADERS
 from .settings import Settings
 from .topics import TopicNames
 
@@ -29,17 +29,6 @@ def next_batch(consumer: Any, size: int, wait: float) -> list[Any]:
     if first is None:
         return []
     return [first, *consumer.consume(num_messages=size - 1, timeout=0)] if size > 1 else [first]
-
-
-def produce(prod: Any, topic: str, value: bytes | None, key: bytes | None, **kwargs: Any) -> None:
-    """``prod.produce`` that waits for room when the local queue is full (a burst larger
-    than ``queue.buffering.max.messages``) instead of raising BufferError."""
-    while True:
-        try:
-            prod.produce(topic, value, key, **kwargs)
-            return
-        except BufferError:
-            prod.poll(0.05)  # serve delivery reports; the queue drains
 
 
 def producer(settings: Settings, **extra: Any) -> Any:

@@ -28,7 +28,10 @@ import time
 from typing import Any
 
 from eddies.connectors.calls import CallPerformer, Resolver, result_event
+from eddies.connectors.dead_letters import DeadLetters
+from eddies.connectors.records import HEADERS, journal_partition, outcome_key, started_key
 from eddies.connectors.signing import SIGNATURE_HEADER, ResultSigner
+from eddies.connectors.sink import produce
 from eddies.events import (
     AgentEvent,
     CallStatus,
@@ -42,12 +45,10 @@ from eddies.events import (
 )
 
 from .claims import Claimant
-from .client import next_batch, produce
-from .dead_letters import DeadLetters
+from .client import next_batch
 from .journal import CallRef, JournalView, read_journal
 from .journal_tail import JournalTail
 from .outbox import DeliveryFailedError, Outbox
-from .records import HEADERS, journal_partition, outcome_key, started_key
 
 log = logging.getLogger("eddies.worker")
 

@@ -35,6 +35,16 @@ from collections import deque
 from typing import Any
 
 from eddies.connectors.admission import Admission, Misrouted, Refused
+from eddies.connectors.dead_letters import DeadLetters
+from eddies.connectors.records import (
+    header,
+    journal_partition,
+    outcome_key,
+    snapshot_key,
+    started_key,
+)
+from eddies.connectors.routing import Router
+from eddies.connectors.sink import produce
 from eddies.engine import SessionMachine, SessionState
 from eddies.engine.machine import UnsupportedEventError
 from eddies.engine.state import RunState
@@ -48,21 +58,12 @@ from eddies.events import (
 )
 from eddies.events.ids import run_of_call, session_of_call
 
-from .client import next_batch, produce
-from .dead_letters import DeadLetters
+from .client import next_batch
 from .executor import KafkaExecutor
 from .journal import JournalView, read_journal
 from .membership import group_consumer
 from .outbox import Outbox
 from .positions import Positions
-from .records import (
-    header,
-    journal_partition,
-    outcome_key,
-    snapshot_key,
-    started_key,
-)
-from .routing import Router
 
 log = logging.getLogger("eddies.worker")
 
@@ -119,6 +120,7 @@ class Orchestrator:
         self.dead_letters = DeadLetters(self.producer, self.names.dlq, s.max_record_bytes,
                                         self.counters)
         self.router = Router(s, self.names, self.producer, self.counters, self.dead_letters)
+        self._executor: KafkaExecutor | None = None
         # Wall time (ms) of each session's last record here: an idle session is closed by
         # the earlier of this and its logical clock (a clock set in the future by its
         # inputs must not keep it forever).
@@ -128,11 +130,11 @@ class Orchestrator:
     def executor(self) -> KafkaExecutor | None:
         """The in-process executor (role "all"), given requests in memory; None: they go
         to APP.requests for executor processes."""
-        return self.router.executor
+        return self._executor
 
     @executor.setter
     def executor(self, executor: KafkaExecutor | None) -> None:
-        self.router.executor = executor
+        self._executor = self.router.executor = executor
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set."""

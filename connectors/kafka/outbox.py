@@ -94,7 +94,8 @@ class Outbox:
             # so the hot path (~10 records per session) pays no extra Python frame.
             self.produce = self.producer.produce  # type: ignore[method-assign,assignment]
 
-    def produce(self, topic: str, value: bytes | None, key: bytes | None, **kwargs: Any) -> None:
+    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                **kwargs: Any) -> None:
         """Produce one record (inside the open transaction, if transactional); BufferError
         when librdkafka's queue is full (:func:`.client.produce` waits for room)."""
         with self._lock:

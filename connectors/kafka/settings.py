@@ -67,6 +67,15 @@ class Settings:
     # The NAME of the environment variable holding the key that executors sign call results
     # with and orchestrators check them against (see results_auth.py); never the key itself.
     result_key_env: str = "EDDIES_RESULT_KEY"
+    # The Flink runner (``eddies flink run``; connectors/flink/options.py says what each does).
+    flink_parallelism: int = 1
+    flink_checkpoint_interval_ms: int = 2000
+    flink_checkpoint_dir: str = ""  # empty: .eddies/flink/APP/checkpoints under the working directory
+    flink_state_backend: str = "hashmap"  # hashmap | rocksdb
+    flink_jars: str = ""  # empty: share/eddies/flink in the Python environment
+    flink_bundle_time_ms: int = 5
+    flink_buffer_timeout_ms: int = 5
+    flink_rest_port: int = 8081
     kafka: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> Settings:
@@ -93,6 +102,15 @@ class Settings:
         if not self.result_key_env or not self.result_key_env.replace("_", "").isalnum():
             raise ConfigError(f"result_key_env: {self.result_key_env!r} is not an environment "
                               "variable name (it names the variable holding the key, not the key)")
+        for key in ("flink_parallelism", "flink_checkpoint_interval_ms", "flink_rest_port"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
+        for key in ("flink_bundle_time_ms", "flink_buffer_timeout_ms"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key}: must not be negative, got {getattr(self, key)}")
+        if self.flink_state_backend not in ("hashmap", "rocksdb"):
+            raise ConfigError(f"flink_state_backend: {self.flink_state_backend!r} is not one of "
+                              "hashmap, rocksdb")
         if ":" not in self.agent:
             raise ConfigError(f"agent: {self.agent!r} is not 'module:attribute'")
         return self

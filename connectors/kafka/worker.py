@@ -13,10 +13,10 @@ import threading
 import uuid
 from typing import Any
 
+from eddies.connectors.counters import Counters
 from eddies.connectors.signing import ResultKeyError, ResultSigner
 from eddies.engine import Agent, AgentPlan
 
-from .counters import Counters
 from .executor import KafkaExecutor
 from .membership import Membership
 from .orchestrator import Orchestrator

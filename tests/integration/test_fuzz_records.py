@@ -21,9 +21,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from eddies.connectors.kafka.client import input_event, read_records
-from eddies.connectors.kafka.records import HEADERS
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames
+from eddies.connectors.records import HEADERS
 from eddies.connectors.signing import DEV_KEY, SIGNATURE_HEADER, ResultSigner
 from eddies.engine import SessionState
 from eddies.events import (

@@ -13,9 +13,9 @@ import pytest
 
 from eddies.connectors.admission import FORWARDED_HEADER
 from eddies.connectors.kafka.client import input_event, read_events, read_records, send_input
-from eddies.connectors.kafka.records import DLQ_TRUNCATED_HEADER, HEADERS, header
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames
+from eddies.connectors.records import DLQ_TRUNCATED_HEADER, HEADERS, header
 from eddies.connectors.signing import DEV_KEY, SIGNATURE_HEADER, ResultSigner
 from eddies.events import (
     MAX_TIMESTAMP_MS,

@@ -56,3 +56,31 @@ def test_compose_file_runs_kafka_and_a_worker() -> None:
 
     settings = load_settings(env={k: str(v) for k, v in env.items()})  # every key is known
     load_agent(settings.agent)
+
+
+def test_compose_file_runs_the_flink_job_on_a_cluster() -> None:
+    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    from eddies.connectors.kafka.settings import load_agent, load_settings
+
+    # The cluster runs PyFlink's own Flink (same version as the job), whose scripts exist.
+    pyflink = pytest.importorskip("pyflink", reason="eddies[flink] is not installed")
+    scripts = Path(pyflink.__file__).parent / "bin"
+    for name, script in (("jobmanager", "jobmanager.sh"), ("taskmanager", "taskmanager.sh")):
+        assert script in " ".join(services[name]["entrypoint"]) and (scripts / script).is_file()
+        assert "flink-checkpoints:/checkpoints" in services[name]["volumes"]
+    job = services["flink-job"]
+    command = job["command"]
+    assert command[:2] == ["flink", "run"]
+    assert command[command.index("--jobmanager") + 1] == "jobmanager:8081"
+    assert command[command.index("--checkpoint-dir") + 1] == "/checkpoints"
+    assert "flink-checkpoints:/checkpoints" in job["volumes"]
+    executor = services["flink-executor"]
+    assert executor["command"] == ["worker", "--role", "executor"]
+    for env in (job["environment"], executor["environment"]):
+        settings = load_settings(env={k: str(v) for k, v in env.items()})  # every key is known
+        load_agent(settings.agent)
+        assert settings.app == "flinkdemo"
+    # Task managers check call results with the key the executor signs them with.
+    key = executor["environment"]["EDDIES_RESULT_KEY"]
+    assert services["taskmanager"]["environment"]["EDDIES_RESULT_KEY"] == key

@@ -7,8 +7,8 @@ from eddies.connectors.kafka.claims import Claim, Claimant
 from eddies.connectors.kafka.journal import JournalView
 from eddies.connectors.kafka.membership import TANSU_CLUSTER_ID, Membership
 from eddies.connectors.kafka.positions import Positions
-from eddies.connectors.kafka.records import outcome_key, started_key
 from eddies.connectors.kafka.settings import load_settings
+from eddies.connectors.records import outcome_key, started_key
 
 
 def test_a_mark_names_its_claimant_and_an_earlier_process_of_my_slot_is_dead() -> None:

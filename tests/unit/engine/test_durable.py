@@ -288,7 +288,7 @@ def test_transient_caches_are_empty_after_runs_and_evictable() -> None:
     assert runner.machine.cached == 0
     runner.submit("s3", 5)
     runner.step()  # the action is now suspended at its first call
-    assert runner.machine.cached == 2  # its continuation and its function
+    assert runner.machine.cached == 3  # its continuation, its function and its arguments
     runner.machine.evict("s3")
     assert runner.machine.cached == 0
     runner.run_until_idle()  # still completes: the action is replayed from the state
@@ -301,9 +301,9 @@ def test_evicting_many_sessions_at_once_drops_only_theirs() -> None:
         runner.submit(sid, 1)
     for _ in range(3):
         runner.step()  # each input: its action suspended at its first call
-    assert runner.machine.cached == 6
+    assert runner.machine.cached == 9
     runner.machine.evict("a", "c")
-    assert runner.machine.cached == 2  # b's continuation and function stay
+    assert runner.machine.cached == 3  # b's continuation, function and arguments stay
     runner.run_until_idle()
     assert [runner.outputs_for(s) for s in ("a", "b", "c")] == [[4], [4], [4]]
 
@@ -327,3 +327,29 @@ def test_an_idempotent_call_that_never_gets_an_outcome_fails_closed_eventually()
     assert final.error is not None and final.error.type == "DurableCallUnknownError"  # type: ignore[attr-defined]
     assert "tried 5 times" in final.error.message  # type: ignore[attr-defined]
     assert EFFECTS["lookup"] == 0
+
+
+@pytest.mark.parametrize("agent", [ReconciledPayment, Lookup], ids=["reconciler", "idempotent"])
+def test_a_restored_state_asks_again_with_the_calls_arguments_without_a_resume(agent: type) -> None:
+    """Arguments of a call in flight are not in the session state (a model call's would be
+    the conversation); a machine that restored the state without ``resume`` (the Flink job)
+    replays the waiting action to ask again with them."""
+    from eddies.engine import SessionMachine, SessionState
+    from eddies.events import AgentEvent, CallKind, CallStatus, InputEvent
+    from tests.unit.engine.executor import answer
+
+    machine = SessionMachine(agent())
+    state, out = machine.apply(machine.new_state("s1"), AgentEvent.external(
+        "s1", InputEvent("acct-1234"), event_id="i", timestamp=1))
+    request = out[-1]
+    assert isinstance(request.payload, DurableCallRequest) and "acct-1234" in request.payload.args
+    saved = state.to_bytes()
+    assert b"acct-1234" in saved  # the input, which the run's trigger holds
+    assert saved.count(b"acct-1234") == 1  # but not the call's arguments
+    fresh = SessionMachine(agent())
+    restored = SessionState.from_bytes(saved)
+    restored, out = fresh.apply(restored, answer(fresh, request, status=CallStatus.UNKNOWN))
+    again = out[-1].payload
+    assert isinstance(again, DurableCallRequest) and again.attempt == 2
+    assert again.args == request.payload.args
+    assert again.kind is (CallKind.RECONCILE if agent is ReconciledPayment else request.payload.kind)

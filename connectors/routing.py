@@ -14,20 +14,26 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Protocol
 
 from eddies.connectors.admission import FORWARDED_HEADER, Misrouted
 from eddies.events import AgentEvent, DurableCallRequest, EncodingError, OutputEvent, encode
 
-from .client import produce
 from .counters import Counters
 from .dead_letters import DeadLetters
-from .executor import KafkaExecutor
+from .kafka.settings import Settings
+from .kafka.topics import TopicNames
 from .records import HEADERS
-from .settings import Settings
-from .topics import TopicNames
+from .sink import TIMESTAMP_NOT_AVAILABLE, RecordSink, SourceRecord, produce
 
 log = logging.getLogger("eddies.worker")
+
+
+class LocalExecutor(Protocol):
+    """An executor in the orchestrator's process, handed requests in memory."""
+
+    def submit(self, request: AgentEvent) -> None:
+        """Perform ``request`` (a DurableCallRequest event) and answer it."""
 
 #: At most one warning per this many seconds about a producer with another partitioner.
 FORWARD_WARN_EVERY_S = 60.0
@@ -36,8 +42,8 @@ FORWARD_WARN_EVERY_S = 60.0
 class Router:
     """Produces what the orchestrator emits, through its producer."""
 
-    def __init__(self, settings: Settings, names: TopicNames, producer: Any, counters: Counters,
-                 dead_letters: DeadLetters) -> None:
+    def __init__(self, settings: Settings, names: TopicNames, producer: RecordSink,
+                 counters: Counters, dead_letters: DeadLetters) -> None:
         self.names = names
         self.producer = producer
         self.counters = counters
@@ -45,10 +51,10 @@ class Router:
         self.limit = settings.write_limit  # the largest record the producer takes
         # The in-process executor (role "all"), given requests in memory; else they go to
         # APP.requests for executor processes.
-        self.executor: KafkaExecutor | None = None
+        self.executor: LocalExecutor | None = None
         self._last_forward_warning = 0.0
 
-    def emit(self, emitted: list[AgentEvent], key: bytes, source: Any
+    def emit(self, emitted: list[AgentEvent], key: bytes, source: SourceRecord | tuple[str, int]
              ) -> tuple[AgentEvent, str] | None:
         """Route ``emitted`` (the events of one session); the first event that could not be
         written and why (it was dead-lettered, the others routed), or None."""
@@ -97,12 +103,10 @@ class Router:
         produce(self.producer, self.names.requests, encode(ev), ev.session_id.encode(),
                 headers=HEADERS)
 
-    def forward(self, msg: Any, to: Misrouted) -> None:
+    def forward(self, msg: SourceRecord, to: Misrouted) -> None:
         """A record on a partition its session does not hash to goes on to the right one,
         in the order it arrived (one producer, one partition), with its bytes, its
         timestamp and where it arrived (its id, if it has none, derives from there)."""
-        from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
-
         origin = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
         headers = [(k, v) for k, v in (msg.headers() or ()) if k != FORWARDED_HEADER]
         headers.append((FORWARDED_HEADER, origin.encode()))

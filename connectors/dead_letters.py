@@ -1,4 +1,4 @@
-"""Writing to ``APP.dlq``: what a role could not accept, with the reason and its source.
+"""Writing to ``APP.dlq``: what a runner could not accept, with the reason and its source.
 
 Every dead letter carries ``eddies.dlq.reason`` and ``eddies.dlq.source`` (the source
 record's topic/partition/offset), then the source's own headers. A value larger than a
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
-from .client import produce
 from .counters import Counters
 from .records import dlq_headers, dlq_value
+from .sink import RecordSink, SourceRecord, produce
 
 log = logging.getLogger("eddies.worker")
 
@@ -28,7 +27,7 @@ WARN_EVERY_S = 5.0
 class DeadLetters:
     """Dead-letters records through a role's producer, counting them (``dlq``)."""
 
-    def __init__(self, producer: Any, topic: str, limit: int, counters: Counters) -> None:
+    def __init__(self, producer: RecordSink, topic: str, limit: int, counters: Counters) -> None:
         self.producer = producer
         self.topic = topic
         self.limit = limit
@@ -36,8 +35,8 @@ class DeadLetters:
         self._last_warning = 0.0
         self._quiet = 0  # dead letters not logged since the last warning
 
-    def write(self, value: bytes | None, key: bytes | None, reason: str, *, source: Any,
-              partition: int | None = None) -> None:
+    def write(self, value: bytes | None, key: bytes | None, reason: str, *,
+              source: SourceRecord | tuple[str, int], partition: int | None = None) -> None:
         """Dead-letter ``value``/``key`` because of ``reason``. ``source``: the consumed
         message it came from (its position and headers are kept), or a (topic, partition)
         it was to be written to; ``partition``: the DLQ partition (default: the source's,
@@ -45,7 +44,8 @@ class DeadLetters:
         if isinstance(source, tuple):
             topic, part, offset, original = source[0], source[1], -1, None
         else:
-            topic, part, offset = source.topic(), source.partition(), source.offset()
+            p, o = source.partition(), source.offset()
+            topic, part, offset = source.topic() or "", 0 if p is None else p, -1 if o is None else o
             original = source.headers()
         headers = dlq_headers(reason, topic, part, offset, original)
         value = dlq_value(value, self.limit, headers)

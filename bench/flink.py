@@ -1,0 +1,149 @@
+"""The Flink runner next to the Kafka worker, on the same workload, in one run.
+
+Run: ``.venv/bin/python bench/flink.py`` (``make bench-flink``). On one fresh embedded
+broker, for each runner, one-turn sessions (input -> model call -> output, scripted model):
+
+1. backlog: ``--sessions`` prompts produced first, then the runner started; timed from its
+   first event to its last answer consumed: sessions/s (median of ``--repeats``, each on
+   a fresh app: the embedded broker slows as a topic grows);
+2. idle latency: one prompt at a time into the running, idle runner, from produce to the
+   answer consumed: p50/p99.
+
+Runners: the Kafka worker (``eddies worker``: orchestrator and executor in one process) and
+the Flink job at parallelism 1 (``eddies flink run --executor``: the session machine in a
+local Flink mini-cluster, the executor in the same process). Targets on these 2-core
+machines: Flink >= half the worker's sessions/s; Flink idle p50 < 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("bench_kafka", ROOT / "bench" / "kafka.py")
+assert _spec is not None and _spec.loader is not None
+kb: Any = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(kb)
+
+AGENT = "eddies.demo:one_turn_agent"
+
+
+def start(runner: str, bootstrap: str, app: str, tmp: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
+               TMPDIR=str(tmp), EDDIES_FLINK_REST_PORT=str(_free_port()))
+    common = ["--app", app, "--bootstrap-servers", bootstrap, "--partitions", str(kb.PARTITIONS),
+              "--agent", AGENT]
+    cmd = (["worker", *common] if runner == "worker" else
+           ["flink", "run", *common, "--executor", "--checkpoint-dir", str(tmp / "cp" / app)])
+    return subprocess.Popen([sys.executable, "-m", "eddies", *cmd], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL,
+                            stderr=open(os.environ.get("BENCH_LOG", os.devnull), "ab"),
+                            start_new_session=True)
+
+
+def finish(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the Flink run's JVM, if it outlived it
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def backlog(runner: str, bootstrap: str, n: int, tmp: Path) -> float:
+    names = kb.fresh_app(bootstrap)
+    kb.produce_prompts(bootstrap, names, n)
+    started = kb.output_reader(bootstrap, names, names.events)
+    reader = kb.output_reader(bootstrap, names)
+    proc = start(runner, bootstrap, names.app, tmp)
+    try:
+        if not kb.wait_outputs(started, 1, 180):
+            raise RuntimeError(f"the {runner} did not start")
+        t0 = time.perf_counter()
+        kb.expect_outputs(reader, n)
+        return float(n / (time.perf_counter() - t0))
+    finally:
+        finish(proc)
+        reader.close()
+        started.close()
+
+
+def latency(runner: str, bootstrap: str, samples: int, tmp: Path) -> list[float]:
+    names = kb.fresh_app(bootstrap)
+    proc = start(runner, bootstrap, names.app, tmp)
+    reader = kb.output_reader(bootstrap, names)
+    prod = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 0})
+    try:
+        prod.produce(names.input, kb.encode(kb.input_event("warm", "hi")), b"warm", headers=kb.HEADERS)
+        prod.flush(10)
+        if kb.wait_outputs(reader, 1, 180) != 1:
+            raise RuntimeError(f"the {runner} did not answer the warm-up prompt")
+        out = []
+        for i in range(samples):
+            sid = f"lat{i}"
+            t0 = time.perf_counter()
+            prod.produce(names.input, kb.encode(kb.input_event(sid, "ping")), sid.encode(),
+                         headers=kb.HEADERS)
+            prod.flush(10)
+            if kb.wait_outputs(reader, 1, 10) != 1:
+                raise RuntimeError("no answer within 10 s")
+            out.append((time.perf_counter() - t0) * 1000)
+            time.sleep(0.02)
+        return out
+    finally:
+        finish(proc)
+        reader.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=5_000, help="one-turn sessions per burst")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--latency-samples", type=int, default=100)
+    args = parser.parse_args()
+    rates: dict[str, list[float]] = {"worker": [], "flink": []}
+    lat: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-flink-") as d, kb.EmbeddedBroker() as broker:
+        tmp = Path(d)
+        for _ in range(args.repeats):  # alternating: the machine's noise hits both alike
+            for runner in rates:
+                rates[runner].append(backlog(runner, broker.bootstrap, args.sessions, tmp))
+        for runner in rates:
+            lat[runner] = sorted(latency(runner, broker.bootstrap, args.latency_samples, tmp))
+    print(f"embedded broker, {kb.PARTITIONS} partitions, {args.sessions} one-turn sessions "
+          f"(scripted model), backlog timed from the first event to the last answer")
+    base = statistics.median(rates["worker"])
+    for runner, label in (("worker", "Kafka worker (1 process)"),
+                          ("flink", "Flink job (parallelism 1, executor in process)")):
+        r = statistics.median(rates[runner])
+        ls = lat[runner]
+        p50, p99 = statistics.median(ls), ls[min(len(ls) - 1, int(len(ls) * 0.99))]
+        each = ", ".join(f"{x:,.0f}" for x in rates[runner])
+        print(f"{label:48} {r:7,.0f} sessions/s ({r / base:.0%} of the worker; median of {each}); "
+              f"idle latency p50 {p50:.1f} ms, p99 {p99:.1f} ms ({len(ls)} prompts)")
+    print("targets: Flink >= 50% of the worker's sessions/s; Flink idle p50 < 100 ms")
+
+
+if __name__ == "__main__":
+    main()

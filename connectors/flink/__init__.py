@@ -1,0 +1,1 @@
+"""The Flink runner: the session machine as a PyFlink job on keyed state."""

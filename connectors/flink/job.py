@@ -1,0 +1,237 @@
+"""The Flink job: ``APP.input`` -> key by session -> the session machine on keyed state ->
+``APP.events``, ``APP.requests``, ``APP.output``, ``APP.journal``, and ``APP.dlq`` through
+a side output. Imports PyFlink at module level: only ``eddies flink`` loads this module.
+
+Example::
+
+    job = FlinkJob(settings)          # settings.agent names the agent
+    client = job.submit()             # a JobClient; job.wait(client) follows it
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import site
+import sys
+from pathlib import Path
+from typing import Any
+
+from pyflink.common import Configuration, Row, Types, WatermarkStrategy  # type: ignore[import-untyped]
+from pyflink.datastream import (  # type: ignore[import-untyped]
+    KeyedProcessFunction,
+    OutputTag,
+    RuntimeContext,
+    StreamExecutionEnvironment,
+)
+from pyflink.datastream.connectors.base import DeliveryGuarantee  # type: ignore[import-untyped]
+from pyflink.datastream.connectors.kafka import KafkaSink, KafkaSource  # type: ignore[import-untyped]
+from pyflink.datastream.state import MapStateDescriptor  # type: ignore[import-untyped]
+from pyflink.java_gateway import get_gateway  # type: ignore[import-untyped]
+
+from eddies.connectors.kafka.settings import Settings
+from eddies.connectors.kafka.topics import TopicNames
+
+from .options import FlinkOptions
+
+log = logging.getLogger("eddies.flink")
+
+_BYTES = Types.PRIMITIVE_ARRAY(Types.BYTE())
+#: What the Java ``KafkaRecordReader`` emits per input record.
+INPUT_TYPE = Types.ROW_NAMED(["key", "value", "partition", "offset", "timestamp", "headers"],
+                             [_BYTES, _BYTES, Types.INT(), Types.LONG(), Types.LONG(), _BYTES])
+#: What the Java ``KafkaRecordWriter`` takes per output record (processor.Row).
+OUTPUT_TYPE = Types.ROW_NAMED(["topic", "partition", "key", "value", "headers", "timestamp"],
+                              [Types.STRING(), Types.INT(), _BYTES, _BYTES, _BYTES, Types.LONG()])
+DLQ_TAG = OutputTag("dlq", OUTPUT_TYPE)
+
+
+def session_key(row: Any) -> str:
+    """The key Flink partitions by: the record key as text (a record whose key is no session
+    id is refused by admission; which subtask refuses it does not matter)."""
+    key = row[0]
+    return "" if key is None else bytes(key).decode("utf-8", "replace")
+
+
+class _MapStore:
+    """The current key's MapState as a :class:`eddies.connectors.flink.processor.Store`.
+
+    Values are kept as strings (every entry is JSON or text): in thread mode a
+    ``bytes`` value reaches the heap backend as ``Object[]``, and the checkpoint then
+    fails casting it to ``byte[]``."""
+
+    def __init__(self, state: Any) -> None:
+        self._state = state
+
+    def items(self) -> Any:
+        return ((k, v.encode()) for k, v in self._state.items())
+
+    def put(self, key: str, value: bytes) -> None:
+        self._state.put(key, value.decode())
+
+    def remove(self, key: str) -> None:
+        self._state.remove(key)
+
+    def clear(self) -> None:
+        self._state.clear()
+
+
+class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
+    """Runs the session machine for the sessions of one subtask (see processor.py)."""
+
+    def __init__(self, settings: Settings, dev_key: bool) -> None:
+        # Settings travel with the job; the result key does not (it stays in the
+        # environment of the task managers, EDDIES_RESULT_KEY or what result_key_env names).
+        self.settings = settings
+        self.dev_key = dev_key
+        self.processor: Any = None
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        from eddies.connectors.kafka.settings import load_agent
+        from eddies.connectors.signing import ResultSigner
+        from eddies.engine import AgentPlan
+
+        from .processor import Processor
+
+        plan = AgentPlan.compile(load_agent(self.settings.agent))
+        signer = ResultSigner.from_env(self.settings.result_key_env, allow_dev_key=self.dev_key)
+        self.processor = Processor(self.settings, plan, signer)
+        self.store = _MapStore(runtime_context.get_map_state(
+            MapStateDescriptor("session", Types.STRING(), Types.STRING())))
+        self.dlq = TopicNames(self.settings.app).dlq
+        self.topic = TopicNames(self.settings.app).input
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        from .processor import InputRecord
+
+        key, data = value[0], value[1]
+        record = InputRecord(self.topic, None if key is None else bytes(key),
+                             None if data is None else bytes(data), value[2], value[3], value[4],
+                             None if value[5] is None else bytes(value[5]))
+        rows = self.processor.handle(record, self.store)
+        yield from self._out(rows, ctx)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        rows = self.processor.on_timer(ctx.get_current_key(), timestamp, self.store)
+        yield from self._out(rows, ctx)
+
+    def _out(self, rows: list[Any], ctx: Any) -> Any:
+        timers = self.processor.timers
+        if timers:
+            service = ctx.timer_service()
+            for t in timers:
+                service.register_processing_time_timer(t)
+            timers.clear()
+        dlq = self.dlq
+        for r in rows:
+            if r[0] == dlq:
+                yield DLQ_TAG, Row(*r)
+            else:
+                yield Row(*r)
+
+
+def python_path(tmp: Path) -> list[str]:
+    """Where the task's Python finds modules. Thread mode embeds the base interpreter's
+    libpython, which reads no virtual environment and no ``.pth`` file: so the
+    environment's site-packages, this process's import path (the agent's module), and, for
+    an editable install (whose finder is a ``.pth`` hook), a tree of links with the
+    installed layout of ``eddies``."""
+    import eddies
+
+    paths: list[str] = []
+    root = Path(eddies.__file__).resolve().parent
+    layers = {name: Path(__import__(f"eddies.{name}", fromlist=["_"]).__path__[0]).resolve()
+              for name in ("events", "engine", "connectors", "schemas")}
+    if any(p.parent != root for p in layers.values()):
+        tree = tmp / "python" / "eddies"
+        tree.mkdir(parents=True, exist_ok=True)
+        for f in root.iterdir():
+            if f.name not in layers:
+                (tree / f.name).symlink_to(f)
+        for name, p in layers.items():
+            (tree / name).symlink_to(p)
+        paths.append(str(tree.parent))
+    paths += site.getsitepackages()
+    paths += [os.path.abspath(p or ".") for p in sys.path if os.path.isdir(p or ".")]
+    return list(dict.fromkeys(paths))
+
+
+def configuration(settings: Settings, options: FlinkOptions) -> Any:
+    """The Flink configuration of a run: Python in thread mode with the latency settings,
+    checkpoints, state backend, restore path, temp dirs."""
+    conf = Configuration()
+    conf.set_string("python.executable", sys.executable)
+    conf.set_string("python.execution-mode", "thread")
+    conf.set_string("python.pythonpath", os.pathsep.join(python_path(options.tmp_dir)))
+    conf.set_string("python.fn-execution.bundle.time", str(settings.flink_bundle_time_ms))
+    conf.set_string("execution.buffer-timeout.interval", f"{settings.flink_buffer_timeout_ms}ms")
+    conf.set_string("parallelism.default", str(settings.flink_parallelism))
+    conf.set_string("execution.checkpointing.interval", f"{settings.flink_checkpoint_interval_ms}ms")
+    conf.set_string("execution.checkpointing.dir", options.checkpoint_dir.resolve().as_uri())
+    conf.set_string("execution.checkpointing.externalized-checkpoint-retention",
+                    "RETAIN_ON_CANCELLATION")
+    conf.set_string("execution.checkpointing.num-retained", "2")
+    conf.set_string("state.backend.type", settings.flink_state_backend)
+    conf.set_string("rest.port", str(settings.flink_rest_port))
+    conf.set_string("rest.address", "127.0.0.1")
+    conf.set_string("rest.bind-address", "127.0.0.1")
+    if options.restore_from is not None:
+        conf.set_string("execution.state-recovery.path", str(options.restore_from))
+    conf.set_string("io.tmp.dirs", str(options.tmp_dir))
+    if options.jobmanager:
+        host, _, port = options.jobmanager.rpartition(":")
+        conf.set_string("execution.target", "remote")
+        conf.set_string("rest.address", host)
+        conf.set_string("rest.port", port)
+    return conf
+
+
+def build(settings: Settings, options: FlinkOptions, jars: list[Path]) -> Any:
+    """The job graph in a new execution environment (not submitted)."""
+    env = StreamExecutionEnvironment.get_execution_environment(configuration(settings, options))
+    env.add_jars(*(p.resolve().as_uri() for p in jars))
+    jvm = get_gateway().jvm
+    names = TopicNames(settings.app)
+    kafka = {k: v for k, v in settings.kafka.items()
+             if not k.startswith(("enable.", "linger.", "fetch.wait", "logger"))}
+    source = (KafkaSource.builder()
+              .set_bootstrap_servers(settings.bootstrap_servers)
+              .set_topics(names.input)
+              .set_group_id(f"{settings.app}.flink")
+              .set_property("fetch.max.wait.ms", str(max(settings.fetch_wait_ms, 1)))
+              .set_property("partition.discovery.interval.ms", "60000")
+              .set_property("max.partition.fetch.bytes", str(settings.write_limit)))
+    for k, v in kafka.items():
+        source.set_property(k, v)
+    source._j_builder.setDeserializer(jvm.io.eddies.flink.KafkaRecordReader())
+    # Committed offsets, else the earliest (never "latest" on the embedded broker). Built
+    # in Java: PyFlink's wrapper names the reset strategy of a shaded kafka-clients.
+    initializer = jvm.org.apache.flink.connector.kafka.source.enumerator.initializer
+    source._j_builder.setStartingOffsets(initializer.OffsetsInitializer.committedOffsets(
+        jvm.org.apache.kafka.clients.consumer.OffsetResetStrategy.EARLIEST))
+    stream = env.from_source(source.build(), WatermarkStrategy.no_watermarks(),
+                             f"{names.input}", type_info=INPUT_TYPE).uid("input")
+    processed = (stream.key_by(session_key, key_type=Types.STRING())
+                 .process(SessionFunction(settings, dev_key=options.embedded),
+                          output_type=OUTPUT_TYPE)
+                 .uid("sessions").name("session machine"))
+    main = _sink(settings, options, kafka, "out")
+    processed.sink_to(main).uid("sink").name("events, requests, output, journal")
+    dead = _sink(settings, options, kafka, "dlq")
+    processed.get_side_output(DLQ_TAG).sink_to(dead).uid("dlq").name(names.dlq)
+    return env
+
+
+def _sink(settings: Settings, options: FlinkOptions, kafka: dict[str, str], what: str) -> Any:
+    builder = (KafkaSink.builder()
+               .set_bootstrap_servers(settings.bootstrap_servers)
+               .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE if settings.exactly_once
+                                       else DeliveryGuarantee.AT_LEAST_ONCE)
+               .set_property("linger.ms", str(settings.linger_ms))
+               .set_property("max.request.size", str(settings.write_limit)))
+    if settings.exactly_once:
+        builder.set_transactional_id_prefix(f"{settings.app}.flink.{what}")
+    for k, v in kafka.items():
+        builder.set_property(k, v)
+    builder._j_builder.setRecordSerializer(get_gateway().jvm.io.eddies.flink.KafkaRecordWriter())
+    return builder.build()

@@ -1,0 +1,345 @@
+"""What the Flink job does with one ``APP.input`` record of one session, without Flink.
+
+The same steps as the Kafka worker's orchestrator, with the same shared parts: admission
+(:mod:`eddies.connectors.admission`), dead letters and routing (:mod:`eddies.connectors.
+dead_letters`, :mod:`eddies.connectors.routing`). What differs is where things live: a
+session's state is in Flink keyed state (:mod:`.keyed_state`, through a :class:`Store`),
+and records go out as rows (:class:`Rows`) that the job's KafkaSinks write. Kafka offsets
+and state are checkpointed together by Flink, so there are no snapshots to write and no
+offsets to hold back, and no request needs to be issued again after a restore: a request
+emitted before the checkpoint was flushed by the sink at that checkpoint, and one after it
+is emitted again when its cause is read again (same event id).
+
+Example (the job's process function does this per record)::
+
+    processor = Processor(settings, plan, signer)
+    rows = processor.handle(InputRecord(topic, row), store)   # rows for the sinks
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from eddies.connectors.admission import Admission, Misrouted, Refused
+from eddies.connectors.counters import Counters
+from eddies.connectors.dead_letters import DeadLetters
+from eddies.connectors.kafka.settings import Settings
+from eddies.connectors.kafka.topics import TopicNames
+from eddies.connectors.records import journal_partition, outcome_key, started_key
+from eddies.connectors.routing import Router
+from eddies.connectors.signing import ResultSigner
+from eddies.engine import AgentPlan, SessionMachine, SessionState
+from eddies.engine.machine import UnsupportedEventError
+from eddies.engine.state import RunState
+from eddies.events import AgentEvent, DurableCallResult, ErrorInfo, InputEvent
+
+from . import keyed_state
+from .keyed_state import Stored
+
+log = logging.getLogger("eddies.flink")
+
+#: A row for the job's sinks: topic, partition (-1: by key), key, value, headers, timestamp
+#: (-1: none); the field order of the Java ``KafkaRecordWriter``.
+Row = tuple[str, int, bytes | None, bytes | None, bytes, int]
+
+#: How many sessions' deserialised states a process function keeps between their records
+#: (one evicted is read from keyed state again; its suspended action is replayed).
+CACHED_SESSIONS = 10_000
+#: Journal keys of a finished run wait in keyed state under this prefix for their expiry.
+EXPIRING = "x:"
+#: When the session may be closed if nothing happens until then (ms, a timer's time).
+IDLE_DUE = "k:due"
+
+_LEN = struct.Struct(">i")
+
+
+def encode_headers(headers: Iterable[tuple[str, bytes | None]] | None) -> bytes:
+    """Headers in the Java helper's encoding: per header, name length, name, value length
+    (-1: null), value; all lengths 4-byte big-endian."""
+    out = bytearray()
+    for name, value in headers or ():
+        raw = name.encode()
+        out += _LEN.pack(len(raw)) + raw
+        if value is None:
+            out += _LEN.pack(-1)
+        else:
+            out += _LEN.pack(len(value)) + value
+    return bytes(out)
+
+
+def decode_headers(data: bytes | None) -> list[tuple[str, bytes | None]]:
+    """Inverse of :func:`encode_headers`."""
+    out: list[tuple[str, bytes | None]] = []
+    if not data:
+        return out
+    i = 0
+    while i < len(data):
+        (n,) = _LEN.unpack_from(data, i)
+        name = data[i + 4:i + 4 + n].decode(errors="replace")
+        i += 4 + n
+        (m,) = _LEN.unpack_from(data, i)
+        i += 4
+        if m < 0:
+            out.append((name, None))
+        else:
+            out.append((name, data[i:i + m]))
+            i += m
+    return out
+
+
+class InputRecord:
+    """A source row shown as confluent-kafka's ``Message`` (what admission, dead letters and
+    forwarding read): key, value, partition, offset, timestamp, encoded headers."""
+
+    __slots__ = ("_headers", "_key", "_offset", "_partition", "_raw_headers", "_timestamp",
+                 "_topic", "_value")
+
+    def __init__(self, topic: str, key: bytes | None, value: bytes | None, partition: int,
+                 offset: int, timestamp: int, headers: bytes | None) -> None:
+        self._topic = topic
+        self._key = key
+        self._value = value
+        self._partition = partition
+        self._offset = offset
+        self._timestamp = timestamp
+        self._raw_headers = headers
+        self._headers: list[tuple[str, bytes | None]] | None = None
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        """(type, ms) as confluent-kafka gives it: type 0 when the record has none."""
+        return (1, self._timestamp) if self._timestamp >= 0 else (0, 0)
+
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        if self._headers is None:
+            self._headers = decode_headers(self._raw_headers)
+        return self._headers or None
+
+    def header(self, name: str) -> bytes | None:
+        """The first value of header ``name``."""
+        if not self._raw_headers:
+            return None
+        for key, value in self.headers() or ():
+            if key == name:
+                return value
+        return None
+
+
+class Rows:
+    """Collects what routing and dead-lettering produce as rows for the sinks (a
+    :class:`eddies.connectors.sink.RecordSink`)."""
+
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+
+    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, *,
+                partition: int = -1, timestamp: int = -1, headers: Any = None) -> None:
+        self.rows.append((topic, partition, key, value, encode_headers(headers), timestamp))
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def take(self) -> list[Row]:
+        rows, self.rows = self.rows, []
+        return rows
+
+
+class Store(Protocol):
+    """The keyed state of the current session: entries of one MapState."""
+
+    def items(self) -> Iterable[tuple[str, bytes]]: ...
+    def put(self, key: str, value: bytes) -> None: ...
+    def remove(self, key: str) -> None: ...
+    def clear(self) -> None: ...
+
+
+class Processor:
+    """Drives the session machine for the records of the sessions one subtask owns."""
+
+    def __init__(self, settings: Settings, plan: AgentPlan, signer: ResultSigner,
+                 counters: Counters | None = None) -> None:
+        self.settings = settings
+        self.names = TopicNames(settings.app)
+        self.counters = counters or Counters()
+        self.machine = SessionMachine(plan, max_memory_bytes=settings.max_memory_bytes)
+        self.rows = Rows()
+        self.admission = Admission(partitions=settings.partitions,
+                                   max_record_bytes=settings.max_record_bytes,
+                                   agent_name=plan.agent_name, signer=signer,
+                                   input_topic=self.names.input)
+        self.dead_letters = DeadLetters(self.rows, self.names.dlq, settings.max_record_bytes,
+                                        self.counters)
+        self.router = Router(settings, self.names, self.rows, self.counters, self.dead_letters)
+        # session -> (state, what keyed state holds for it): the deserialised state of
+        # recent sessions, so a run's suspended action resumes in place.
+        self._cache: OrderedDict[str, tuple[SessionState, Stored]] = OrderedDict()
+        #: Processing-time timers (ms) the current record asks for (the job registers them).
+        self.timers: list[int] = []
+        self._idle_due: dict[str, int] = {}
+
+    def handle(self, record: InputRecord, store: Store) -> list[Row]:
+        """Process one input record of the current key's session; the rows to write."""
+        key, value = record.key(), record.value()
+        verdict = self.admission.check(
+            key, value, partition=record.partition(), offset=record.offset(),
+            timestamp_ms=record.timestamp()[1], header=record.header)
+        if type(verdict) is Refused:
+            self.dead_letters.write(value, key, verdict.reason, source=record)
+        elif type(verdict) is Misrouted:
+            self.router.forward(record, verdict)
+        else:
+            assert isinstance(verdict, AgentEvent) and key is not None
+            self._apply(verdict, key, record, store)
+        return self.rows.take()
+
+    def _apply(self, ev: AgentEvent, key: bytes, record: InputRecord, store: Store) -> None:
+        sid = ev.session_id
+        cached = self._session(sid, store)
+        if isinstance(ev.payload, InputEvent):
+            self.counters.inc("inputs")
+        else:
+            assert isinstance(ev.payload, DurableCallResult)
+            self.counters.inc("results")
+            if cached is None:  # a state would make a session of nothing
+                self.counters.inc("orphan_results")
+                self.dead_letters.write(
+                    record.value(), key, f"result of call {ev.payload.call_id[:300]} for session "
+                    f"{sid!r}, which has no state here: no run waits for it (the session is "
+                    "unknown, or was closed)", source=record)
+                return
+        state, stored = cached if cached is not None else (self.machine.new_state(sid), None)
+        ev.seq = 0
+        before = state.run
+        try:
+            state, emitted = self.machine.apply(state, ev)
+        except UnsupportedEventError as err:
+            self.dead_letters.write(record.value(), key, f"not accepted: {err}", source=record)
+            return
+        except Exception as err:  # a defect, but one record must not fail the job
+            log.exception("the session machine failed on %s/%s/%s", record.topic(),
+                          record.partition(), record.offset())
+            self.dead_letters.write(
+                record.value(), key,
+                f"the session machine failed on it: {type(err).__name__}: {err}", source=record)
+            # Its state may be half-changed: read it from keyed state again.
+            self._forget(sid)
+            return
+        if before is not None and state.run is not before:
+            self._expire_calls_of(before, store)
+        self._emit(state, emitted, key, record, store)
+        self._save(sid, state, stored, store)
+        self._touch(sid, store)
+
+    def _session(self, sid: str, store: Store) -> tuple[SessionState, Stored] | None:
+        cached = self._cache.get(sid)
+        if cached is not None:
+            self._cache.move_to_end(sid)
+            return cached
+        loaded = keyed_state.load(store.items())
+        if loaded is not None:
+            self._remember(sid, loaded)
+        return loaded
+
+    def _remember(self, sid: str, entry: tuple[SessionState, Stored]) -> None:
+        self._cache[sid] = entry
+        if len(self._cache) > CACHED_SESSIONS:
+            old, _ = self._cache.popitem(last=False)
+            self._idle_due.pop(old, None)
+            self.machine.evict(old)
+
+    def _forget(self, sid: str) -> None:
+        self._cache.pop(sid, None)
+        self._idle_due.pop(sid, None)
+        self.machine.evict(sid)
+
+    def _save(self, sid: str, state: SessionState, stored: Stored | None, store: Store) -> None:
+        change = keyed_state.write(state, stored)
+        for k in change.removes:
+            store.remove(k)
+        for k, v in change.puts.items():
+            store.put(k, v)
+        self.counters.inc("state_bytes", change.written)
+        self._remember(sid, (state, change.stored))
+
+    def _emit(self, state: SessionState, emitted: list[AgentEvent], key: bytes,
+              record: InputRecord, store: Store) -> None:
+        """Route what the machine emitted; an event no record can hold fails its run."""
+        unwritten = self.router.emit(emitted, key, record)
+        if unwritten is not None:
+            event, why = unwritten
+            run = state.run
+            _, failed = self.machine.fail_run(state, event.run, ErrorInfo("RecordTooLargeError", why),
+                                              cause=event.event_id)
+            if run is not None and state.run is not run:
+                self._expire_calls_of(run, store)
+            self._emit(state, failed, key, record, store)
+
+    # --- retention and idle sessions (processing-time timers) ------------------------------
+    def _expire_calls_of(self, run: RunState, store: Store) -> None:
+        """A run is over: its calls' journal records are tombstoned after the retention
+        (:meth:`on_timer`). The keys wait in keyed state, so a restore keeps them."""
+        if not run.calls:
+            return
+        keys = [k.decode() for cid, rec in run.calls.items() for a in range(1, rec.attempt + 1)
+                for k in (outcome_key(cid, a), started_key(cid, a))]
+        due = _minute_after(int(time.time() * 1000) + self.settings.journal_retention_ms)
+        store.put(f"{EXPIRING}{due}/{run.number}", "\n".join(keys).encode())
+        self.timers.append(due)
+
+    def _touch(self, sid: str, store: Store) -> None:
+        """The session was seen now: it may be closed ``session_ttl_ms`` from now."""
+        due = _minute_after(int(time.time() * 1000) + self.settings.session_ttl_ms)
+        if self._idle_due.get(sid) == due:
+            return
+        self._idle_due[sid] = due
+        store.put(IDLE_DUE, str(due).encode())
+        self.timers.append(due)
+
+    def on_timer(self, sid: str, now_ms: int, store: Store) -> list[Row]:
+        """A timer of this session fired: tombstone the journal records whose retention is
+        over, and close the session if it has been idle for ``session_ttl_ms``."""
+        part = journal_partition(sid, self.settings.partitions)
+        entries = list(store.items())
+        for k, v in entries:
+            if k.startswith(EXPIRING) and int(k[len(EXPIRING):].split("/", 1)[0]) <= now_ms:
+                for jkey in v.decode().split("\n"):
+                    self.rows.produce(self.names.journal, None, jkey.encode(), partition=part)
+                self.counters.inc("tombstones", v.count(b"\n") + 1)
+                store.remove(k)
+        idle_due = next((int(v) for k, v in entries if k == IDLE_DUE), None)
+        if idle_due is not None and idle_due <= now_ms:
+            loaded = self._session(sid, store)
+            horizon = now_ms - self.settings.session_ttl_ms
+            if loaded is None or (loaded[0].idle and loaded[0].clock < horizon):
+                expiring = [(k, v) for k, v in store.items() if k.startswith(EXPIRING)]
+                store.clear()
+                for k, v in expiring:  # tombstones still to write outlive the session
+                    store.put(k, v)
+                self._forget(sid)
+                self.counters.inc("sessions_closed")
+        return self.rows.take()
+
+
+def _minute_after(ms: int) -> int:
+    """``ms`` rounded up to a whole minute: Flink keeps one timer per key and timestamp, so
+    a busy session registers one a minute, not one per record."""
+    return -(-ms // 60_000) * 60_000

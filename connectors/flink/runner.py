@@ -1,0 +1,223 @@
+"""Running the Flink job: checks before any JVM starts, submission, progress, stop.
+
+``eddies flink run`` calls :func:`run`; ``eddies flink stop`` calls :func:`stop`, which
+asks the job manager's REST API for a savepoint (PyFlink's own stop_with_savepoint is
+broken on 2.x), so it works for a job started by another process and on a remote cluster.
+Example::
+
+    run(settings, FlinkOptions.for_run(settings, savepoint=None, fresh=False))
+    stop(settings, savepoint_dir="/backups/sp1")
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from eddies.connectors.kafka.settings import ConfigError, Settings
+
+from .jars import FlinkSetupError, connector_jars, records_jar
+from .options import FlinkOptions
+
+log = logging.getLogger("eddies.flink")
+
+#: The job's name: ``eddies flink stop`` finds the app's job by it.
+JOB_NAME = "eddies {app}"
+
+
+def jar_dir(settings: Settings) -> Path:
+    """Where the connector jars and the helper jar are (``flink_jars``, default
+    ``share/eddies/flink`` in the Python environment; ``make install-flink`` fills it)."""
+    if settings.flink_jars:
+        return Path(settings.flink_jars).expanduser().resolve()
+    return Path(sys.prefix) / "share" / "eddies" / "flink"
+
+
+def preflight(settings: Settings) -> tuple[list[Path], bool]:
+    """What a run needs before a JVM starts: Java, PyFlink, the jars, the broker and the
+    app's topics. Returns the jars and whether the broker is the embedded one."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise FlinkSetupError("the Flink runner needs Java 11 or newer (no 'java' on PATH and "
+                              "no JAVA_HOME)")
+    try:
+        import pyflink  # type: ignore[import-untyped]  # noqa: F401
+    except ImportError:
+        raise FlinkSetupError("the Flink runner needs PyFlink: pip install 'eddies[flink]' "
+                              "(or make install-flink)") from None
+    directory = jar_dir(settings)
+    jars = [*connector_jars(directory), records_jar(directory)]
+    from confluent_kafka.admin import AdminClient
+
+    from eddies.connectors.kafka.membership import Membership
+    from eddies.connectors.kafka.preflight import check_broker
+    from eddies.connectors.kafka.topics import TopicNames, check_record_limits, ensure_topics
+
+    cluster = check_broker(settings).cluster_id
+    admin = AdminClient(settings.client_config())
+    names = TopicNames(settings.app)
+    ensure_topics(admin, names, settings.partitions, settings.replication,
+                  max_message_bytes=settings.write_limit)
+    check_record_limits(admin, names, settings.write_limit)
+    embedded = Membership.for_broker(settings, cluster).embedded
+    from eddies.connectors.signing import ResultKeyError, ResultSigner
+
+    try:  # the task managers read the same variable; fail here, not in a task
+        ResultSigner.from_env(settings.result_key_env, allow_dev_key=embedded)
+    except ResultKeyError as err:
+        raise ConfigError(str(err)) from None
+    return jars, embedded
+
+
+def run(settings: Settings, options: FlinkOptions, *, jars: list[Path],
+        say: Callable[[str], None] = print, stop: threading.Event | None = None,
+        progress_every_s: float = 5.0) -> int:
+    """Submit the job and follow it until it ends or ``stop`` is set (then cancel it: its
+    checkpoints stay, and the next run restores from the newest). Returns the exit code."""
+    os.environ.setdefault("JVM_ARGS", "-Xmx512m -XX:+UseSerialGC")
+    os.environ["JVM_ARGS"] += f" -Djava.io.tmpdir={options.tmp_dir}"
+    os.environ["FLINK_LOG_DIR"] = str(options.tmp_dir)
+    os.environ["TMPDIR"] = str(options.tmp_dir)
+    stop = stop or threading.Event()
+    from .job import build
+
+    env = build(settings, options, jars)
+    restored = f", restoring {options.restore_from}" if options.restore_from else ""
+    client = env.execute_async(JOB_NAME.format(app=settings.app))
+    job_id = str(client.get_job_id())
+    where = options.jobmanager or f"127.0.0.1:{settings.flink_rest_port}"
+    say(f"job {job_id} submitted (app {settings.app}, parallelism {settings.flink_parallelism}, "
+        f"{settings.flink_state_backend} state, checkpoints every "
+        f"{settings.flink_checkpoint_interval_ms} ms to {options.checkpoint_dir}{restored}); "
+        f"web UI and REST at http://{where}")
+    monitor = Progress(where, job_id)
+    code = 0
+    try:
+        while not stop.wait(progress_every_s):
+            line, state = monitor.poll()
+            if state == "UNKNOWN":  # no REST answer: a local cluster ends with its job
+                state = _status(client)
+                if state == "GONE" and not options.jobmanager:
+                    say(f"job {job_id} ended (stopped from outside; its cluster shut down)")
+                    break
+            if line:
+                say(line)
+            if state in ("FAILED", "CANCELED", "FINISHED"):
+                say(f"job {job_id} {state.lower()}")
+                code = 0 if state == "FINISHED" else 1
+                break
+    finally:
+        if stop.is_set():
+            say(f"stopping job {job_id} (cancel; its checkpoints stay in {options.checkpoint_dir})")
+            try:
+                client.cancel().result()
+            except Exception as err:  # already gone
+                log.debug("cancel: %s", err)
+        shutil.rmtree(options.tmp_dir, ignore_errors=True)
+    return code
+
+
+def _status(client: Any) -> str:
+    """The job's state as its JobClient knows it, or GONE when nobody answers."""
+    try:
+        return str(client.get_job_status().result()).rsplit(".", 1)[-1].upper()
+    except Exception:
+        return "GONE"
+
+
+class Progress:
+    """Reads a job's state, checkpoints and record counts from the REST API."""
+
+    def __init__(self, address: str, job_id: str) -> None:
+        self.base = f"http://{address}"
+        self.job_id = job_id
+        self._last: tuple[float, int, int] | None = None
+        self._checkpoints = -1
+
+    def poll(self) -> tuple[str, str]:
+        """A progress line (empty when nothing new) and the job's state."""
+        try:
+            job = _get(f"{self.base}/jobs/{self.job_id}")
+            cps = _get(f"{self.base}/jobs/{self.job_id}/checkpoints")
+        except (OSError, ValueError) as err:
+            return f"job {self.job_id}: no answer from the job manager ({err})", "UNKNOWN"
+        state = str(job.get("state", "UNKNOWN"))
+        inputs = outputs = 0
+        for v in job.get("vertices", []):
+            if v.get("name") == "session machine" or "session machine" in str(v.get("name")):
+                m = v.get("metrics", {})
+                inputs = int(m.get("read-records", 0))
+                outputs = int(m.get("write-records", 0))
+        now = time.monotonic()
+        rate = ""
+        if self._last is not None:
+            dt = max(now - self._last[0], 1e-3)
+            rate = (f", {(inputs - self._last[1]) / dt:.0f} input records/s, "
+                    f"{(outputs - self._last[2]) / dt:.0f} records out/s")
+        self._last = (now, inputs, outputs)
+        counts = cps.get("counts", {})
+        done = int(counts.get("completed", 0))
+        latest = (cps.get("latest") or {}).get("completed") or {}
+        cp = f"{done} checkpoints" + (f" (last: {latest.get('end_to_end_duration')} ms, "
+                                      f"{latest.get('state_size', 0)} bytes)" if latest else "")
+        self._checkpoints = done
+        return (f"job {state.lower()}: {inputs} input records, {outputs} records out{rate}; "
+                f"{cp}"), state
+
+
+def _get(url: str, data: dict[str, Any] | None = None) -> Any:
+    body = None if data is None else json.dumps(data).encode()
+    req = urllib.request.Request(url, data=body, method="GET" if data is None else "POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read() or b"{}")
+
+
+def stop(settings: Settings, savepoint_dir: str, *, jobmanager: str = "",
+         say: Callable[[str], None] = print, timeout_s: float = 300) -> str:
+    """Stop the app's running job with a savepoint in ``savepoint_dir``; its path."""
+    base = f"http://{jobmanager or f'127.0.0.1:{settings.flink_rest_port}'}"
+    name = JOB_NAME.format(app=settings.app)
+    try:
+        jobs = _get(f"{base}/jobs/overview").get("jobs", [])
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"no Flink job manager answers at {base} ({err}); is "
+                          f"'eddies flink run' running (flink_rest_port, --jobmanager)?") from None
+    running = [j for j in jobs if j.get("name") == name and j.get("state") == "RUNNING"]
+    if not running:
+        raise ConfigError(f"no running job named {name!r} at {base}")
+    jid = running[0]["jid"]
+    target = str(Path(savepoint_dir).resolve())
+    trigger = _get(f"{base}/jobs/{jid}/stop", {"targetDirectory": target, "drain": False,
+                                                "formatType": "CANONICAL"})["request-id"]
+    say(f"job {jid}: savepoint requested in {target}")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = _get(f"{base}/jobs/{jid}/savepoints/{trigger}")
+        if status.get("status", {}).get("id") == "COMPLETED":
+            op = status.get("operation", {})
+            if "failure-cause" in op:
+                raise RuntimeError(f"savepoint failed: {op['failure-cause'].get('stack-trace', '')[:2000]}")
+            location = str(op.get("location", target))
+            say(f"job {jid} stopped; savepoint at {location} "
+                f"(resume with: eddies flink run --from-savepoint {location.removeprefix('file:')})")
+            return location
+        time.sleep(0.5)
+    raise TimeoutError(f"savepoint of job {jid} not complete after {timeout_s:.0f} s")
+
+
+def install_signal_handlers(stop_event: threading.Event) -> None:
+    """SIGINT and SIGTERM stop the run (the job is cancelled; checkpoints stay)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop_event.set())
+
+

@@ -1,0 +1,247 @@
+"""The Flink runner: the same history as the Kafka worker, and a SIGKILL mid-stream that
+repeats no completed model call."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from eddies.connectors.kafka.client import producer, read_events, send_input
+from eddies.connectors.kafka.settings import Settings
+from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+from eddies.connectors.kafka.worker import Worker
+from eddies.events import AgentEvent, OutputEvent, encode_value
+from tests.integration.flink_job import ROOT, kill, leftovers, start_flink, stop, wait_submitted
+from tests.openai_server import OpenAIServer
+
+pytestmark = [pytest.mark.integration, pytest.mark.flink]
+
+#: (agent, session, inputs): every session the conformance test runs through both runners.
+#: Later agent features add theirs here.
+CONFORMANCE = [
+    ("tests.agents:react_agent", [
+        ("react-1", ["first question", "a follow-up"]),
+        ("react-2", ["another"]),
+    ]),
+    ("eddies.demo:calculator_agent", [
+        ("calc-1", [{"a": 1, "b": 2}, {"a": 3, "b": 4}]),
+        ("calc-2", [{"a": 10, "b": 20}]),
+        ("calc-3", ["no tool needed"]),
+    ]),
+]
+
+
+def _send_all(settings: Settings, sessions: list[tuple[str, list[object]]]) -> int:
+    prod = producer(settings)
+    n = 0
+    for turn in range(max(len(v) for _, v in sessions)):
+        for sid, values in sessions:
+            if turn < len(values):
+                # Explicit ids and timestamps: the same inputs for both runners.
+                send_input(settings, sid, values[turn], event_id=f"{sid}-in{turn}", prod=prod)
+                n += 1
+    prod.flush(30)
+    return n
+
+
+def _wait_outputs(settings: Settings, count: int, timeout: float,
+                  proc: subprocess.Popen[bytes] | None = None, log: Path | None = None,
+                  ) -> list[AgentEvent]:
+    deadline = time.monotonic() + timeout
+    got: list[AgentEvent] = []
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"flink run exited with {proc.returncode}:\n"
+                                 + (log.read_text()[-4000:] if log else ""))
+        got = list(read_events(settings, TopicNames(settings.app).output))
+        if len({e.event_id for e in got}) >= count:
+            return got
+        time.sleep(0.3)
+    return got
+
+
+def _history(settings: Settings) -> dict[str, list[tuple[str, int, str, str]]]:
+    """Each session's events as (id, seq, type, payload), once per id, in seq order."""
+    seen: dict[str, dict[str, tuple[str, int, str, str]]] = {}
+    for e in read_events(settings, TopicNames(settings.app).events):
+        payload = _comparable(e)
+        seen.setdefault(e.session_id, {})[e.event_id] = (e.event_id, e.seq, e.type, payload)
+    return {sid: sorted(evs.values(), key=lambda r: r[1]) for sid, evs in seen.items()}
+
+
+def _comparable(e: AgentEvent) -> str:
+    """The payload as JSON, without what an executor stamps from its wall clock."""
+    from eddies.events import to_record
+
+    record = to_record(e)["payload"]
+    return encode_value(record)
+
+
+@pytest.mark.parametrize(("agent", "sessions"), CONFORMANCE, ids=[a for a, _ in CONFORMANCE])
+def test_flink_job_writes_the_history_the_worker_writes(
+        settings: Settings, tmp_path: Path, agent: str, sessions: list[tuple[str, list[object]]]
+) -> None:
+    from dataclasses import replace
+
+    from eddies.connectors.kafka.settings import load_agent
+
+    expected = sum(len(v) for _, v in sessions)
+    worker_app = replace(settings, app=settings.app + "w", agent=agent)
+    flink_app = replace(settings, app=settings.app + "f", agent=agent)
+    w = Worker(worker_app, load_agent(agent)).start()
+    try:
+        assert w.wait_assigned(60)
+        _send_all(worker_app, sessions)
+        by_worker = _wait_outputs(worker_app, expected, 90)
+    finally:
+        w.stop()
+    log = tmp_path / "flink.log"
+    proc = start_flink(flink_app, agent, log, tmp=tmp_path / "tmp", checkpoints=tmp_path / "cp",
+                       extra=["--executor"])
+    try:
+        wait_submitted(proc, log)
+        _send_all(flink_app, sessions)
+        by_flink = _wait_outputs(flink_app, expected, 120, proc, log)
+    finally:
+        assert stop(proc) == 0, log.read_text()[-4000:]
+    assert leftovers(tmp_path / "tmp") == []
+
+    assert len({e.event_id for e in by_worker}) == expected
+    # Consumers drop event ids they have seen (at-least-once sinks may write one again).
+    assert sorted({(e.event_id, e.session_id, e.seq, _comparable(e)) for e in by_flink}) == \
+        sorted({(e.event_id, e.session_id, e.seq, _comparable(e)) for e in by_worker})
+    worker_history, flink_history = _history(worker_app), _history(flink_app)
+    assert set(worker_history) == {sid for sid, _ in sessions}
+    for sid in worker_history:
+        assert flink_history[sid] == worker_history[sid], sid
+    # A ten-round ReAct run really ran ten tool rounds.
+    if agent.endswith("react_agent"):
+        outs = [e.payload for e in by_flink if isinstance(e.payload, OutputEvent)]
+        assert all(p.output == "done after 10 tool results" for p in outs), outs
+
+
+def test_flink_killed_mid_stream_resumes_from_its_checkpoint(settings: Settings, tmp_path: Path) -> None:
+    """SIGKILL to the job (and its JVM) while sessions make model calls through a separate
+    executor to a counting OpenAI-compatible server; restarted, it restores its newest
+    checkpoint and finishes every session without repeating a completed model call."""
+    agent = "tests.integration.agents:http_calculator"
+    server = OpenAIServer(delay=0.2).start()
+    sessions = [f"s{i}" for i in range(12)]
+    env = {"TEST_OPENAI_BASE": server.base_url, "TEST_EFFECTS": str(tmp_path / "effects.log")}
+    from confluent_kafka.admin import AdminClient
+
+    ensure_topics(AdminClient(settings.client_config()), TopicNames(settings.app), settings.partitions)
+    executor = subprocess.Popen(
+        [sys.executable, "-m", "eddies", "worker", "--role", "executor", "--app", settings.app,
+         "--bootstrap-servers", settings.bootstrap_servers, "--partitions", str(settings.partitions),
+         "--agent", agent],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), LITELLM_LOCAL_MODEL_COST_MAP="True",
+                           LITELLM_OFFLINE_MODE="true", **env),
+        stdout=(tmp_path / "executor.log").open("ab"), stderr=subprocess.STDOUT)
+    log = tmp_path / "flink.log"
+    tmp, cps = tmp_path / "tmp", tmp_path / "cp"
+    try:
+        first = start_flink(settings, agent, log, tmp=tmp, checkpoints=cps, env=env,
+                            extra=["--no-executor"])
+        wait_submitted(first, log)
+        prod = producer(settings)
+        for k in range(2):
+            for s in sessions:
+                send_input(settings, s, json.dumps({"a": k, "b": int(s[1:])}), prod=prod)
+        prod.flush(30)
+        before = _wait_outputs(settings, 8, 120, first, log)
+        assert len({e.event_id for e in before}) >= 8, log.read_text()[-3000:]
+        # A checkpoint taken after some sessions finished: the restart restores it.
+        assert list(cps.glob("*/chk-*/_metadata")), "no checkpoint before the kill"
+        kill(first)
+        done_at_kill = len({e.event_id for e in read_events(settings, TopicNames(settings.app).output)})
+        assert done_at_kill < 24, "the kill came too late to test anything"
+        assert leftovers(tmp), "a killed run leaves its temporary files (removed by the next)"
+
+        second = start_flink(settings, agent, log, tmp=tmp, checkpoints=cps, env=env,
+                             extra=["--no-executor"])
+        try:
+            line = wait_submitted(second, log, runs=2)
+            assert f"restoring {cps}" in line, line
+            got = _wait_outputs(settings, 24, 180, second, log)
+        finally:
+            assert stop(second) == 0, log.read_text()[-4000:]
+    finally:
+        executor.terminate()
+        executor.wait(30)
+        server.stop()
+    assert leftovers(tmp) == []
+
+    unique = {e.event_id: e for e in got}
+    runs = Counter((e.session_id, e.run) for e in unique.values())
+    assert set(runs) == {(s, r) for s in sessions for r in (1, 2)} and max(runs.values()) == 1, \
+        sorted(runs)
+    for e in unique.values():
+        assert isinstance(e.payload, OutputEvent) and e.payload.error is None, e.payload
+        assert e.payload.output == f"The result is {e.run - 1 + int(e.session_id[1:])}."
+    # The model server saw each distinct request once: completed calls were not made again
+    # (requests the restored job sent again were answered from the executor's journal).
+    bodies = Counter(json.dumps(r["messages"], sort_keys=True) for r in server.requests)
+    assert len(bodies) == 48, len(bodies)  # two model calls per run
+    repeated = {b: n for b, n in bodies.items() if n > 1}
+    assert not repeated, f"{len(repeated)} model calls were made again"
+    effects = Counter(line.split()[1] for line in (tmp_path / "effects.log").read_text().splitlines())
+    assert effects == Counter({f"{k}+{int(s[1:])}": 1 for k in range(2) for s in sessions}), effects
+
+
+def test_flink_stop_with_a_savepoint_then_resume_from_it(settings: Settings, tmp_path: Path) -> None:
+    """``eddies flink stop --savepoint`` stops the job; ``--from-savepoint`` continues the
+    sessions where they were (their second inputs are their second runs)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {"EDDIES_FLINK_REST_PORT": str(port)}
+    agent = "eddies.demo:calculator_agent"
+    sessions = [("a", [{"a": 1, "b": 1}, {"a": 2, "b": 2}]), ("b", [{"a": 3, "b": 3}, {"a": 4, "b": 4}])]
+    log, tmp, cps, sp = tmp_path / "flink.log", tmp_path / "tmp", tmp_path / "cp", tmp_path / "sp"
+    first = start_flink(settings, agent, log, tmp=tmp, checkpoints=cps, env=env, extra=["--executor"])
+    try:
+        wait_submitted(first, log)
+        prod = producer(settings)
+        for sid, values in sessions:
+            send_input(settings, sid, values[0], event_id=f"{sid}-0", prod=prod)
+        prod.flush(30)
+        assert len(_wait_outputs(settings, 2, 120, first, log)) >= 2
+        stopped = subprocess.run(
+            [sys.executable, "-m", "eddies", "flink", "stop", "--savepoint", str(sp), "--app", settings.app],
+            cwd=ROOT, env=dict(os.environ, **env), capture_output=True, text=True, timeout=120)
+        assert stopped.returncode == 0, stopped.stderr
+        assert first.wait(60) == 0, log.read_text()[-3000:]  # the job finished: the run ends
+    finally:
+        if first.poll() is None:
+            kill(first)
+    [savepoint] = [m.parent for m in sp.glob("*/_metadata")]
+    assert f"--from-savepoint {savepoint}" in stopped.stderr, stopped.stderr
+
+    second = start_flink(settings, agent, log, tmp=tmp, checkpoints=cps, env=env,
+                         extra=["--executor", "--from-savepoint", str(savepoint)])
+    try:
+        line = wait_submitted(second, log, runs=2)
+        assert f"restoring {savepoint}" in line, line
+        prod = producer(settings)
+        for sid, values in sessions:
+            send_input(settings, sid, values[1], event_id=f"{sid}-1", prod=prod)
+        prod.flush(30)
+        got = _wait_outputs(settings, 4, 120, second, log)
+    finally:
+        assert stop(second) == 0, log.read_text()[-3000:]
+    outputs = {(e.session_id, e.run): e.payload for e in got}
+    assert set(outputs) == {(sid, r) for sid, _ in sessions for r in (1, 2)}
+    for (sid, run), payload in outputs.items():
+        assert isinstance(payload, OutputEvent)
+        args = dict(sessions)[sid][run - 1]
+        assert isinstance(args, dict) and payload.output == f"The result is {args['a'] + args['b']}."
