@@ -55,7 +55,11 @@ def preflight(settings: Settings) -> tuple[list[Path], bool]:
         raise FlinkSetupError("the Flink runner needs PyFlink: pip install 'eddies[flink]' "
                               "(or make install-flink)") from None
     directory = jar_dir(settings)
-    jars = [*connector_jars(directory), records_jar(directory)]
+    try:
+        jars = [*connector_jars(directory), records_jar(directory)]
+    except FlinkSetupError as err:
+        raise FlinkSetupError(f"{err}; or set flink_jars (EDDIES_FLINK_JARS) to a directory "
+                              "that has them") from None
     from confluent_kafka.admin import AdminClient
 
     from eddies.connectors.kafka.membership import Membership

@@ -64,6 +64,7 @@ EVERY_COMMAND = [
     ["replay", "--session", "alice"],
     ["topics", "create"],
     ["topics", "describe"],
+    ["flink", "run"],
 ]
 NEEDS_AN_APP = [
     ["send", "alice", "hi"],
@@ -153,3 +154,12 @@ def test_replay_reads_the_partition_count_of_the_topic(bootstrap: str) -> None:
     proc, _ = eddies("replay", "--session", "alice", "--app", settings.app, "-b", bootstrap)
     assert proc.returncode == 0, proc.stderr
     assert "replay of alice: 12 events, every id recomputed identically" in proc.stdout
+
+
+def test_flink_run_without_the_jars_or_java_says_what_to_install(tmp_path: Path) -> None:
+    address = f"127.0.0.1:{free_port()}"  # checked after what a JVM needs
+    proc, _ = eddies("flink", "run", "-b", address, EDDIES_FLINK_JARS=str(tmp_path))
+    assert_short_error(proc, f"flink-connector-kafka.jar and kafka-clients.jar not found in {tmp_path}",
+                       "make install-flink", "flink_jars")
+    proc, _ = eddies("flink", "run", "-b", address, PATH=str(tmp_path), JAVA_HOME="")
+    assert_short_error(proc, "the Flink runner needs Java 11 or newer")

@@ -13,11 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from eddies.connectors.kafka.client import producer, read_events, send_input
+from eddies.connectors.kafka.client import input_event, producer, read_events, send_input
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames, ensure_topics
 from eddies.connectors.kafka.worker import Worker
-from eddies.events import AgentEvent, OutputEvent, encode_value
+from eddies.connectors.records import HEADERS
+from eddies.events import (
+    AgentEvent,
+    CallKind,
+    CallStatus,
+    DurableCallResult,
+    OutputEvent,
+    encode,
+    encode_value,
+    partition_for,
+)
 from tests.integration.flink_job import ROOT, kill, leftovers, start_flink, stop, wait_submitted
 from tests.openai_server import OpenAIServer
 
@@ -39,16 +49,45 @@ CONFORMANCE = [
 
 
 def _send_all(settings: Settings, sessions: list[tuple[str, list[object]]]) -> int:
+    """Every session's inputs, turn by turn, then three records a runner must not simply
+    apply: an undecodable one, an unsigned call result (both dead-lettered) and a prompt on
+    the wrong partition (forwarded, then answered). The number of answers to expect."""
     prod = producer(settings)
     n = 0
     for turn in range(max(len(v) for _, v in sessions)):
         for sid, values in sessions:
             if turn < len(values):
-                # Explicit ids and timestamps: the same inputs for both runners.
+                # Explicit ids: the same inputs for both runners.
                 send_input(settings, sid, values[turn], event_id=f"{sid}-in{turn}", prod=prod)
                 n += 1
+    sid = sessions[0][0]
+    names = TopicNames(settings.app)
+    prod.produce(names.input, b"\x00not avro", sid.encode(), headers=HEADERS)
+    forged = AgentEvent.external(sid, DurableCallResult(
+        f"{sid}:r1:i1:c0", CallKind.TOOL, CallStatus.OK, "1", None, 1), event_id="forged",
+        timestamp=1)
+    prod.produce(names.input, encode(forged), sid.encode(), headers=HEADERS)
+    wrong = (partition_for("misrouted", settings.partitions) + 1) % settings.partitions
+    prod.produce(names.input, encode(input_event("misrouted", "hello", "misrouted-in0", 1)),
+                 b"misrouted", partition=wrong, headers=HEADERS)
     prod.flush(30)
-    return n
+    return n + 1
+
+
+def _dead_letters(settings: Settings, count: int, timeout: float = 60) -> list[tuple[str, str, str]]:
+    """(key, reason, source partition/offset) of each dead letter, once ``count`` are there."""
+    from eddies.connectors.kafka.client import read_records
+    from eddies.connectors.records import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER, header
+
+    deadline = time.monotonic() + timeout
+    while True:
+        dead = list(read_records(settings, TopicNames(settings.app).dlq))
+        if len(dead) >= count or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    return sorted({((m.key() or b"").decode(), (header(m.headers(), DLQ_REASON_HEADER) or b"").decode(),
+                    (header(m.headers(), DLQ_SOURCE_HEADER) or b"").decode().split(".input/")[-1])
+                   for m in dead})
 
 
 def _wait_outputs(settings: Settings, count: int, timeout: float,
@@ -92,14 +131,14 @@ def test_flink_job_writes_the_history_the_worker_writes(
 
     from eddies.connectors.kafka.settings import load_agent
 
-    expected = sum(len(v) for _, v in sessions)
     worker_app = replace(settings, app=settings.app + "w", agent=agent)
     flink_app = replace(settings, app=settings.app + "f", agent=agent)
     w = Worker(worker_app, load_agent(agent)).start()
     try:
         assert w.wait_assigned(60)
-        _send_all(worker_app, sessions)
+        expected = _send_all(worker_app, sessions)
         by_worker = _wait_outputs(worker_app, expected, 90)
+        worker_dlq = _dead_letters(worker_app, 2)
     finally:
         w.stop()
     log = tmp_path / "flink.log"
@@ -107,8 +146,9 @@ def test_flink_job_writes_the_history_the_worker_writes(
                        extra=["--executor"])
     try:
         wait_submitted(proc, log)
-        _send_all(flink_app, sessions)
+        assert _send_all(flink_app, sessions) == expected
         by_flink = _wait_outputs(flink_app, expected, 120, proc, log)
+        flink_dlq = _dead_letters(flink_app, 2)
     finally:
         assert stop(proc) == 0, log.read_text()[-4000:]
     assert leftovers(tmp_path / "tmp") == []
@@ -117,13 +157,16 @@ def test_flink_job_writes_the_history_the_worker_writes(
     # Consumers drop event ids they have seen (at-least-once sinks may write one again).
     assert sorted({(e.event_id, e.session_id, e.seq, _comparable(e)) for e in by_flink}) == \
         sorted({(e.event_id, e.session_id, e.seq, _comparable(e)) for e in by_worker})
+    # The same records refused, for the same reasons, with the same sources.
+    assert len(worker_dlq) == 2 and flink_dlq == worker_dlq, (worker_dlq, flink_dlq)
     worker_history, flink_history = _history(worker_app), _history(flink_app)
-    assert set(worker_history) == {sid for sid, _ in sessions}
+    assert set(worker_history) == {sid for sid, _ in sessions} | {"misrouted"}
     for sid in worker_history:
         assert flink_history[sid] == worker_history[sid], sid
     # A ten-round ReAct run really ran ten tool rounds.
     if agent.endswith("react_agent"):
-        outs = [e.payload for e in by_flink if isinstance(e.payload, OutputEvent)]
+        outs = [e.payload for e in by_flink
+                if isinstance(e.payload, OutputEvent) and e.session_id != "misrouted"]
         assert all(p.output == "done after 10 tool results" for p in outs), outs
 
 
@@ -198,7 +241,8 @@ def test_flink_killed_mid_stream_resumes_from_its_checkpoint(settings: Settings,
 
 def test_flink_stop_with_a_savepoint_then_resume_from_it(settings: Settings, tmp_path: Path) -> None:
     """``eddies flink stop --savepoint`` stops the job; ``--from-savepoint`` continues the
-    sessions where they were (their second inputs are their second runs)."""
+    sessions where they were (their second inputs are their second runs), here on the
+    other state backend (a savepoint's canonical format restores on either)."""
     import socket
 
     with socket.socket() as s:
@@ -228,10 +272,11 @@ def test_flink_stop_with_a_savepoint_then_resume_from_it(settings: Settings, tmp
     assert f"--from-savepoint {savepoint}" in stopped.stderr, stopped.stderr
 
     second = start_flink(settings, agent, log, tmp=tmp, checkpoints=cps, env=env,
-                         extra=["--executor", "--from-savepoint", str(savepoint)])
+                         extra=["--executor", "--from-savepoint", str(savepoint),
+                                "--state-backend", "rocksdb"])
     try:
         line = wait_submitted(second, log, runs=2)
-        assert f"restoring {savepoint}" in line, line
+        assert f"restoring {savepoint}" in line and "rocksdb state" in line, line
         prod = producer(settings)
         for sid, values in sessions:
             send_input(settings, sid, values[1], event_id=f"{sid}-1", prod=prod)
