@@ -118,7 +118,7 @@ def _free_port() -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sessions", type=int, default=5_000, help="one-turn sessions per burst")
+    parser.add_argument("--sessions", type=int, default=20_000, help="one-turn sessions per burst")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency-samples", type=int, default=100)
     args = parser.parse_args()

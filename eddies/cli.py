@@ -219,12 +219,9 @@ def worker(
         client_log = logging.getLogger("eddies.kafka.client")
         if client_log.level > logging.ERROR:
             client_log.setLevel(logging.ERROR)
-        import gc
+        from eddies.connectors.process_tuning import tune_gc
 
-        # This process only runs the worker: keep start-up objects out of GC scans, and
-        # collect less often (sessions allocate many short-lived objects).
-        gc.freeze()
-        gc.set_threshold(50_000, 20, 100)
+        tune_gc()  # this process only runs the worker
         err_console.print(f"worker for app [bold]{s.app}[/bold], agent {w.plan.agent_name!r}, "
                           f"role {s.role}, broker {s.bootstrap_servers}")
         done = threading.Event()

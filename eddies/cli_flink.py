@@ -32,7 +32,7 @@ def run_cmd(
     agent: Annotated[str | None, typer.Option(help="module:attribute of the Agent.")] = None,
     parallelism: Annotated[int | None, typer.Option(help="Parallel session-machine tasks.")] = None,
     checkpoint_interval_ms: Annotated[int | None, typer.Option(
-        "--checkpoint-interval-ms", help="Checkpoint every this many ms (default 2000).")] = None,
+        "--checkpoint-interval-ms", help="Checkpoint every this many ms (default 10000).")] = None,
     checkpoint_dir: Annotated[str | None, typer.Option(
         help="Checkpoint directory (default .eddies/flink/APP/checkpoints).")] = None,
     state_backend: Annotated[str | None, typer.Option(

@@ -19,7 +19,9 @@ from typing import Any
 
 from pyflink.common import Configuration, Row, Types, WatermarkStrategy  # type: ignore[import-untyped]
 from pyflink.datastream import (  # type: ignore[import-untyped]
+    DataStream,
     KeyedProcessFunction,
+    KeyedStream,
     OutputTag,
     RuntimeContext,
     StreamExecutionEnvironment,
@@ -37,37 +39,35 @@ from .options import FlinkOptions
 log = logging.getLogger("eddies.flink")
 
 _BYTES = Types.PRIMITIVE_ARRAY(Types.BYTE())
-#: What the Java ``KafkaRecordReader`` emits per input record.
+#: An input record as the Java ``KafkaRecordReader`` emits it, after its session key.
 INPUT_TYPE = Types.ROW_NAMED(["key", "value", "partition", "offset", "timestamp", "headers"],
                              [_BYTES, _BYTES, Types.INT(), Types.LONG(), Types.LONG(), _BYTES])
+KEYED_INPUT_TYPE = Types.ROW([Types.STRING(), INPUT_TYPE])
 #: What the Java ``KafkaRecordWriter`` takes per output record (processor.Row).
 OUTPUT_TYPE = Types.ROW_NAMED(["topic", "partition", "key", "value", "headers", "timestamp"],
                               [Types.STRING(), Types.INT(), _BYTES, _BYTES, _BYTES, Types.LONG()])
 DLQ_TAG = OutputTag("dlq", OUTPUT_TYPE)
 
 
-def session_key(row: Any) -> str:
-    """The key Flink partitions by: the record key as text (a record whose key is no session
-    id is refused by admission; which subtask refuses it does not matter)."""
-    key = row[0]
-    return "" if key is None else bytes(key).decode("utf-8", "replace")
-
-
 class _MapStore:
     """The current key's MapState as a :class:`eddies.connectors.flink.processor.Store`.
 
-    Values are kept as strings (every entry is JSON or text): in thread mode a
-    ``bytes`` value reaches the heap backend as ``Object[]``, and the checkpoint then
-    fails casting it to ``byte[]``."""
+    Values are declared PICKLED_BYTE_ARRAY: a checkpoint writes each as one byte array
+    (as STRING, char by char, it took most of the job's CPU); declared
+    PRIMITIVE_ARRAY(BYTE), a value put in thread mode reached the heap backend as
+    ``Object[]`` and failed the checkpoint."""
 
     def __init__(self, state: Any) -> None:
         self._state = state
 
     def items(self) -> Any:
-        return ((k, v.encode()) for k, v in self._state.items())
+        return self._state.items()
 
     def put(self, key: str, value: bytes) -> None:
-        self._state.put(key, value.decode())
+        self._state.put(key, value)
+
+    def put_all(self, entries: dict[str, bytes]) -> None:
+        self._state.put_all(entries)
 
     def remove(self, key: str) -> None:
         self._state.remove(key)
@@ -97,9 +97,12 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
         signer = ResultSigner.from_env(self.settings.result_key_env, allow_dev_key=self.dev_key)
         self.processor = Processor(self.settings, plan, signer)
         self.store = _MapStore(runtime_context.get_map_state(
-            MapStateDescriptor("session", Types.STRING(), Types.STRING())))
+            MapStateDescriptor("session", Types.STRING(), Types.PICKLED_BYTE_ARRAY())))
         self.dlq = TopicNames(self.settings.app).dlq
         self.topic = TopicNames(self.settings.app).input
+        from eddies.connectors.process_tuning import tune_gc
+
+        tune_gc()
 
     def process_element(self, value: Any, ctx: Any) -> Any:
         from .processor import InputRecord
@@ -116,6 +119,8 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
         yield from self._out(rows, ctx)
 
     def _out(self, rows: list[Any], ctx: Any) -> Any:
+        from .processor import encode_batch
+
         timers = self.processor.timers
         if timers:
             service = ctx.timer_service()
@@ -123,11 +128,13 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
                 service.register_processing_time_timer(t)
             timers.clear()
         dlq = self.dlq
-        for r in rows:
-            if r[0] == dlq:
-                yield DLQ_TAG, Row(*r)
-            else:
-                yield Row(*r)
+        if any(r[0] == dlq for r in rows):
+            for r in rows:
+                if r[0] == dlq:
+                    yield DLQ_TAG, Row(*r)
+            rows = [r for r in rows if r[0] != dlq]
+        if rows:  # one element for all of them (see OutputBatch.java)
+            yield encode_batch(rows)
 
 
 def python_path(tmp: Path) -> list[str]:
@@ -172,6 +179,8 @@ def configuration(settings: Settings, options: FlinkOptions) -> Any:
                     "RETAIN_ON_CANCELLATION")
     conf.set_string("execution.checkpointing.num-retained", "2")
     conf.set_string("state.backend.type", settings.flink_state_backend)
+    if settings.flink_state_backend == "rocksdb":  # only what changed since the last one
+        conf.set_string("execution.checkpointing.incremental", "true")
     conf.set_string("rest.port", str(settings.flink_rest_port))
     conf.set_string("rest.address", "127.0.0.1")
     conf.set_string("rest.bind-address", "127.0.0.1")
@@ -210,13 +219,19 @@ def build(settings: Settings, options: FlinkOptions, jars: list[Path]) -> Any:
     source._j_builder.setStartingOffsets(initializer.OffsetsInitializer.committedOffsets(
         jvm.org.apache.kafka.clients.consumer.OffsetResetStrategy.EARLIEST))
     stream = env.from_source(source.build(), WatermarkStrategy.no_watermarks(),
-                             f"{names.input}", type_info=INPUT_TYPE).uid("input")
-    processed = (stream.key_by(session_key, key_type=Types.STRING())
-                 .process(SessionFunction(settings, dev_key=options.embedded),
-                          output_type=OUTPUT_TYPE)
+                             f"{names.input}", type_info=KEYED_INPUT_TYPE).uid("input")
+    # Keyed by the session key the reader put first, as PyFlink's key_by would after running
+    # a Python operator per record to compute it.
+    keyed = KeyedStream(stream._j_data_stream.keyBy(
+        get_gateway().jvm.KeyByKeySelector(), Types.ROW([Types.STRING()]).get_java_type_info()),
+        INPUT_TYPE, stream)
+    processed = (keyed.process(SessionFunction(settings, dev_key=options.embedded),
+                               output_type=_BYTES)
                  .uid("sessions").name("session machine"))
+    records = DataStream(processed._j_data_stream.flatMap(jvm.io.eddies.flink.OutputBatch()))
     main = _sink(settings, options, kafka, "out")
-    processed.sink_to(main).uid("sink").name("events, requests, output, journal")
+    records.uid("records").name("records").sink_to(main).uid("sink").name(
+        "events, requests, output, journal")
     dead = _sink(settings, options, kafka, "dlq")
     processed.get_side_output(DLQ_TAG).sink_to(dead).uid("dlq").name(names.dlq)
     return env

@@ -30,7 +30,7 @@ from eddies.connectors.counters import Counters
 from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames
-from eddies.connectors.records import journal_partition, outcome_key, started_key
+from eddies.connectors.records import HEADERS, journal_partition, outcome_key, started_key
 from eddies.connectors.routing import Router
 from eddies.connectors.signing import ResultSigner
 from eddies.engine import AgentPlan, SessionMachine, SessionState
@@ -48,8 +48,9 @@ log = logging.getLogger("eddies.flink")
 Row = tuple[str, int, bytes | None, bytes | None, bytes, int]
 
 #: How many sessions' deserialised states a process function keeps between their records
-#: (one evicted is read from keyed state again; its suspended action is replayed).
-CACHED_SESSIONS = 10_000
+#: (one evicted is read from keyed state again; its suspended action is replayed). About
+#: 2-5 KB of Python objects each between runs.
+CACHED_SESSIONS = 50_000
 #: Journal keys of a finished run wait in keyed state under this prefix for their expiry.
 EXPIRING = "x:"
 #: When the session may be closed if nothing happens until then (ms, a timer's time).
@@ -90,6 +91,34 @@ def decode_headers(data: bytes | None) -> list[tuple[str, bytes | None]]:
             out.append((name, data[i:i + m]))
             i += m
     return out
+
+
+_NULL = _LEN.pack(-1)
+
+
+def encode_batch(rows: Iterable[Row]) -> bytes:
+    """Rows as one element for the Java ``OutputBatch``: per row, topic, partition, key,
+    value, headers (length-prefixed; -1: null), timestamp (8 bytes); big-endian."""
+    out = bytearray()
+    pack = _LEN.pack
+    for topic, partition, key, value, headers, timestamp in rows:
+        raw = topic.encode()
+        out += pack(len(raw))
+        out += raw
+        out += pack(partition)
+        for b in (key, value):
+            if b is None:
+                out += _NULL
+            else:
+                out += pack(len(b))
+                out += b
+        out += pack(len(headers))
+        out += headers
+        out += _STAMP.pack(timestamp)
+    return bytes(out)
+
+
+_STAMP = struct.Struct(">q")
 
 
 class InputRecord:
@@ -144,6 +173,10 @@ class InputRecord:
         return None
 
 
+#: Every event record's headers (the writer schema), encoded once.
+_EVENT_HEADERS = encode_headers(HEADERS)
+
+
 class Rows:
     """Collects what routing and dead-lettering produce as rows for the sinks (a
     :class:`eddies.connectors.sink.RecordSink`)."""
@@ -153,7 +186,8 @@ class Rows:
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, *,
                 partition: int = -1, timestamp: int = -1, headers: Any = None) -> None:
-        self.rows.append((topic, partition, key, value, encode_headers(headers), timestamp))
+        encoded = _EVENT_HEADERS if headers is HEADERS else encode_headers(headers)
+        self.rows.append((topic, partition, key, value, encoded, timestamp))
 
     def poll(self, timeout: float = 0) -> int:
         return 0
@@ -168,6 +202,7 @@ class Store(Protocol):
 
     def items(self) -> Iterable[tuple[str, bytes]]: ...
     def put(self, key: str, value: bytes) -> None: ...
+    def put_all(self, entries: dict[str, bytes]) -> None: ...
     def remove(self, key: str) -> None: ...
     def clear(self) -> None: ...
 
@@ -247,7 +282,6 @@ class Processor:
             self._expire_calls_of(before, store)
         self._emit(state, emitted, key, record, store)
         self._save(sid, state, stored, store)
-        self._touch(sid, store)
 
     def _session(self, sid: str, store: Store) -> tuple[SessionState, Stored] | None:
         cached = self._cache.get(sid)
@@ -262,9 +296,12 @@ class Processor:
     def _remember(self, sid: str, entry: tuple[SessionState, Stored]) -> None:
         self._cache[sid] = entry
         if len(self._cache) > CACHED_SESSIONS:
-            old, _ = self._cache.popitem(last=False)
-            self._idle_due.pop(old, None)
-            self.machine.evict(old)
+            # A tenth at a time: evicting passes over the machine's caches once, however
+            # many sessions go (one at a time, a stream of new sessions was quadratic).
+            gone = [self._cache.popitem(last=False)[0] for _ in range(CACHED_SESSIONS // 10)]
+            for old in gone:
+                self._idle_due.pop(old, None)
+            self.machine.evict(*gone)
 
     def _forget(self, sid: str) -> None:
         self._cache.pop(sid, None)
@@ -272,12 +309,20 @@ class Processor:
         self.machine.evict(sid)
 
     def _save(self, sid: str, state: SessionState, stored: Stored | None, store: Store) -> None:
+        """Write what changed (in one call: each is a call into the JVM), and when the
+        session may be closed if it stays idle."""
         change = keyed_state.write(state, stored)
         for k in change.removes:
             store.remove(k)
-        for k, v in change.puts.items():
-            store.put(k, v)
         self.counters.inc("state_bytes", change.written)
+        puts = change.puts
+        due = _minute_after(int(time.time() * 1000) + self.settings.session_ttl_ms)
+        if self._idle_due.get(sid) != due:
+            self._idle_due[sid] = due
+            puts[IDLE_DUE] = str(due).encode()
+            self.timers.append(due)
+        if puts:
+            store.put_all(puts)
         self._remember(sid, (state, change.stored))
 
     def _emit(self, state: SessionState, emitted: list[AgentEvent], key: bytes,
@@ -303,15 +348,6 @@ class Processor:
                 for k in (outcome_key(cid, a), started_key(cid, a))]
         due = _minute_after(int(time.time() * 1000) + self.settings.journal_retention_ms)
         store.put(f"{EXPIRING}{due}/{run.number}", "\n".join(keys).encode())
-        self.timers.append(due)
-
-    def _touch(self, sid: str, store: Store) -> None:
-        """The session was seen now: it may be closed ``session_ttl_ms`` from now."""
-        due = _minute_after(int(time.time() * 1000) + self.settings.session_ttl_ms)
-        if self._idle_due.get(sid) == due:
-            return
-        self._idle_due[sid] = due
-        store.put(IDLE_DUE, str(due).encode())
         self.timers.append(due)
 
     def on_timer(self, sid: str, now_ms: int, store: Store) -> list[Row]:

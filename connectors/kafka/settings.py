@@ -69,7 +69,7 @@ class Settings:
     result_key_env: str = "EDDIES_RESULT_KEY"
     # The Flink runner (``eddies flink run``; connectors/flink/options.py says what each does).
     flink_parallelism: int = 1
-    flink_checkpoint_interval_ms: int = 2000
+    flink_checkpoint_interval_ms: int = 10_000
     flink_checkpoint_dir: str = ""  # empty: .eddies/flink/APP/checkpoints under the working directory
     flink_state_backend: str = "hashmap"  # hashmap | rocksdb
     flink_jars: str = ""  # empty: share/eddies/flink in the Python environment
