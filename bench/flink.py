@@ -32,6 +32,8 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from eddies.connectors.kafka.broker import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("bench_kafka", ROOT / "bench" / "kafka.py")
 assert _spec is not None and _spec.loader is not None
@@ -43,7 +45,7 @@ AGENT = "eddies.demo:one_turn_agent"
 
 def start(runner: str, bootstrap: str, app: str, tmp: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
-               TMPDIR=str(tmp), EDDIES_FLINK_REST_PORT=str(_free_port()))
+               TMPDIR=str(tmp), EDDIES_FLINK_REST_PORT=str(free_port()))
     common = ["--app", app, "--bootstrap-servers", bootstrap, "--partitions", str(kb.PARTITIONS),
               "--agent", AGENT]
     cmd = (["worker", *common] if runner == "worker" else
@@ -106,14 +108,6 @@ def latency(runner: str, bootstrap: str, samples: int, tmp: Path) -> list[float]
     finally:
         finish(proc)
         reader.close()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eddies.connectors.kafka.broker import free_port
 from eddies.connectors.kafka.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +25,7 @@ def start_flink(settings: Settings, agent: str, log: Path, *, tmp: Path, checkpo
     tmp.mkdir(parents=True, exist_ok=True)
     environ = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT),
                    LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
-                   EDDIES_FLINK_REST_PORT=str(_free_port()))
+                   EDDIES_FLINK_REST_PORT=str(free_port()))
     environ.update(env or {})
     return subprocess.Popen(
         [sys.executable, "-m", "eddies", "flink", "run", "--app", settings.app,
@@ -72,15 +73,6 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> int:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def leftovers(tmp: Path) -> list[Any]:

@@ -243,12 +243,9 @@ def test_flink_stop_with_a_savepoint_then_resume_from_it(settings: Settings, tmp
     """``eddies flink stop --savepoint`` stops the job; ``--from-savepoint`` continues the
     sessions where they were (their second inputs are their second runs), here on the
     other state backend (a savepoint's canonical format restores on either)."""
-    import socket
+    from eddies.connectors.kafka.broker import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {"EDDIES_FLINK_REST_PORT": str(port)}
+    env = {"EDDIES_FLINK_REST_PORT": str(free_port())}
     agent = "eddies.demo:calculator_agent"
     sessions = [("a", [{"a": 1, "b": 1}, {"a": 2, "b": 2}]), ("b", [{"a": 3, "b": 3}, {"a": 4, "b": 4}])]
     log, tmp, cps, sp = tmp_path / "flink.log", tmp_path / "tmp", tmp_path / "cp", tmp_path / "sp"
