@@ -14,6 +14,7 @@ import logging
 import os
 import site
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,9 @@ KEYED_INPUT_TYPE = Types.ROW([Types.STRING(), INPUT_TYPE])
 OUTPUT_TYPE = Types.ROW_NAMED(["topic", "partition", "key", "value", "headers", "timestamp"],
                               [Types.STRING(), Types.INT(), _BYTES, _BYTES, _BYTES, Types.LONG()])
 DLQ_TAG = OutputTag("dlq", OUTPUT_TYPE)
+#: Counters of the processor that the job reports as Flink metrics ``eddies.<name>``.
+REPORTED_COUNTERS = ("inputs", "results", "events", "outputs", "outputs_failed", "dlq",
+                     "forwarded", "sessions_closed", "state_bytes")
 
 
 class _MapStore:
@@ -103,6 +107,14 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
         from eddies.connectors.process_tuning import tune_gc
 
         tune_gc()
+        # The processor's counters, reported as Flink metrics (eddies.<name>, per
+        # subtask) for `eddies flink run`'s progress and any Flink metrics reporter;
+        # pushed at most once a second, as each increment is a call into the JVM.
+        group = runtime_context.get_metrics_group().add_group("eddies")
+        self._metrics = {name: group.counter(name) for name in REPORTED_COUNTERS}
+        self._reported: dict[str, int] = {}
+        self._report_at = 0.0
+        self._report_timer = 0  # when a timer pushes the counters (0: none pending)
 
     def process_element(self, value: Any, ctx: Any) -> Any:
         from .processor import InputRecord
@@ -115,13 +127,32 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
         yield from self._out(rows, ctx)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        if timestamp == self._report_timer:
+            self._report_timer = 0
+            self._report(force=True)
         rows = self.processor.on_timer(ctx.get_current_key(), timestamp, self.store)
-        yield from self._out(rows, ctx)
+        yield from self._out(rows, ctx, report_later=False)
 
-    def _out(self, rows: list[Any], ctx: Any) -> Any:
+    def _report(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if now < self._report_at and not force:
+            return
+        self._report_at = now + 1.0
+        counts = self.processor.counters.snapshot()
+        for name, counter in self._metrics.items():
+            delta = counts.get(name, 0) - self._reported.get(name, 0)
+            if delta:
+                counter.inc(delta)
+                self._reported[name] = counts.get(name, 0)
+
+    def _out(self, rows: list[Any], ctx: Any, report_later: bool = True) -> Any:
         from .processor import encode_batch
 
+        self._report()
         timers = self.processor.timers
+        if report_later and not self._report_timer:  # pushes what this record counted
+            self._report_timer = int(time.time() * 1000) + 1000
+            timers.append(self._report_timer)
         if timers:
             service = ctx.timer_service()
             for t in timers:

@@ -139,43 +139,63 @@ def _status(client: Any) -> str:
 
 
 class Progress:
-    """Reads a job's state, checkpoints and record counts from the REST API."""
+    """Reads a job's state, its checkpoints and the session machine's counters (Flink
+    metrics ``eddies.*``, summed over subtasks) from the REST API."""
 
     def __init__(self, address: str, job_id: str) -> None:
         self.base = f"http://{address}"
         self.job_id = job_id
-        self._last: tuple[float, int, int] | None = None
-        self._checkpoints = -1
+        self._last: tuple[float, dict[str, float]] | None = None
+        self._vertex = ""
+        self._ids: dict[str, str] = {}  # counter name -> metric id
 
     def poll(self) -> tuple[str, str]:
-        """A progress line (empty when nothing new) and the job's state."""
+        """A progress line and the job's state (UNKNOWN: no answer)."""
+        job_url = f"{self.base}/jobs/{self.job_id}"
         try:
-            job = _get(f"{self.base}/jobs/{self.job_id}")
-            cps = _get(f"{self.base}/jobs/{self.job_id}/checkpoints")
+            job = _get(job_url)
+            cps = _get(f"{job_url}/checkpoints")
+            counts = self._counters(job)
         except (OSError, ValueError) as err:
             return f"job {self.job_id}: no answer from the job manager ({err})", "UNKNOWN"
         state = str(job.get("state", "UNKNOWN"))
-        inputs = outputs = 0
-        for v in job.get("vertices", []):
-            if v.get("name") == "session machine" or "session machine" in str(v.get("name")):
-                m = v.get("metrics", {})
-                inputs = int(m.get("read-records", 0))
-                outputs = int(m.get("write-records", 0))
         now = time.monotonic()
-        rate = ""
+        rates: dict[str, float] = {}
         if self._last is not None:
             dt = max(now - self._last[0], 1e-3)
-            rate = (f", {(inputs - self._last[1]) / dt:.0f} input records/s, "
-                    f"{(outputs - self._last[2]) / dt:.0f} records out/s")
-        self._last = (now, inputs, outputs)
-        counts = cps.get("counts", {})
-        done = int(counts.get("completed", 0))
+            rates = {k: (v - self._last[1].get(k, 0)) / dt for k, v in counts.items()}
+        self._last = (now, counts)
+
+        def show(name: str, label: str) -> str:
+            rate = f" ({rates[name]:,.0f}/s)" if name in rates else ""
+            return f"{counts.get(name, 0):,.0f} {label}{rate}"
+
+        done = int(cps.get("counts", {}).get("completed", 0))
         latest = (cps.get("latest") or {}).get("completed") or {}
-        cp = f"{done} checkpoints" + (f" (last: {latest.get('end_to_end_duration')} ms, "
-                                      f"{latest.get('state_size', 0)} bytes)" if latest else "")
-        self._checkpoints = done
-        return (f"job {state.lower()}: {inputs} input records, {outputs} records out{rate}; "
-                f"{cp}"), state
+        cp = f"{done} checkpoints" + (
+            f" (last {latest.get('end_to_end_duration')} ms, {latest.get('state_size', 0):,} bytes)"
+            if latest else "")
+        dead = f", {counts['dlq']:,.0f} dead letters" if counts.get("dlq") else ""
+        return (f"job {state.lower()}: {show('outputs', 'answers')}, {show('inputs', 'inputs')}, "
+                f"{show('events', 'events')}{dead}; {cp}"), state
+
+    def _counters(self, job: dict[str, Any]) -> dict[str, float]:
+        if not self._vertex:
+            self._vertex = next((str(v["id"]) for v in job.get("vertices", [])
+                                 if "session machine" in str(v.get("name"))), "")
+        if not self._vertex:
+            return {}
+        url = f"{self.base}/jobs/{self.job_id}/vertices/{self._vertex}/subtasks/metrics"
+        if not self._ids:  # reported once the first record was processed
+            for m in _get(url):
+                mid = str(m.get("id", ""))
+                if ".eddies." in mid or mid.startswith("eddies."):
+                    self._ids[mid.rsplit(".", 1)[-1]] = mid
+            if not self._ids:
+                return {}
+        values = _get(f"{url}?get={','.join(self._ids.values())}&agg=sum")
+        by_id = {str(m.get("id")): float(m.get("sum", 0)) for m in values}
+        return {name: by_id.get(mid, 0.0) for name, mid in self._ids.items()}
 
 
 def _get(url: str, data: dict[str, Any] | None = None) -> Any:

@@ -149,6 +149,11 @@ def test_flink_job_writes_the_history_the_worker_writes(
         assert _send_all(flink_app, sessions) == expected
         by_flink = _wait_outputs(flink_app, expected, 120, proc, log)
         flink_dlq = _dead_letters(flink_app, 2)
+        # Its progress lines count what the session machine did (its Flink metrics).
+        deadline = time.monotonic() + 20
+        while f"job running: {expected} answers" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.5)
     finally:
         assert stop(proc) == 0, log.read_text()[-4000:]
     assert leftovers(tmp_path / "tmp") == []
