@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from eddies.events import headers, partition_for
@@ -41,6 +42,13 @@ def outcome_key(call_id: str, attempt: int) -> bytes:
 def started_key(call_id: str, attempt: int) -> bytes:
     """Journal key marking that a non-idempotent call started."""
     return f"start/{call_id}/{attempt}".encode()
+
+
+def finished_run_keys(calls: Mapping[str, Any]) -> list[bytes]:
+    """Journal keys of a finished run's calls (``RunState.calls``): every attempt's outcome
+    and started mark, which both runners tombstone after ``journal_retention_ms``."""
+    return [k for cid, rec in calls.items() for a in range(1, rec.attempt + 1)
+            for k in (outcome_key(cid, a), started_key(cid, a))]
 
 
 def journal_partition(session_id: str, partitions: int) -> int:

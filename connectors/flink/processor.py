@@ -30,7 +30,7 @@ from eddies.connectors.counters import Counters
 from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames
-from eddies.connectors.records import HEADERS, journal_partition, outcome_key, started_key
+from eddies.connectors.records import HEADERS, finished_run_keys, journal_partition
 from eddies.connectors.routing import Router
 from eddies.connectors.signing import ResultSigner
 from eddies.engine import AgentPlan, SessionMachine, SessionState
@@ -344,10 +344,8 @@ class Processor:
         (:meth:`on_timer`). The keys wait in keyed state, so a restore keeps them."""
         if not run.calls:
             return
-        keys = [k.decode() for cid, rec in run.calls.items() for a in range(1, rec.attempt + 1)
-                for k in (outcome_key(cid, a), started_key(cid, a))]
         due = _minute_after(int(time.time() * 1000) + self.settings.journal_retention_ms)
-        store.put(f"{EXPIRING}{due}/{run.number}", "\n".join(keys).encode())
+        store.put(f"{EXPIRING}{due}/{run.number}", b"\n".join(finished_run_keys(run.calls)))
         self.timers.append(due)
 
     def on_timer(self, sid: str, now_ms: int, store: Store) -> list[Row]:

@@ -37,6 +37,7 @@ from typing import Any
 from eddies.connectors.admission import Admission, Misrouted, Refused
 from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.records import (
+    finished_run_keys,
     header,
     journal_partition,
     outcome_key,
@@ -489,9 +490,7 @@ class Orchestrator:
     def _expire_calls_of(self, sid: str, run: RunState) -> None:
         """A run is over: its calls' journal records expire after the retention."""
         if run.calls:
-            keys = [k for cid, rec in run.calls.items() for a in range(1, rec.attempt + 1)
-                    for k in (outcome_key(cid, a), started_key(cid, a))]
-            self._finished.append((time.monotonic(), sid, keys))
+            self._finished.append((time.monotonic(), sid, finished_run_keys(run.calls)))
 
     def _emit(self, state: SessionState, emitted: list[AgentEvent], key: bytes, source: Any) -> None:
         """Route what the machine emitted; an event no record can hold fails its run (once,
