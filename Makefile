@@ -1,5 +1,5 @@
 # Everything installs into .venv; only Python 3.11+ and Java (a JDK: the Flink runner builds
-# a 5 KB helper jar with javac once) must be on the machine.
+# a small helper jar with javac once) must be on the machine.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

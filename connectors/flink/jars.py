@@ -114,7 +114,7 @@ def records_jar(directory: Path) -> Path:
         state = "is stale" if target.is_file() else "is missing"
         raise FlinkSetupError(
             f"{target} {state} and javac is not on PATH: install a JDK {JAVA_RELEASE}+ to build "
-            f"the 10 KB helper once, or put a prebuilt {RECORDS_JAR} in {directory}"
+            f"the small helper jar once, or put a prebuilt {RECORDS_JAR} in {directory}"
         )
     classpath = [*sorted(pyflink_lib().glob("*.jar")), *connector_jars(directory)]
     directory.mkdir(parents=True, exist_ok=True)
