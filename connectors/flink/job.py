@@ -2,10 +2,10 @@
 ``APP.events``, ``APP.requests``, ``APP.output``, ``APP.journal``, and ``APP.dlq`` through
 a side output. Imports PyFlink at module level: only ``eddies flink`` loads this module.
 
-Example::
+Example (``runner.run`` does this, and follows the job)::
 
-    job = FlinkJob(settings)          # settings.agent names the agent
-    client = job.submit()             # a JobClient; job.wait(client) follows it
+    env = build(settings, options, jars)      # settings.agent names the agent
+    client = env.execute_async("eddies support")
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ is emitted again when its cause is read again (same event id).
 Example (the job's process function does this per record)::
 
     processor = Processor(settings, plan, signer)
-    rows = processor.handle(InputRecord(topic, row), store)   # rows for the sinks
+    record = InputRecord("support.input", key, value, partition, offset, timestamp, headers)
+    rows = processor.handle(record, store)   # rows for the sinks
+    timers = processor.timers                # processing-time timers to register
 """
 
 from __future__ import annotations
