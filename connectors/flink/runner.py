@@ -122,12 +122,28 @@ def run(settings: Settings, options: FlinkOptions, *, jars: list[Path],
     finally:
         if stop.is_set():
             say(f"stopping job {job_id} (cancel; its checkpoints stay in {options.checkpoint_dir})")
+            _quiet_gateway()  # a local cluster's JVM ends with the job, mid-call
             try:
                 client.cancel().result()
             except Exception as err:  # already gone
                 log.debug("cancel: %s", err)
         shutil.rmtree(options.tmp_dir, ignore_errors=True)
+        _quiet_gateway()
     return code
+
+
+class _NotFromPy4j(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
+def _quiet_gateway() -> None:
+    """After the job: the local cluster's JVM goes away with it, and py4j then logs a
+    traceback for every Java object Python lets go of (at exit, dozens). None of them
+    says anything about the job."""
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_NotFromPy4j())
 
 
 def _status(client: Any) -> str:
