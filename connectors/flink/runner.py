@@ -60,25 +60,11 @@ def preflight(settings: Settings) -> tuple[list[Path], bool]:
     except FlinkSetupError as err:
         raise FlinkSetupError(f"{err}; or set flink_jars (EDDIES_FLINK_JARS) to a directory "
                               "that has them") from None
-    from confluent_kafka.admin import AdminClient
+    from eddies.connectors.kafka.preflight import prepare_app
 
-    from eddies.connectors.kafka.membership import Membership
-    from eddies.connectors.kafka.preflight import check_broker
-    from eddies.connectors.kafka.topics import TopicNames, check_record_limits, ensure_topics
-
-    cluster = check_broker(settings).cluster_id
-    admin = AdminClient(settings.client_config())
-    names = TopicNames(settings.app)
-    ensure_topics(admin, names, settings.partitions, settings.replication,
-                  max_message_bytes=settings.write_limit)
-    check_record_limits(admin, names, settings.write_limit)
-    embedded = Membership.for_broker(settings, cluster).embedded
-    from eddies.connectors.signing import ResultKeyError, ResultSigner
-
-    try:  # the task managers read the same variable; fail here, not in a task
-        ResultSigner.from_env(settings.result_key_env, allow_dev_key=embedded)
-    except ResultKeyError as err:
-        raise ConfigError(str(err)) from None
+    # The task managers read the result key from the same variable: fail here, not in a task.
+    membership, _ = prepare_app(settings)
+    embedded = membership.embedded
     return jars, embedded
 
 

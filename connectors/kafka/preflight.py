@@ -8,6 +8,7 @@ message that names the address and what to check. Example::
     meta = check_broker(settings)                            # BrokerUnreachableError
     counts = require_topics(settings, [names.events], meta)  # AppMissingError
     partition = partition_for(session_id, counts[names.events])
+    membership, signer = prepare_app(settings)               # before a runner starts
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from eddies.connectors.signing import ResultKeyError, ResultSigner
+
+from .membership import Membership
 from .settings import ConfigError, Settings
-from .topics import TopicNames
+from .topics import TopicNames, check_record_limits, ensure_topics
 
 
 class PreflightError(Exception):
@@ -132,3 +136,25 @@ def error_text(err: BaseException) -> str:
     kerr = err.args[0] if err.args else None
     text = getattr(kerr, "str", None)
     return str(text()) if callable(text) else str(err)
+
+
+def prepare_app(settings: Settings) -> tuple[Membership, ResultSigner]:
+    """What a runner (the worker, the Flink job) needs before it starts: a broker that
+    answers (within ``connect_timeout_ms``, naming its address, not a bare transport error
+    from topic creation 15 s later), the app's topics, created when missing and taking the
+    records it writes, how to join groups there, and the key call results are signed with
+    (the public development key only on the embedded broker: ConfigError elsewhere)."""
+    from confluent_kafka.admin import AdminClient
+
+    cluster = check_broker(settings).cluster_id
+    admin = AdminClient(settings.client_config())
+    names = TopicNames(settings.app)
+    ensure_topics(admin, names, settings.partitions, settings.replication,
+                  max_message_bytes=settings.write_limit)
+    check_record_limits(admin, names, settings.write_limit)
+    membership = Membership.for_broker(settings, cluster)
+    try:
+        signer = ResultSigner.from_env(settings.result_key_env, allow_dev_key=membership.embedded)
+    except ResultKeyError as err:
+        raise ConfigError(str(err)) from None
+    return membership, signer

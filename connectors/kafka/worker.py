@@ -14,14 +14,14 @@ import uuid
 from typing import Any
 
 from eddies.connectors.counters import Counters
-from eddies.connectors.signing import ResultKeyError, ResultSigner
+from eddies.connectors.signing import ResultSigner
 from eddies.engine import Agent, AgentPlan
 
 from .executor import KafkaExecutor
 from .membership import Membership
 from .orchestrator import Orchestrator
-from .settings import ConfigError, Settings, load_agent
-from .topics import TopicNames, check_record_limits, ensure_topics
+from .settings import Settings, load_agent
+from .topics import TopicNames
 
 __all__ = ["Counters", "KafkaExecutor", "Orchestrator", "Worker"]
 
@@ -59,23 +59,9 @@ class Worker:
 
     def start(self) -> Worker:
         """Create missing topics, then start the role threads."""
-        from confluent_kafka.admin import AdminClient
+        from .preflight import prepare_app
 
-        from .preflight import check_broker
-
-        # A broker that does not answer fails here, within connect_timeout_ms and naming
-        # its address, not in ensure_topics after 15 s with a bare transport error.
-        cluster = check_broker(self.settings).cluster_id
-        admin = AdminClient(self.settings.client_config())
-        ensure_topics(admin, self.names, self.settings.partitions, self.settings.replication,
-                      max_message_bytes=self.settings.write_limit)
-        check_record_limits(admin, self.names, self.settings.write_limit)
-        self.membership = Membership.for_broker(self.settings, cluster)
-        try:  # the embedded broker (development) may use the public development key
-            self.signer = ResultSigner.from_env(self.settings.result_key_env,
-                                                allow_dev_key=self.membership.embedded)
-        except ResultKeyError as err:
-            raise ConfigError(str(err)) from None
+        self.membership, self.signer = prepare_app(self.settings)
         if self.signer.dev:
             log.info("call results are signed with the development key (no %s set; embedded "
                      "broker only)", self.settings.result_key_env)
