@@ -8,6 +8,7 @@ dead-lettered instead, and reported so that its run fails. Example::
 
     router = Router(settings, names, producer, counters, dead_letters)
     unwritten = router.emit(emitted, key, source=msg)   # None, or (event, why)
+    ended = router.emit_or_fail_run(machine, state, emitted, key, msg)  # or fail its run
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ import time
 from typing import Protocol
 
 from eddies.connectors.admission import FORWARDED_HEADER, Misrouted
-from eddies.events import AgentEvent, DurableCallRequest, EncodingError, OutputEvent, encode
+from eddies.engine import SessionMachine, SessionState
+from eddies.engine.state import RunState
+from eddies.events import (
+    AgentEvent,
+    DurableCallRequest,
+    EncodingError,
+    ErrorInfo,
+    OutputEvent,
+    encode,
+)
 
 from .counters import Counters
 from .dead_letters import DeadLetters
@@ -79,6 +89,24 @@ class Router:
                 unwritten = (out, why)
         self.counters.inc("events", len(emitted))
         return unwritten
+
+    def emit_or_fail_run(self, machine: SessionMachine, state: SessionState,
+                         emitted: list[AgentEvent], key: bytes,
+                         source: SourceRecord | tuple[str, int]) -> list[RunState]:
+        """Route ``emitted``; a run one of whose events no record can hold fails (once,
+        whatever else it wrote; the other sessions go on), and its failed OutputEvent is
+        routed too. Returns the runs that ended so, whose calls' journal records expire."""
+        ended: list[RunState] = []
+        while True:
+            unwritten = self.emit(emitted, key, source)
+            if unwritten is None:
+                return ended
+            event, why = unwritten
+            run = state.run
+            _, emitted = machine.fail_run(state, event.run, ErrorInfo("RecordTooLargeError", why),
+                                          cause=event.event_id)
+            if run is not None and state.run is not run:
+                ended.append(run)
 
     def route(self, ev: AgentEvent, key: bytes, data: bytes) -> None:
         """Produce one event (``data``: its encoding) where it belongs."""

@@ -38,7 +38,7 @@ from eddies.connectors.signing import ResultSigner
 from eddies.engine import AgentPlan, SessionMachine, SessionState
 from eddies.engine.machine import UnsupportedEventError
 from eddies.engine.state import RunState
-from eddies.events import AgentEvent, DurableCallResult, ErrorInfo, InputEvent
+from eddies.events import AgentEvent, DurableCallResult, InputEvent
 
 from . import keyed_state
 from .keyed_state import Stored
@@ -282,7 +282,8 @@ class Processor:
             return
         if before is not None and state.run is not before:
             self._expire_calls_of(before, store)
-        self._emit(state, emitted, key, record, store)
+        for run in self.router.emit_or_fail_run(self.machine, state, emitted, key, record):
+            self._expire_calls_of(run, store)
         self._save(sid, state, stored, store)
 
     def _session(self, sid: str, store: Store) -> tuple[SessionState, Stored] | None:
@@ -326,19 +327,6 @@ class Processor:
         if puts:
             store.put_all(puts)
         self._remember(sid, (state, change.stored))
-
-    def _emit(self, state: SessionState, emitted: list[AgentEvent], key: bytes,
-              record: InputRecord, store: Store) -> None:
-        """Route what the machine emitted; an event no record can hold fails its run."""
-        unwritten = self.router.emit(emitted, key, record)
-        if unwritten is not None:
-            event, why = unwritten
-            run = state.run
-            _, failed = self.machine.fail_run(state, event.run, ErrorInfo("RecordTooLargeError", why),
-                                              cause=event.event_id)
-            if run is not None and state.run is not run:
-                self._expire_calls_of(run, store)
-            self._emit(state, failed, key, record, store)
 
     # --- retention and idle sessions (processing-time timers) ------------------------------
     def _expire_calls_of(self, run: RunState, store: Store) -> None:

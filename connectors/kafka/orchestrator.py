@@ -484,23 +484,11 @@ class Orchestrator:
             waiting[sid] = (msg.offset(), now)
             if self._delay_deadline == float("inf"):
                 self._delay_deadline = now + self._delay
-        self._emit(state, emitted, key, msg)
+        for run in self.router.emit_or_fail_run(self.machine, state, emitted, key, msg):
+            self._expire_calls_of(sid, run)
         return None
 
     def _expire_calls_of(self, sid: str, run: RunState) -> None:
         """A run is over: its calls' journal records expire after the retention."""
         if run.calls:
             self._finished.append((time.monotonic(), sid, finished_run_keys(run.calls)))
-
-    def _emit(self, state: SessionState, emitted: list[AgentEvent], key: bytes, source: Any) -> None:
-        """Route what the machine emitted; an event no record can hold fails its run (once,
-        whatever else the run wrote; the other sessions go on)."""
-        unwritten = self.router.emit(emitted, key, source)
-        if unwritten is not None:
-            event, why = unwritten
-            run = state.run
-            _, failed = self.machine.fail_run(state, event.run, ErrorInfo("RecordTooLargeError", why),
-                                              cause=event.event_id)
-            if run is not None and state.run is not run:
-                self._expire_calls_of(state.session_id, run)
-            self._emit(state, failed, key, source)
