@@ -18,30 +18,22 @@ sys.path.insert(0, str(ROOT))
 
 from eddies.connectors.flink import keyed_state  # noqa: E402
 from eddies.engine import SessionMachine  # noqa: E402
-from eddies.events import AgentEvent, DurableCallRequest, InputEvent  # noqa: E402
+from eddies.events import DurableCallResult  # noqa: E402
 from tests.agents import react_agent, react_rounds  # noqa: E402
-from tests.unit.engine.executor import answer  # noqa: E402
+from tests.unit.engine.executor import applied  # noqa: E402
 
 
 def main() -> None:
     machine = SessionMachine(react_agent())
-    state = machine.new_state("s")
     stored = None
     rows: list[tuple[str, int, int]] = []
-    work = [AgentEvent.external("s", InputEvent("research kafka"), event_id="in", timestamp=1)]
-    while work:
-        ev = work.pop(0)
-        if isinstance(ev.payload, DurableCallRequest):
-            work.append(answer(machine, ev, react_rounds))
-            continue
-        state, out = machine.apply(state, ev)
+    for ev, state, _ in applied(machine, [("s", "research kafka")], react_rounds):
         change = keyed_state.write(state, stored)
         stored = change.stored
-        kind = ev.type if not isinstance(ev.payload, InputEvent) else "InputEvent"
-        if ev.type == "DurableCallResult":
-            kind = f"result of {ev.payload.kind}"  # type: ignore[union-attr]
+        kind = ev.type
+        if isinstance(ev.payload, DurableCallResult):
+            kind = f"result of {ev.payload.kind}"
         rows.append((kind, change.written, len(state.to_bytes())))
-        work.extend(e for e in out if isinstance(e.payload, DurableCallRequest))
     print("event                     entries written   whole state (one ValueState)")
     for i, (kind, written, whole) in enumerate(rows):
         print(f"{i:2} {kind:26} {written:9,} B   {whole:9,} B")

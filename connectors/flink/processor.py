@@ -32,7 +32,7 @@ from eddies.connectors.counters import Counters
 from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames
-from eddies.connectors.records import HEADERS, finished_run_keys, journal_partition
+from eddies.connectors.records import HEADERS, finished_run_keys, header, journal_partition
 from eddies.connectors.routing import Router
 from eddies.connectors.signing import ResultSigner
 from eddies.engine import AgentPlan, SessionMachine, SessionState
@@ -167,12 +167,7 @@ class InputRecord:
 
     def header(self, name: str) -> bytes | None:
         """The first value of header ``name``."""
-        if not self._raw_headers:
-            return None
-        for key, value in self.headers() or ():
-            if key == name:
-                return value
-        return None
+        return header(self.headers(), name) if self._raw_headers else None
 
 
 #: Every event record's headers (the writer schema), encoded once.

@@ -7,7 +7,7 @@ from eddies.connectors.flink import keyed_state
 from eddies.engine import SessionMachine, SessionState
 from eddies.events import AgentEvent, DurableCallRequest, InputEvent
 from tests.agents import ROUNDS, react_agent, react_rounds
-from tests.unit.engine.executor import answer
+from tests.unit.engine.executor import answer, applied
 
 
 def _run(inputs: int) -> tuple[list[tuple[str, int]], list[int], dict[str, bytes]]:
@@ -15,19 +15,12 @@ def _run(inputs: int) -> tuple[list[tuple[str, int]], list[int], dict[str, bytes
     applied event and read back each time; (event type, bytes written) per event, and the
     whole state's size per event."""
     machine = SessionMachine(react_agent())
-    state = machine.new_state("s")
     table: dict[str, bytes] = {}
     stored = None
     written: list[tuple[str, int]] = []
     whole: list[int] = []
-    work = [AgentEvent.external("s", InputEvent(f"q{i}"), event_id=f"in{i}", timestamp=i + 1)
-            for i in range(inputs)]
-    while work:
-        ev = work.pop(0)
-        if isinstance(ev.payload, DurableCallRequest):
-            work.append(answer(machine, ev, react_rounds))
-            continue
-        state, out = machine.apply(state, ev)
+    state = machine.new_state("s")
+    for ev, state, _ in applied(machine, [("s", f"q{i}") for i in range(inputs)], react_rounds):
         change = keyed_state.write(state, stored)
         stored = change.stored
         for k in change.removes:
@@ -41,7 +34,6 @@ def _run(inputs: int) -> tuple[list[tuple[str, int]], list[int], dict[str, bytes
         assert again.puts == {} and again.removes == []  # nothing to write after a restore
         written.append((ev.type, change.written))
         whole.append(len(state.to_bytes()))
-        work.extend(e for e in out if isinstance(e.payload, DurableCallRequest))
     assert state.idle and state.runs == inputs
     return written, whole, table
 

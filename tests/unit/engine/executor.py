@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from eddies.engine import SessionMachine, SessionState
@@ -49,11 +49,11 @@ def answer(machine: SessionMachine, request: AgentEvent, chat: Callable[..., Any
                                timestamp=request.timestamp)
 
 
-def drive(machine: SessionMachine, inputs: list[tuple[str, Any]], chat: Callable[..., Any] | None = None,
-          ) -> tuple[dict[str, SessionState], list[AgentEvent]]:
-    """Apply inputs, then answer requests FIFO until quiet; returns states and all events."""
+def applied(machine: SessionMachine, inputs: list[tuple[str, Any]], chat: Callable[..., Any] | None = None,
+            ) -> Iterator[tuple[AgentEvent, SessionState, list[AgentEvent]]]:
+    """Apply inputs, then answer requests FIFO until quiet; after each applied event, the
+    event, its session's state and what it emitted."""
     states: dict[str, SessionState] = {}
-    history: list[AgentEvent] = []
     work: list[AgentEvent] = [
         AgentEvent.external(s, InputEvent(v), event_id=f"{s}:in{i}", timestamp=i)
         for i, (s, v) in enumerate(inputs)
@@ -66,6 +66,16 @@ def drive(machine: SessionMachine, inputs: list[tuple[str, Any]], chat: Callable
         state = states.get(ev.session_id) or machine.new_state(ev.session_id)
         state, out = machine.apply(state, ev)
         states[ev.session_id] = state
-        history.extend(out)
+        yield ev, state, out
         work.extend(e for e in out if isinstance(e.payload, DurableCallRequest))
+
+
+def drive(machine: SessionMachine, inputs: list[tuple[str, Any]], chat: Callable[..., Any] | None = None,
+          ) -> tuple[dict[str, SessionState], list[AgentEvent]]:
+    """Apply inputs, then answer requests FIFO until quiet; returns states and all events."""
+    states: dict[str, SessionState] = {}
+    history: list[AgentEvent] = []
+    for _, state, out in applied(machine, inputs, chat):
+        states[state.session_id] = state
+        history.extend(out)
     return states, history
