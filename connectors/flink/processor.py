@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from eddies.connectors.admission import Admission, Misrouted, Refused
+from eddies.connectors.applying import apply_record
 from eddies.connectors.counters import Counters
 from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.kafka.settings import Settings
@@ -36,9 +37,8 @@ from eddies.connectors.records import HEADERS, finished_run_keys, header, journa
 from eddies.connectors.routing import Router
 from eddies.connectors.signing import ResultSigner
 from eddies.engine import AgentPlan, SessionMachine, SessionState
-from eddies.engine.machine import UnsupportedEventError
 from eddies.engine.state import RunState
-from eddies.events import AgentEvent, DurableCallResult, InputEvent
+from eddies.events import AgentEvent
 
 from . import keyed_state
 from .keyed_state import Stored
@@ -96,6 +96,7 @@ def decode_headers(data: bytes | None) -> list[tuple[str, bytes | None]]:
 
 
 _NULL = _LEN.pack(-1)
+_STAMP = struct.Struct(">q")
 
 
 def encode_batch(rows: Iterable[Row]) -> bytes:
@@ -118,9 +119,6 @@ def encode_batch(rows: Iterable[Row]) -> bytes:
         out += headers
         out += _STAMP.pack(timestamp)
     return bytes(out)
-
-
-_STAMP = struct.Struct(">q")
 
 
 class InputRecord:
@@ -246,38 +244,13 @@ class Processor:
     def _apply(self, ev: AgentEvent, key: bytes, record: InputRecord, store: Store) -> None:
         sid = ev.session_id
         cached = self._session(sid, store)
-        if isinstance(ev.payload, InputEvent):
-            self.counters.inc("inputs")
-        else:
-            assert isinstance(ev.payload, DurableCallResult)
-            self.counters.inc("results")
-            if cached is None:  # a state would make a session of nothing
-                self.counters.inc("orphan_results")
-                self.dead_letters.write(
-                    record.value(), key, f"result of call {ev.payload.call_id[:300]} for session "
-                    f"{sid!r}, which has no state here: no run waits for it (the session is "
-                    "unknown, or was closed)", source=record)
-                return
-        state, stored = cached if cached is not None else (self.machine.new_state(sid), None)
-        ev.seq = 0
-        before = state.run
-        try:
-            state, emitted = self.machine.apply(state, ev)
-        except UnsupportedEventError as err:
-            self.dead_letters.write(record.value(), key, f"not accepted: {err}", source=record)
-            return
-        except Exception as err:  # a defect, but one record must not fail the job
-            log.exception("the session machine failed on %s/%s/%s", record.topic(),
-                          record.partition(), record.offset())
-            self.dead_letters.write(
-                record.value(), key,
-                f"the session machine failed on it: {type(err).__name__}: {err}", source=record)
-            # Its state may be half-changed: read it from keyed state again.
+        state, stored = cached if cached is not None else (None, None)
+        applied = apply_record(self.machine, self.router, state, ev, key, record)
+        if applied is None:  # dead-lettered; the state may be half-changed: read it again
             self._forget(sid)
             return
-        if before is not None and state.run is not before:
-            self._expire_calls_of(before, store)
-        for run in self.router.emit_or_fail_run(self.machine, state, emitted, key, record):
+        state, ended = applied
+        for run in ended:
             self._expire_calls_of(run, store)
         self._save(sid, state, stored, store)
 

@@ -35,6 +35,7 @@ from collections import deque
 from typing import Any
 
 from eddies.connectors.admission import Admission, Misrouted, Refused
+from eddies.connectors.applying import apply_record
 from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.records import (
     finished_run_keys,
@@ -47,14 +48,11 @@ from eddies.connectors.records import (
 from eddies.connectors.routing import Router
 from eddies.connectors.sink import produce
 from eddies.engine import SessionMachine, SessionState
-from eddies.engine.machine import UnsupportedEventError
 from eddies.engine.state import RunState
 from eddies.events import (
     AgentEvent,
     DurableCallRequest,
-    DurableCallResult,
     ErrorInfo,
-    InputEvent,
     partition_for,
 )
 from eddies.events.ids import run_of_call, session_of_call
@@ -441,38 +439,14 @@ class Orchestrator:
             return self.dead_letters.write(value, key, verdict.reason, source=msg)
         if type(verdict) is Misrouted:
             return self.router.forward(msg, verdict)
-        assert isinstance(verdict, AgentEvent)
-        ev = verdict
-        sid = ev.session_id
-        payload = ev.payload
-        state = self.states.get(sid)
-        if isinstance(payload, InputEvent):
-            self.counters.inc("inputs")
-        else:
-            assert isinstance(payload, DurableCallResult)
-            self.counters.inc("results")
-            if state is None:  # a snapshot would make a session of nothing
-                self.counters.inc("orphan_results")
-                return self.dead_letters.write(
-                    value, key, f"result of call {payload.call_id[:300]} for session "
-                    f"{sid!r}, which has no state here: no run waits for it (the session "
-                    "is unknown, or was closed)", source=msg)
-        ev.seq = 0
-        if state is None:
-            state = self.machine.new_state(sid)
-        before = state.run
-        try:
-            state, emitted = self.machine.apply(state, ev)
-        except UnsupportedEventError as err:
-            return self.dead_letters.write(value, key, f"not accepted: {err}", source=msg)
-        except Exception as err:  # a defect, but one record must not stop the worker
-            log.exception("the session machine failed on %s/%s/%s", msg.topic(), part,
-                          msg.offset())
-            return self.dead_letters.write(
-                value, key, f"the session machine failed on it: {type(err).__name__}: {err}",
-                source=msg)
-        if before is not None and state.run is not before:
-            self._expire_calls_of(sid, before)
+        assert isinstance(verdict, AgentEvent) and key is not None
+        sid = verdict.session_id
+        applied = apply_record(self.machine, self.router, self.states.get(sid), verdict, key, msg)
+        if applied is None:
+            return None
+        state, ended = applied
+        for run in ended:
+            self._expire_calls_of(sid, run)
         self.states[sid] = state
         self._seen[sid] = time.time() * 1000
         self.dirty[sid] = part
@@ -484,8 +458,6 @@ class Orchestrator:
             waiting[sid] = (msg.offset(), now)
             if self._delay_deadline == float("inf"):
                 self._delay_deadline = now + self._delay
-        for run in self.router.emit_or_fail_run(self.machine, state, emitted, key, msg):
-            self._expire_calls_of(sid, run)
         return None
 
     def _expire_calls_of(self, sid: str, run: RunState) -> None:
