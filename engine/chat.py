@@ -51,6 +51,8 @@ async def chat_model_action(
 ) -> None:
     """Call the chat model for a request, or again with the results of its tool calls."""
     plan = ctx._machine.plan
+    sensory = ctx.sensory_memory
+    saved_messages = 0  # messages already in sensory memory, one entry each
     if isinstance(event, ChatRequestEvent):
         request_id = ctx.event_id
         model = event.model
@@ -64,13 +66,13 @@ async def chat_model_action(
         usage = TokenUsage()
     else:
         request_id = event.request_id
-        saved = ctx.sensory_memory.get(_conversation_key(request_id))
+        saved = sensory.get(_conversation_key(request_id))
         if saved is None:
             return  # a ToolResponseEvent sent by a user action, not for a chat request
         model = saved["model"]
         setup = plan.chat_model(model)
-        sensory = ctx.sensory_memory
-        messages = [sensory.get(_message_key(request_id, n)) for n in range(saved["messages"])]
+        saved_messages = saved["messages"]
+        messages = [sensory.get(_message_key(request_id, n)) for n in range(saved_messages)]
         rounds = saved["rounds"]
         usage = TokenUsage(*saved["usage"])
         for r in event.responses:
@@ -94,9 +96,7 @@ async def chat_model_action(
                 f"chat model {model!r} asked for tools more than max_tool_rounds={limit} times"
             )
         messages.append(reply)
-        sensory = ctx.sensory_memory
-        saved = sensory.get(_conversation_key(request_id))
-        for n in range(0 if saved is None else saved["messages"], len(messages)):
+        for n in range(saved_messages, len(messages)):
             sensory.set(_message_key(request_id, n), messages[n])
         sensory.set(
             _conversation_key(request_id),
@@ -110,10 +110,8 @@ async def chat_model_action(
         # message_from_value checked the reply's types: valid, so not validated again.
         ctx.sent.append(ToolRequestEvent(request_id, model, reply.tool_calls))
         return
-    sensory = ctx.sensory_memory
-    saved = sensory.get(_conversation_key(request_id))
-    if saved is not None:
-        for n in range(saved["messages"]):
+    if saved_messages:
+        for n in range(saved_messages):
             sensory.delete(_message_key(request_id, n))
         sensory.delete(_conversation_key(request_id))
     ctx.sent.append(ChatResponseEvent(request_id, reply, usage))  # checked, as above
