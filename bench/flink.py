@@ -6,6 +6,8 @@ broker, for each runner, one-turn sessions (input -> model call -> output, scrip
 1. backlog: ``--sessions`` prompts produced first, then the runner started; timed from its
    first event to its last answer consumed: sessions/s (median of ``--repeats``, each on
    a fresh app: the embedded broker slows as a topic grows);
+   and the runner's CPU time per session (its processes, the JVM included: steadier than
+   the rate on a shared machine);
 2. idle latency: one prompt at a time into the running, idle runner, from produce to the
    answer consumed: p50/p99.
 
@@ -65,7 +67,23 @@ def finish(proc: subprocess.Popen[bytes]) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def backlog(runner: str, bootstrap: str, n: int, tmp: Path) -> float:
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds (user + system) used so far by the processes of group ``pgid`` (the
+    runner's: its JVM included)."""
+    ticks = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def backlog(runner: str, bootstrap: str, n: int, tmp: Path) -> tuple[float, float]:
+    """Sessions per second, and the runner's CPU microseconds per session."""
     names = kb.fresh_app(bootstrap)
     kb.produce_prompts(bootstrap, names, n)
     started = kb.output_reader(bootstrap, names, names.events)
@@ -74,9 +92,10 @@ def backlog(runner: str, bootstrap: str, n: int, tmp: Path) -> float:
     try:
         if not kb.wait_outputs(started, 1, 180):
             raise RuntimeError(f"the {runner} did not start")
-        t0 = time.perf_counter()
+        cpu0, t0 = group_cpu_s(proc.pid), time.perf_counter()
         kb.expect_outputs(reader, n)
-        return float(n / (time.perf_counter() - t0))
+        elapsed, cpu = time.perf_counter() - t0, group_cpu_s(proc.pid) - cpu0
+        return n / elapsed, cpu / n * 1e6
     finally:
         finish(proc)
         reader.close()
@@ -117,12 +136,15 @@ def main() -> None:
     parser.add_argument("--latency-samples", type=int, default=100)
     args = parser.parse_args()
     rates: dict[str, list[float]] = {"worker": [], "flink": []}
+    cpus: dict[str, list[float]] = {"worker": [], "flink": []}
     lat: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-flink-") as d, kb.EmbeddedBroker() as broker:
         tmp = Path(d)
         for _ in range(args.repeats):  # alternating: the machine's noise hits both alike
             for runner in rates:
-                rates[runner].append(backlog(runner, broker.bootstrap, args.sessions, tmp))
+                rate, cpu = backlog(runner, broker.bootstrap, args.sessions, tmp)
+                rates[runner].append(rate)
+                cpus[runner].append(cpu)
         for runner in rates:
             lat[runner] = sorted(latency(runner, broker.bootstrap, args.latency_samples, tmp))
     print(f"embedded broker, {kb.PARTITIONS} partitions, {args.sessions} one-turn sessions "
@@ -135,6 +157,7 @@ def main() -> None:
         p50, p99 = statistics.median(ls), ls[min(len(ls) - 1, int(len(ls) * 0.99))]
         each = ", ".join(f"{x:,.0f}" for x in rates[runner])
         print(f"{label:48} {r:7,.0f} sessions/s ({r / base:.0%} of the worker; median of {each}); "
+              f"CPU {statistics.median(cpus[runner]):,.0f} us/session (median); "
               f"idle latency p50 {p50:.1f} ms, p99 {p99:.1f} ms ({len(ls)} prompts)")
     print("targets: Flink >= 50% of the worker's sessions/s; Flink idle p50 < 100 ms")
 

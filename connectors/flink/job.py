@@ -36,6 +36,7 @@ from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames
 
 from .options import FlinkOptions
+from .processor import InputRecord, Processor, encode_batch
 
 log = logging.getLogger("eddies.flink")
 
@@ -95,8 +96,6 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
         from eddies.connectors.signing import ResultSigner
         from eddies.engine import AgentPlan
 
-        from .processor import Processor
-
         plan = AgentPlan.compile(load_agent(self.settings.agent))
         signer = ResultSigner.from_env(self.settings.result_key_env, allow_dev_key=self.dev_key)
         self.processor = Processor(self.settings, plan, signer)
@@ -117,8 +116,6 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
         self._report_timer = 0  # when a timer pushes the counters (0: none pending)
 
     def process_element(self, value: Any, ctx: Any) -> Any:
-        from .processor import InputRecord
-
         key, data = value[0], value[1]
         record = InputRecord(self.topic, None if key is None else bytes(key),
                              None if data is None else bytes(data), value[2], value[3], value[4],
@@ -146,8 +143,6 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
                 self._reported[name] = counts.get(name, 0)
 
     def _out(self, rows: list[Any], ctx: Any, report_later: bool = True) -> Any:
-        from .processor import encode_batch
-
         self._report()
         timers = self.processor.timers
         if report_later and not self._report_timer:  # pushes what this record counted
@@ -204,6 +199,9 @@ def configuration(settings: Settings, options: FlinkOptions) -> Any:
     conf.set_string("python.fn-execution.bundle.time", str(settings.flink_bundle_time_ms))
     conf.set_string("execution.buffer-timeout.interval", f"{settings.flink_buffer_timeout_ms}ms")
     conf.set_string("parallelism.default", str(settings.flink_parallelism))
+    # Chained operators hand records on without a deep copy each: every operator here
+    # makes new objects and keeps none it was given.
+    conf.set_string("pipeline.object-reuse", "true")
     conf.set_string("execution.checkpointing.interval", f"{settings.flink_checkpoint_interval_ms}ms")
     conf.set_string("execution.checkpointing.dir", options.checkpoint_dir.resolve().as_uri())
     conf.set_string("execution.checkpointing.externalized-checkpoint-retention",

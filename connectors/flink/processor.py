@@ -224,7 +224,9 @@ class Processor:
         self._cache: OrderedDict[str, tuple[SessionState, Stored]] = OrderedDict()
         #: Processing-time timers (ms) the current record asks for (the job registers them).
         self.timers: list[int] = []
+        # session -> the idle due it stored last, and the time its timer is registered for.
         self._idle_due: dict[str, int] = {}
+        self._timer_at: dict[str, int] = {}
 
     def handle(self, record: InputRecord, store: Store) -> list[Row]:
         """Process one input record of the current key's session; the rows to write."""
@@ -250,9 +252,10 @@ class Processor:
             self._forget(sid)
             return
         state, ended = applied
+        expiring: dict[str, bytes] = {}
         for run in ended:
-            self._expire_calls_of(run, store)
-        self._save(sid, state, stored, store)
+            self._expire_calls_of(run, expiring)
+        self._save(sid, state, stored, store, expiring)
 
     def _session(self, sid: str, store: Store) -> tuple[SessionState, Stored] | None:
         cached = self._cache.get(sid)
@@ -272,51 +275,76 @@ class Processor:
             gone = [self._cache.popitem(last=False)[0] for _ in range(CACHED_SESSIONS // 10)]
             for old in gone:
                 self._idle_due.pop(old, None)
+                self._timer_at.pop(old, None)
             self.machine.evict(*gone)
 
     def _forget(self, sid: str) -> None:
         self._cache.pop(sid, None)
         self._idle_due.pop(sid, None)
+        self._timer_at.pop(sid, None)
         self.machine.evict(sid)
 
-    def _save(self, sid: str, state: SessionState, stored: Stored | None, store: Store) -> None:
-        """Write what changed (in one call: each is a call into the JVM), and when the
-        session may be closed if it stays idle."""
+    def _save(self, sid: str, state: SessionState, stored: Stored | None, store: Store,
+              expiring: dict[str, bytes]) -> None:
+        """Write what changed (in one call: each is a call into the JVM), and, when the
+        session is left idle, when it may be closed if it stays so."""
         change = keyed_state.write(state, stored)
         for k in change.removes:
             store.remove(k)
         self.counters.inc("state_bytes", change.written)
         puts = change.puts
-        due = _minute_after(int(time.time() * 1000) + self.settings.session_ttl_ms)
-        if self._idle_due.get(sid) != due:
-            self._idle_due[sid] = due
-            puts[IDLE_DUE] = str(due).encode()
-            self.timers.append(due)
+        if expiring:
+            puts.update(expiring)
+        if state.idle:
+            now = int(time.time() * 1000)
+            due = _minute_after(now + self.settings.session_ttl_ms)
+            if self._idle_due.get(sid) != due:
+                self._idle_due[sid] = due
+                puts[IDLE_DUE] = str(due).encode()
+            first = min(due, *(_due_of(k) for k in expiring)) if expiring else due
+            self._timer(sid, first, now)
         if puts:
             store.put_all(puts)
         self._remember(sid, (state, change.stored))
 
+    def _timer(self, sid: str, due: int, now: int) -> None:
+        """Have a timer fire at ``due`` at the latest. A session keeps one timer, at the
+        first thing it has to do (expire journal records, or close if still idle); the
+        timer registers the next (:meth:`on_timer`). One registration per idle period, not
+        one per record and purpose: each is a call into the JVM."""
+        registered = self._timer_at.get(sid)
+        if registered is None or registered > due or registered <= now:
+            self._timer_at[sid] = due
+            self.timers.append(due)
+
     # --- retention and idle sessions (processing-time timers) ------------------------------
-    def _expire_calls_of(self, run: RunState, store: Store) -> None:
+    def _expire_calls_of(self, run: RunState, expiring: dict[str, bytes]) -> None:
         """A run is over: its calls' journal records are tombstoned after the retention
         (:meth:`on_timer`). The keys wait in keyed state, so a restore keeps them."""
         if not run.calls:
             return
         due = _minute_after(int(time.time() * 1000) + self.settings.journal_retention_ms)
-        store.put(f"{EXPIRING}{due}/{run.number}", b"\n".join(finished_run_keys(run.calls)))
-        self.timers.append(due)
+        expiring[f"{EXPIRING}{due}/{run.number}"] = b"\n".join(finished_run_keys(run.calls))
 
     def on_timer(self, sid: str, now_ms: int, store: Store) -> list[Row]:
         """A timer of this session fired: tombstone the journal records whose retention is
-        over, and close the session if it has been idle for ``session_ttl_ms``."""
+        over, close the session if it has been idle for ``session_ttl_ms``, and have the
+        timer fire again for what is left to do."""
+        if self._timer_at.get(sid, now_ms) <= now_ms:
+            self._timer_at.pop(sid, None)
         part = journal_partition(sid, self.settings.partitions)
         entries = list(store.items())
+        later: list[int] = []
         for k, v in entries:
-            if k.startswith(EXPIRING) and int(k[len(EXPIRING):].split("/", 1)[0]) <= now_ms:
-                for jkey in v.decode().split("\n"):
-                    self.rows.produce(self.names.journal, None, jkey.encode(), partition=part)
-                self.counters.inc("tombstones", v.count(b"\n") + 1)
-                store.remove(k)
+            if not k.startswith(EXPIRING):
+                continue
+            if _due_of(k) > now_ms:
+                later.append(_due_of(k))
+                continue
+            for jkey in v.decode().split("\n"):
+                self.rows.produce(self.names.journal, None, jkey.encode(), partition=part)
+            self.counters.inc("tombstones", v.count(b"\n") + 1)
+            store.remove(k)
         idle_due = next((int(v) for k, v in entries if k == IDLE_DUE), None)
         if idle_due is not None and idle_due <= now_ms:
             loaded = self._session(sid, store)
@@ -328,7 +356,17 @@ class Processor:
                     store.put(k, v)
                 self._forget(sid)
                 self.counters.inc("sessions_closed")
+        elif idle_due is not None:
+            later.append(idle_due)
+        # A busy session gets its next timer when it is idle again (_save).
+        if later:
+            self._timer(sid, min(later), now_ms)
         return self.rows.take()
+
+
+def _due_of(expiring_key: str) -> int:
+    """The due time in an ``x:<due>/<run>`` key."""
+    return int(expiring_key[len(EXPIRING):].split("/", 1)[0])
 
 
 def _minute_after(ms: int) -> int:

@@ -73,7 +73,10 @@ def run(settings: Settings, options: FlinkOptions, *, jars: list[Path],
         progress_every_s: float = 5.0) -> int:
     """Submit the job and follow it until it ends or ``stop`` is set (then cancel it: its
     checkpoints stay, and the next run restores from the newest). Returns the exit code."""
-    os.environ.setdefault("JVM_ARGS", "-Xmx512m -XX:+UseSerialGC")
+    # The local mini-cluster's JVM: C1 only, because C2 kept a core's 40% compiling for
+    # a minute and more of a backlog while the task's own work is mostly Python
+    # (bench/RESULTS.md, "Flink runner next to the worker"). JVM_ARGS overrides it.
+    os.environ.setdefault("JVM_ARGS", "-Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1")
     os.environ["JVM_ARGS"] += f" -Djava.io.tmpdir={options.tmp_dir}"
     os.environ["FLINK_LOG_DIR"] = str(options.tmp_dir)
     os.environ["TMPDIR"] = str(options.tmp_dir)

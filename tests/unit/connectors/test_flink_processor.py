@@ -111,10 +111,30 @@ def test_an_idle_session_is_closed_on_its_timer_and_a_busy_one_is_not() -> None:
     assert not any(k.startswith("k:") for k in store)  # closed
     assert p.counters.get("sessions_closed") == 1
 
+    # Idle once, then busy again when its timer fires: kept, and no timer until it is idle.
     busy = Store()
-    p.handle(_record("s2", encode(input_event("s2", "hi", timestamp=1)), 0, HEADERS), busy)
-    p.on_timer("s2", int(busy[IDLE_DUE]), busy)
+    _run_session(p, busy, "s2")
+    due = int(busy[IDLE_DUE])
+    p.timers.clear()
+    p.handle(_record("s2", encode(input_event("s2", "again", timestamp=3)), 2, HEADERS), busy)
+    assert p.timers == []  # a busy session needs none
+    p.on_timer("s2", due, busy)
     assert "k:core" in busy  # waiting for its call: kept
+    assert p.timers == [int(next(k for k in busy if k.startswith(EXPIRING))[2:].split("/")[0])]
+
+
+def test_a_session_keeps_one_timer_at_its_first_due_time() -> None:
+    """Journal expiry first, then the idle close: one registration per idle period, the
+    timer registering the next when it fires."""
+    p, store = _processor(journal_retention_ms=60_000, session_ttl_ms=600_000), Store()
+    _run_session(p, store, "s1")
+    [expiry] = [int(k[2:].split("/")[0]) for k in store if k.startswith(EXPIRING)]
+    idle = int(store[IDLE_DUE])
+    assert p.timers == [expiry] and expiry < idle
+    p.timers.clear()
+    p.on_timer("s1", expiry, store)
+    assert p.timers == [idle]  # the next thing to do
+    assert not any(k.startswith(EXPIRING) for k in store)
 
 
 def test_rows_travel_as_one_batch_in_the_java_format() -> None:
