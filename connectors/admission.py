@@ -32,6 +32,7 @@ from eddies.events import (
     DecodeError,
     DurableCallResult,
     InputEvent,
+    SignalEvent,
     decode,
     envelope_problem,
     event_type_name,
@@ -128,12 +129,13 @@ class Admission:
         if len(sid) > MAX_ID_CHARS or len(ev.event_id) > MAX_ID_CHARS:
             return Refused(f"session_id or event_id longer than {MAX_ID_CHARS} characters")
         payload = ev.payload
-        if isinstance(payload, InputEvent):
+        if isinstance(payload, InputEvent | SignalEvent):
             if ev.scope:
-                return Refused("an InputEvent from a producer has an empty scope (sub-agent "
+                return Refused(f"an {ev.type} from a producer has an empty scope (sub-agent "
                                "scopes are the engine's)")
             if not ev.event_id:  # stable across re-reads, and across forwarding
-                ev.event_id = f"in/{_origin(header) or f'{partition}/{offset}'}"
+                prefix = "in" if isinstance(payload, InputEvent) else "sig"
+                ev.event_id = f"{prefix}/{_origin(header) or f'{partition}/{offset}'}"
             if not ev.timestamp:
                 ev.timestamp = min(max(timestamp_ms, 0), MAX_TIMESTAMP_MS)
         elif isinstance(payload, DurableCallResult):
@@ -141,10 +143,10 @@ class Admission:
             if decoded is None and not self.signer.verify(value, header(SIGNATURE_HEADER)):
                 return Refused(f"a DurableCallResult without a valid executor signature "
                                f"({SIGNATURE_HEADER} header): only executors answer calls; "
-                               "producers may send InputEvent")
+                               "producers may send InputEvent and SignalEvent")
         else:
             return Refused(f"{event_type_name(payload)} is not accepted on {self.input_topic}; producers "
-                           "may send InputEvent (call results come from executors)")
+                           "may send InputEvent and SignalEvent (call results come from executors)")
         problem = envelope_problem(ev)
         if problem is not None:
             return Refused(problem)

@@ -17,7 +17,7 @@ import logging
 from eddies.engine import SessionMachine, SessionState
 from eddies.engine.machine import UnsupportedEventError
 from eddies.engine.state import RunState
-from eddies.events import AgentEvent, DurableCallResult, InputEvent
+from eddies.events import AgentEvent, DurableCallResult, InputEvent, SignalEvent
 
 from .routing import Router
 from .sink import SourceRecord
@@ -37,6 +37,8 @@ def apply_record(machine: SessionMachine, router: Router, state: SessionState | 
     payload = ev.payload
     if isinstance(payload, InputEvent):
         counters.inc("inputs")
+    elif isinstance(payload, SignalEvent):
+        counters.inc("signals")
     else:
         assert isinstance(payload, DurableCallResult)
         counters.inc("results")

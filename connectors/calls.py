@@ -60,9 +60,11 @@ def result_event(
     reconcile = req.kind is CallKind.RECONCILE
     dig = "" if reconcile else (req.digest or call_digest(req.kind, req.target, req.args))
     payload = DurableCallResult(req.call_id, req.kind, status, value, error, req.attempt, dig)
+    # A timer's answer is at its due time: the session's clock moves there with it.
+    stamp = max(request.timestamp, req.not_before or 0)
     return AgentEvent(
         result_event_id(req.call_id, req.attempt), request.session_id, 0, 0, request.scope,
-        DurableCallResult.event_type, None, None, "", "", request.timestamp, payload,
+        DurableCallResult.event_type, None, None, "", "", stamp, payload,
     )
 
 
@@ -96,6 +98,10 @@ class CallPerformer:
             )
         if kind is CallKind.TOOL:
             return self.call(self.plan.tool(req.target).fn, args, kwargs)
+        if kind is CallKind.TIMER:  # performed at its due time: nothing else to do
+            return None
+        if kind is CallKind.SIGNAL:  # reached its deadline: a signal would have answered it
+            raise TimeoutError(f"no signal {req.target!r} within {kwargs.get('timeout_ms')} ms")
         raise NotImplementedError(f"{kind.value} calls are not supported by this executor")
 
     def call(self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:

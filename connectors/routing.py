@@ -117,6 +117,8 @@ class Router:
             produce(prod, self.names.events, data, key, headers=HEADERS)
         payload = ev.payload
         if isinstance(payload, DurableCallRequest):
+            if not payload.for_executor:  # a signal wait without deadline: events only
+                return
             if self.executor is not None:
                 self.executor.submit(ev)
             else:

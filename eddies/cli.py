@@ -414,6 +414,34 @@ def topics_describe(config: ConfigOpt = None, app_id: AppOpt = None,
         console.print(table)
 
 
+@app.command("signal")
+def send_signal(
+    session: Annotated[str, typer.Argument(help="Session id (the record key).")],
+    name: Annotated[str, typer.Argument(help="The signal's name, e.g. approval:<call id>.")],
+    value: Annotated[str, typer.Argument(
+        help="Its value: JSON (true, 42, {\"by\": \"ana\"}), else taken as text.")] = "null",
+    event_id: Annotated[str, typer.Option(help="Signal id (default: from its offset).")] = "",
+    config: ConfigOpt = None,
+    app_id: AppOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+) -> None:
+    """Send a signal to a session: it answers the session's wait for NAME
+    (ctx.wait_for_signal), or is kept for its next one."""
+    from eddies.connectors.kafka.client import send_event, signal_event
+    from eddies.connectors.kafka.topics import TopicNames
+
+    try:
+        payload: Any = json.loads(value)
+    except ValueError:
+        payload = value
+    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
+    with _kafka(settings, need=(TopicNames(settings.app).input,)) as s:
+        send_event(s, signal_event(session, name, payload, event_id),
+                   f"signal {name!r} for session {session!r}")
+        console.print(f"signalled {escape(name)} = {escape(json.dumps(payload))} to {escape(session)}",
+                      highlight=False)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``eddies`` console script."""
     import logging

@@ -19,6 +19,7 @@ from eddies.events import (
     DurableCallResult,
     InputEvent,
     OutputEvent,
+    SignalEvent,
 )
 
 
@@ -74,6 +75,10 @@ def describe(ev: AgentEvent) -> str:
         detail = json.dumps(p.output) if p.error is None else f"ERROR {p.error.type}: {p.error.message}"
     elif isinstance(p, DurableCallRequest):
         detail = f"{p.kind.value} {p.target}"
+        if p.not_before is not None:
+            detail += f" (due {p.not_before})"
+    elif isinstance(p, SignalEvent):
+        detail = f"{p.name} = {json.dumps(p.value)}"
     elif isinstance(p, DurableCallResult):
         detail = f"{p.status.value} {p.value[:36]}"
     elif isinstance(p, ChatResponseEvent):

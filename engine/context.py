@@ -10,6 +10,7 @@ completes, so a suspended or replayed execution leaves no trace.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator, Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from eddies.events import (
@@ -33,7 +34,7 @@ from .durable import (
     function_name,
 )
 from .resources import ResourceType
-from .state import TERMINAL, CallRecord, Invocation, RunState, SessionState
+from .state import OK, TERMINAL, CallRecord, Invocation, RunState, SessionState
 
 if TYPE_CHECKING:
     from .machine import SessionMachine
@@ -173,7 +174,8 @@ class _Awaitable:
 
 
 class _CallSpec:
-    __slots__ = ("args", "cid", "fn", "idempotent", "kind", "kwargs", "reconciler", "target")
+    __slots__ = ("args", "cid", "due_after", "due_at", "fn", "idempotent", "kind", "kwargs",
+                 "reconciler", "target")
 
     def __init__(
         self,
@@ -193,6 +195,10 @@ class _CallSpec:
         self.reconciler = reconciler
         self.idempotent = idempotent
         self.cid = ""
+        # When an executor may perform it: at a logical time, or this many ms after the
+        # clock when it is first issued (then recorded: a replay does not move it).
+        self.due_at: int | None = None
+        self.due_after: int | None = None
 
 
 class RunnerContext:
@@ -365,6 +371,48 @@ class RunnerContext:
         ]
         return _Awaitable(self, specs, batch=True)
 
+    # --- timers and signals ---------------------------------------------------------------
+    def sleep(self, duration: float | timedelta) -> None:
+        """Wait ``duration`` (seconds, or a timedelta) of logical time, durably.
+
+        A timer is a durable call that the runner answers at its due time: the session's
+        clock (its latest event's timestamp) when the call is first made, plus ``duration``.
+        Nothing blocks meanwhile (the action is suspended); the timer survives crashes and
+        restarts and fires once; a replay does not wait. Example::
+
+            ctx.sleep(timedelta(minutes=5))
+            ctx.send_event(OutputEvent(output="five minutes later"))
+        """
+        self._call_now(_timer(due_after=_duration_ms(duration, "sleep")))
+
+    def sleep_until(self, due_ms: int) -> None:
+        """Wait until logical time ``due_ms`` (ms since the epoch), durably (see :meth:`sleep`)."""
+        self._call_now(_timer(due_at=int(due_ms)))
+
+    def sleep_async(self, duration: float | timedelta) -> _Awaitable:
+        """Awaitable form of :meth:`sleep`, for ``async def`` actions."""
+        return _Awaitable(self, [_timer(due_after=_duration_ms(duration, "sleep"))], batch=False)
+
+    def wait_for_signal(self, name: str, timeout: float | timedelta | None = None) -> Any:
+        """Wait for a signal ``name`` sent to this session from outside and return its value.
+
+        ``eddies signal SESSION NAME VALUE``, or any producer writing a ``SignalEvent`` to
+        ``APP.input``, sends one. A signal sent before anything waits for it is kept, and the
+        next wait for its name returns it at once. With ``timeout`` (seconds or a
+        timedelta), raises ``TimeoutError`` if none arrives in that much logical time.
+        Example::
+
+            try:
+                approved = ctx.wait_for_signal(f"approval:{order}", timeout=3600)
+            except TimeoutError:
+                approved = False
+        """
+        return self._call_now(_signal_wait(name, timeout))
+
+    def wait_for_signal_async(self, name: str, timeout: float | timedelta | None = None) -> _Awaitable:
+        """Awaitable form of :meth:`wait_for_signal`, for ``async def`` actions."""
+        return _Awaitable(self, [_signal_wait(name, timeout)], batch=False)
+
     # --- internals shared with handles and built-in actions ----------------------------
     def _call_now(self, spec: _CallSpec) -> Any:
         rec = self._record(spec)
@@ -406,19 +454,63 @@ class RunnerContext:
             # replay of the action computes them again (see SessionMachine._args).
             rec = CallRecord(str(kind), spec.target, dig, "", "", spec.idempotent, reconciler)
             run.calls[cid] = rec
-            self.requests.append(
-                DurableCallRequest(cid, spec.kind, spec.target, args, spec.idempotent, 1, None, dig)
-            )
+            if spec.due_at is not None:
+                rec.due = spec.due_at
+            elif spec.due_after is not None:
+                rec.due = self._state.clock + spec.due_after
+            if spec.kind is CallKind.SIGNAL and self._take_signal(spec.target, rec):
+                return rec
+            self.requests.append(DurableCallRequest(
+                call_id=cid, kind=spec.kind, target=spec.target, args=args,
+                idempotent=spec.idempotent, attempt=1, timeout_ms=None, digest=dig,
+                not_before=rec.due))
         self._machine._args[cid] = args
         if spec.fn is not None:
             self._machine._callables[cid] = (spec.fn, spec.reconciler)
         self.waiting.append(cid)
         return None
 
+    def _take_signal(self, name: str, rec: CallRecord) -> bool:
+        """A signal of ``name`` that arrived before this wait answers it at once."""
+        waiting = self._state.signals.get(name)
+        if not waiting:
+            return False
+        rec.status = OK
+        rec.value = waiting.pop(0)
+        if not waiting:
+            del self._state.signals[name]
+        return True
+
     def _unwrap(self, rec: CallRecord, cid: str) -> Any:
         if rec.error is not None:
             raise durable_error(cid, rec.error)
         return decode_value(rec.value)
+
+
+def _duration_ms(duration: float | timedelta, what: str) -> int:
+    ms = duration.total_seconds() * 1000 if isinstance(duration, timedelta) else duration * 1000
+    if not isinstance(ms, int | float) or ms != ms or ms < 0:
+        raise ValueError(f"{what}: the duration must be a number of seconds >= 0 or a "
+                         f"timedelta, got {duration!r}")
+    return round(ms)
+
+
+def _timer(*, due_after: int | None = None, due_at: int | None = None) -> _CallSpec:
+    # The call's identity is what was asked (so a replay matches it); its due time is
+    # decided once, when it is first issued.
+    asked = {"after_ms": due_after} if due_at is None else {"at_ms": due_at}
+    spec = _CallSpec(CallKind.TIMER, "sleep", (), asked, idempotent=True)
+    spec.due_after, spec.due_at = due_after, due_at
+    return spec
+
+
+def _signal_wait(name: str, timeout: float | timedelta | None) -> _CallSpec:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"wait_for_signal: the name must be non-empty text, got {name!r}")
+    after = None if timeout is None else _duration_ms(timeout, "wait_for_signal timeout")
+    spec = _CallSpec(CallKind.SIGNAL, name, (), {"timeout_ms": after}, idempotent=True)
+    spec.due_after = after
+    return spec
 
 
 class ChatModelHandle:

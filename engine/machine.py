@@ -31,6 +31,8 @@ from eddies.events import (
     Event,
     InputEvent,
     OutputEvent,
+    SignalEvent,
+    encode_value,
     envelope_problem,
     event_type_name,
 )
@@ -56,6 +58,8 @@ from .state import (
 MetricsSink = Callable[[str, str, str, float], None]
 #: An idempotent call whose outcome keeps coming back unknown is re-run at most this often.
 MAX_ATTEMPTS = 5
+#: Signals nothing waited for are kept for the next wait, up to this many per name.
+MAX_KEPT_SIGNALS = 64
 
 
 class UnsupportedEventError(ValueError):
@@ -117,10 +121,12 @@ class SessionMachine:
             self._accept_input(state, event, out)
         elif isinstance(payload, DurableCallResult):
             self._accept_result(state, event, payload, out)
+        elif isinstance(payload, SignalEvent):
+            self._accept_signal(state, event, payload, out)
         else:
             raise UnsupportedEventError(
-                f"{event.type} cannot be applied from outside; only InputEvent and "
-                "DurableCallResult can"
+                f"{event.type} cannot be applied from outside; only InputEvent, "
+                "DurableCallResult and SignalEvent can"
             )
         return state, out
 
@@ -141,16 +147,19 @@ class SessionMachine:
                 continue
             reconciling = rec.status == RECONCILING
             payload = DurableCallRequest(
-                cid,
-                CallKind.RECONCILE if reconciling else CallKind(rec.kind),
-                (rec.reconciler or "") if reconciling else rec.target,
-                self._args.get(cid) or rec.args,
-                True if reconciling else rec.idempotent,
-                rec.attempt,
-                None,
-                "" if reconciling else rec.digest,
+                call_id=cid,
+                kind=CallKind.RECONCILE if reconciling else CallKind(rec.kind),
+                target=(rec.reconciler or "") if reconciling else rec.target,
+                args=self._args.get(cid) or rec.args,
+                idempotent=True if reconciling else rec.idempotent,
+                attempt=rec.attempt,
+                timeout_ms=None,
+                digest="" if reconciling else rec.digest,
+                not_before=None if reconciling else rec.due,
             )
-            again.append(self._envelope(state, rec.request_id, 0, payload, None, run.active.action))
+            if payload.for_executor:
+                again.append(self._envelope(state, rec.request_id, 0, payload, None,
+                                            run.active.action))
         return state, again
 
     def _replay_waiting(self, state: SessionState, run: RunState) -> None:
@@ -251,14 +260,20 @@ class SessionMachine:
         return entry[1] if request.kind is CallKind.RECONCILE else entry[0]
 
     # --- acceptance -----------------------------------------------------------------------
-    def _accept_input(self, state: SessionState, ev: AgentEvent, out: list[AgentEvent]) -> None:
-        if ev.event_id in state.recent_inputs:
-            self.stats["duplicates"] += 1
-            return
+    def _remember_input(self, state: SessionState, ev: AgentEvent) -> bool:
+        """False for an input or signal already applied (its event id is a recent one)."""
         recent = state.recent_inputs
+        if ev.event_id in recent:
+            self.stats["duplicates"] += 1
+            return False
         recent[ev.event_id] = None
         if len(recent) > INPUT_DEDUP_WINDOW:
             del recent[next(iter(recent))]
+        return True
+
+    def _accept_input(self, state: SessionState, ev: AgentEvent, out: list[AgentEvent]) -> None:
+        if not self._remember_input(state, ev):
+            return
         self.stats["inputs"] += 1
         if ev.timestamp > state.clock:
             state.clock = ev.timestamp
@@ -315,9 +330,9 @@ class SessionMachine:
             if rec.idempotent and rec.attempt < MAX_ATTEMPTS:
                 rec.attempt += 1
                 req = DurableCallRequest(
-                    result.call_id, CallKind(rec.kind), rec.target,
-                    self._arguments(state, run, result.call_id, rec), True, rec.attempt,
-                    None, rec.digest,
+                    call_id=result.call_id, kind=CallKind(rec.kind), target=rec.target,
+                    args=self._arguments(state, run, result.call_id, rec), idempotent=True,
+                    attempt=rec.attempt, timeout_ms=None, digest=rec.digest, not_before=rec.due,
                 )
                 action = run.active.action if run.active else None
                 env = self._emit(state, run, req, rec.request_id, action, out)
@@ -337,9 +352,14 @@ class SessionMachine:
         else:
             rec.status = ERROR
             rec.error = result.error or ErrorInfo("Error", "call failed without an error")
+        self._settled(state, run, result.call_id, rec, out)
+
+    def _settled(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord,
+                 out: list[AgentEvent]) -> None:
+        """A call has its outcome: resume the waiting action once all it waits for have."""
         rec.args = ""  # (a state saved by an earlier version kept them)
-        self._args.pop(result.call_id, None)
-        self._callables.pop(result.call_id, None)
+        self._args.pop(call_id, None)
+        self._callables.pop(call_id, None)
         if run.waiting:
             calls = run.calls
             for c in run.waiting:
@@ -348,6 +368,38 @@ class SessionMachine:
             run.waiting = []
             self._drive(state, out)
             self._start_runs(state, out)
+
+    def _accept_signal(self, state: SessionState, ev: AgentEvent, signal: SignalEvent,
+                       out: list[AgentEvent]) -> None:
+        """A signal answers the running run's first pending wait for its name; with none,
+        it is kept for the next wait (at most MAX_KEPT_SIGNALS per name, oldest dropped)."""
+        if not self._remember_input(state, ev):
+            return
+        if ev.timestamp > state.clock:
+            state.clock = ev.timestamp
+        run = state.run
+        waiting = None
+        if run is not None:
+            for cid, rec in run.calls.items():
+                if rec.kind == "SIGNAL" and rec.target == signal.name and rec.status not in TERMINAL:
+                    waiting = (cid, rec)
+                    break
+        state.seq += 1
+        out.append(AgentEvent(
+            ev.event_id, state.session_id, state.seq, run.number if run is not None else 0,
+            ev.scope, ev.type, waiting[1].request_id if waiting else None, None,
+            self.plan.agent_name, self.plan.agent_version, state.clock, signal,
+        ))
+        value = encode_value(signal.value, "SignalEvent.value")
+        if waiting is None or run is None:
+            kept = state.signals.setdefault(signal.name, [])
+            kept.append(value)
+            del kept[:-MAX_KEPT_SIGNALS]
+            return
+        cid, rec = waiting
+        rec.status = OK
+        rec.value = value
+        self._settled(state, run, cid, rec, out)
 
     # --- runs -----------------------------------------------------------------------------
     def _start_runs(self, state: SessionState, out: list[AgentEvent]) -> None:

@@ -42,10 +42,13 @@ class CallRecord:
     attempt: int = 1
     value: str = "null"
     error: ErrorInfo | None = None
+    #: Logical ms before which no executor performs it (a timer, a signal's deadline),
+    #: decided when the call was first issued.
+    due: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {
+        d = {
             "kind": self.kind,
             "target": self.target,
             "digest": self.digest,
@@ -60,6 +63,9 @@ class CallRecord:
             if self.error is None
             else [self.error.type, self.error.message, self.error.retryable],
         }
+        if self.due is not None:
+            d["due"] = self.due
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CallRecord:
@@ -77,6 +83,7 @@ class CallRecord:
             d["attempt"],
             d["value"],
             None if err is None else ErrorInfo(err[0], err[1], err[2]),
+            d.get("due"),
         )
 
 
@@ -163,6 +170,8 @@ class SessionState:
     memory: dict[str, str] = field(default_factory=dict)
     # An insertion-ordered dict used as a set: O(1) membership, oldest evicted first.
     recent_inputs: dict[str, None] = field(default_factory=dict)
+    #: Signals no action waited for yet, by name: their values (JSON text), oldest first.
+    signals: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def idle(self) -> bool:
@@ -188,6 +197,8 @@ class SessionState:
             "queue": [to_record(e) for e in self.queue],
             "recent_inputs": list(self.recent_inputs),
         }
+        if self.signals:
+            d["signals"] = self.signals
         if parts:
             d["memory"] = self.memory
         return d
@@ -206,6 +217,7 @@ class SessionState:
             queue=deque(from_record(e) for e in d["queue"]),
             memory=d["memory"],
             recent_inputs=dict.fromkeys(d["recent_inputs"]),
+            signals=d.get("signals", {}),
         )
 
     def to_bytes(self) -> bytes:

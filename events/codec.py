@@ -38,6 +38,7 @@ from .payloads import (
     InputEvent,
     MessageRole,
     OutputEvent,
+    SignalEvent,
     SubagentCallEvent,
     SubagentResultEvent,
     TokenUsage,
@@ -170,6 +171,7 @@ def _call_req(p: Any) -> Record:
         "attempt": p.attempt,
         "timeout_ms": p.timeout_ms,
         "digest": p.digest,
+        "not_before": p.not_before,
     }
 
 
@@ -183,6 +185,10 @@ def _call_result(p: Any) -> Record:
         "attempt": p.attempt,
         "digest": p.digest,
     }
+
+
+def _signal(p: Any) -> Record:
+    return {"name": p.name, "value": encode_value(p.value, "SignalEvent.value")}
 
 
 def _custom(p: Any) -> Record:
@@ -201,6 +207,7 @@ _WRITERS: dict[type, tuple[str, Callable[[Any], Record]]] = {
     DurableCallRequest: ("eddies.DurableCallRequest", _call_req),
     DurableCallResult: ("eddies.DurableCallResult", _call_result),
     CustomEvent: ("eddies.CustomEvent", _custom),
+    SignalEvent: ("eddies.SignalEvent", _signal),
 }
 
 
@@ -353,6 +360,7 @@ _READERS: dict[str, Callable[[Record], Event]] = {
         r["attempt"],
         r["timeout_ms"],
         r.get("digest", ""),  # absent in records read with schema v1
+        r.get("not_before"),
     ),
     "eddies.DurableCallResult": lambda r: DurableCallResult(
         r["call_id"],
@@ -364,6 +372,7 @@ _READERS: dict[str, Callable[[Record], Event]] = {
         r["digest"],
     ),
     "eddies.CustomEvent": _custom_in,
+    "eddies.SignalEvent": lambda r: SignalEvent(r["name"], decode_value(r["value"], "SignalEvent.value")),
 }
 
 
@@ -448,7 +457,7 @@ def _object_binding() -> ObjectBinding:
         f"eddies.{r}.{f}": _value_field(r, f) for r, f in [
             ("InputEvent", "input"), ("OutputEvent", "output"), ("ChatMessage", "extra_args"),
             ("ToolCall", "arguments"), ("ToolResult", "result"), ("SubagentCallEvent", "input"),
-            ("SubagentResultEvent", "output"),
+            ("SubagentResultEvent", "output"), ("SignalEvent", "value"),
         ]
     }
     convert["eddies.ChatRequestEvent.output_schema"] = lambda p: (

@@ -60,6 +60,7 @@ BUILTIN_TYPES = frozenset(
         "DurableCallRequest",
         "DurableCallResult",
         "CustomEvent",
+        "SignalEvent",
     }
 )
 
@@ -88,6 +89,8 @@ class CallKind(enum.StrEnum):
     TOOL = "TOOL"
     SUBAGENT = "SUBAGENT"
     RECONCILE = "RECONCILE"
+    TIMER = "TIMER"  # answered at its not_before time
+    SIGNAL = "SIGNAL"  # answered by a SignalEvent, or a TimeoutError at not_before
 
 
 class CallStatus(enum.StrEnum):
@@ -257,6 +260,13 @@ class DurableCallRequest(Event):
     attempt: int = 1
     timeout_ms: int | None = None
     digest: str = ""  # of kind, target and args; echoed by the result
+    not_before: int | None = None  # logical ms: executors hold it until then
+
+    @property
+    def for_executor(self) -> bool:
+        """Whether an executor has anything to do with it: not for a signal wait without a
+        deadline (only a SignalEvent answers that)."""
+        return self.kind is not CallKind.SIGNAL or self.not_before is not None
 
 
 @dataclass(slots=True)
@@ -282,3 +292,16 @@ class CustomEvent(Event):
     _builtin: ClassVar[bool] = True
     type_name: str = ""
     attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class SignalEvent(Event):
+    """A signal from outside: completes the session's ``ctx.wait_for_signal(name)``, or
+    waits in the session for the next one. Any producer may send it, e.g.
+    ``AgentEvent.external("s1", SignalEvent("approval:c1", True), event_id="a1",
+    timestamp=now_ms)`` encoded and produced to ``APP.input`` with key ``s1``."""
+
+    event_type: ClassVar[str] = "SignalEvent"
+    _builtin: ClassVar[bool] = True
+    name: str = ""
+    value: Any = None

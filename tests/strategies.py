@@ -20,6 +20,7 @@ from eddies.events import (
     InputEvent,
     MessageRole,
     OutputEvent,
+    SignalEvent,
     SubagentCallEvent,
     SubagentResultEvent,
     TokenUsage,
@@ -68,18 +69,20 @@ payloads = st.one_of(
     st.builds(SubagentResultEvent, text, json_values, errors),
     st.builds(
         DurableCallRequest, text, st.sampled_from(list(CallKind)), text, args_text, st.booleans(),
-        st.integers(1, 100), st.none() | st.integers(0, 2**40),
+        st.integers(1, 100), st.none() | st.integers(0, 2**40), text,
+        st.none() | st.integers(0, 2**40),
     ),
     st.builds(
         DurableCallResult, text, st.sampled_from(list(CallKind)), st.sampled_from(list(CallStatus)),
         json_values.map(encode_value), errors, st.integers(1, 100),
     ),
     st.builds(CustomEvent, st.text(min_size=1, max_size=20).filter(lambda s: s not in _TAKEN), json_objects),
+    st.builds(SignalEvent, text, json_values),
 )
 
 _TAKEN = {"InputEvent", "OutputEvent", "ChatRequestEvent", "ChatResponseEvent", "ToolRequestEvent",
           "ToolResponseEvent", "SubagentCallEvent", "SubagentResultEvent", "DurableCallRequest",
-          "DurableCallResult", "CustomEvent", "Reviewed"}
+          "DurableCallResult", "CustomEvent", "SignalEvent", "Reviewed"}
 
 
 def _envelope(payload: Any, eid: str, sid: str, seq: int, run: int, scope: list[str],

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from eddies.connectors.records import HEADERS
-from eddies.events import AgentEvent, DecodeError, InputEvent, decode, encode
+from eddies.events import AgentEvent, DecodeError, InputEvent, SignalEvent, decode, encode
 
 from .settings import Settings
 from .topics import TopicNames
@@ -46,27 +46,40 @@ def input_event(session_id: str, value: Any, event_id: str = "", timestamp: int 
     return AgentEvent.external(session_id, InputEvent(value), event_id=event_id, timestamp=ts)
 
 
+def signal_event(session_id: str, name: str, value: Any, event_id: str = "",
+                 timestamp: int | None = None) -> AgentEvent:
+    """A SignalEvent envelope for ``session_id``; an empty id is derived from its offset."""
+    ts = int(time.time() * 1000) if timestamp is None else timestamp
+    return AgentEvent.external(session_id, SignalEvent(name, value), event_id=event_id, timestamp=ts)
+
+
 def send_input(settings: Settings, session_id: str, value: Any, event_id: str = "",
                prod: Any = None) -> None:
     """Produce one input for ``session_id`` to the application's input topic."""
+    send_event(settings, input_event(session_id, value, event_id), f"input for session {session_id!r}",
+               prod)
+
+
+def send_event(settings: Settings, ev: AgentEvent, what: str, prod: Any = None) -> None:
+    """Produce ``ev`` (an input or a signal) to the application's input topic, keyed by its
+    session; with no ``prod``, on a producer of its own, waiting for the delivery."""
     errors = None
     if prod is None:
         from .outbox import DeliveryErrors
 
-        errors = DeliveryErrors(f"input for session {session_id!r}")
+        errors = DeliveryErrors(what)
         # A record the broker does not take within the connect timeout fails with a
         # delivery report, instead of being retried for librdkafka's default 5 minutes.
         extra = {} if "message.timeout.ms" in settings.kafka else {
             "message.timeout.ms": settings.connect_timeout_ms}
         prod = producer(settings, **errors.config(), **extra)
-    ev = input_event(session_id, value, event_id)
-    prod.produce(TopicNames(settings.app).input, encode(ev), session_id.encode(),
+    prod.produce(TopicNames(settings.app).input, encode(ev), ev.session_id.encode(),
                  headers=HEADERS)
     if errors is not None:
         wait = settings.connect_timeout_ms / 1000 + 5  # the report comes at the timeout
         if prod.flush(wait):
-            raise TimeoutError(f"input for session {session_id!r} not delivered within "
-                               f"{wait:g} s (broker {settings.bootstrap_servers})")
+            raise TimeoutError(f"{what} not delivered within {wait:g} s (broker "
+                               f"{settings.bootstrap_servers})")
         errors.check()
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from eddies.connectors.calls import CallPerformer, Resolver, result_event
 from eddies.connectors.dead_letters import DeadLetters
+from eddies.connectors.held_requests import HeldRequests
 from eddies.connectors.records import HEADERS, journal_partition, outcome_key, started_key
 from eddies.connectors.signing import SIGNATURE_HEADER, ResultSigner
 from eddies.connectors.sink import produce
@@ -141,6 +142,9 @@ class KafkaExecutor:
         # (inflight, the offsets of done requests).
         self._lock = threading.Lock()
         self._uncommitted = False  # local results produced since the last commit
+        # Requests held until their not_before time (timers, signal deadlines), no thread
+        # each: (request, partition, offset, produced ms).
+        self.held: HeldRequests[tuple[AgentEvent, int | None, int, int]] = HeldRequests()
 
     @property
     def local(self) -> bool:
@@ -189,6 +193,7 @@ class KafkaExecutor:
         limit = self.settings.executor_concurrency * 4
         try:
             while not stop.is_set():
+                self._release_due()
                 if consumer is None:  # requests arrive through submit()
                     self._drain(block=True)
                     continue
@@ -275,6 +280,14 @@ class KafkaExecutor:
         req = request.payload
         assert isinstance(req, DurableCallRequest)
         ref = (req.call_id, req.attempt)
+        if ref in self.held:  # a re-issued request for a call held here: that one counts
+            self._settle(part, offset)
+            return
+        if req.not_before is not None and req.not_before > time.time() * 1000:
+            # A timer, or a signal wait's deadline: held without a thread until it is due
+            # (its request offset stays uncommitted meanwhile, so a restart reads it again).
+            self.held.hold(req.not_before, ref, (request, part, offset, produced_ms))
+            return
         if ref in self.inflight:  # a re-issued request for a call already queued or running here
             self._settle(part, offset)
             return
@@ -289,7 +302,9 @@ class KafkaExecutor:
             self._answer(self._recorded(request, recorded), part, offset)
             self.counters.inc("results_resent")
             return
-        too_old = produced_ms > 0 and time.time() * 1000 - produced_ms > self.settings.journal_retention_ms
+        # (A held request's age counts from its due time: a long timer is not too old.)
+        asked = max(produced_ms, req.not_before or 0)
+        too_old = asked > 0 and time.time() * 1000 - asked > self.settings.journal_retention_ms
         if verdict == "unknown" or too_old:
             # A request older than the journal retention may belong to a run whose outcome was
             # already tombstoned: never perform it again; UNKNOWN is ignored by a finished run.
@@ -303,6 +318,15 @@ class KafkaExecutor:
             thread.start()
             self._call_threads.append(thread)
         self._calls.put((request, part, offset))
+
+    def _release_due(self) -> None:
+        """Dispatch the held requests that are due now."""
+        due = self.held.next_due
+        if due is None or due > time.time() * 1000:
+            return
+        with self._lock:
+            for request, part, offset, produced_ms in self.held.pop_due(time.time() * 1000):
+                self._dispatch(request, part, offset, produced_ms)
 
     def _verdict(self, request: AgentEvent, part: int | None, offset: int,
                  my_mark: int = -1) -> tuple[str, bytes | None]:

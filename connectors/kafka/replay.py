@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from eddies.engine import AgentPlan, SessionMachine
-from eddies.events import AgentEvent, DurableCallResult, InputEvent, partition_for
+from eddies.events import AgentEvent, DurableCallResult, InputEvent, SignalEvent, partition_for
 
 from .client import read_records
 from .settings import Settings
@@ -88,7 +88,7 @@ def replay(plan: AgentPlan, history: list[tuple[int, AgentEvent]], session_id: s
     state = machine.new_state(session_id)
     recomputed: list[AgentEvent] = []
     for _, ev in history:
-        if isinstance(ev.payload, (InputEvent, DurableCallResult)):
+        if isinstance(ev.payload, InputEvent | DurableCallResult | SignalEvent):
             state, out = machine.apply(state, ev)
             recomputed.extend(out)
     report = ReplayReport(session_id)

@@ -1,7 +1,9 @@
 """``LocalRunner``: the session machine and an executor in one process, no broker.
 
 For unit tests, notebooks and debugging. Deterministic: work is done in FIFO order, and
-logical time advances by one millisecond per submitted input. Example::
+logical time advances by one millisecond per submitted input; a timer (``ctx.sleep``) or
+a signal's deadline fires when nothing else is left to do, moving logical time to its due
+time at once (no real waiting). Example::
 
     runner = LocalRunner(MyAgent())
     runner.run([("s1", "hello"), ("s2", "hi")])   # -> the outputs, in emission order
@@ -17,8 +19,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from eddies.engine import Agent, AgentPlan, Journal, SessionMachine, SessionState
-from eddies.events import AgentEvent, DurableCallRequest, ErrorInfo, InputEvent, OutputEvent
+from eddies.events import (
+    AgentEvent,
+    DurableCallRequest,
+    ErrorInfo,
+    InputEvent,
+    OutputEvent,
+    SignalEvent,
+)
 
+from ..held_requests import HeldRequests
 from .executor import InProcessExecutor
 
 
@@ -54,6 +64,7 @@ class LocalRunner:
         self.states: dict[str, SessionState] = {}
         self._applies: dict[str, int] = {}
         self._work: deque[AgentEvent] = deque()
+        self._held: HeldRequests[AgentEvent] = HeldRequests()  # until their due time
 
     # --- feeding ---------------------------------------------------------------------------
     def submit(
@@ -68,13 +79,34 @@ class LocalRunner:
         self._work.append(AgentEvent.external(session_id, InputEvent(value), event_id=eid, timestamp=ts))
         return eid
 
+    def signal(self, session_id: str, name: str, value: Any = None, *,
+               event_id: str | None = None) -> str:
+        """Queue a signal ``name`` with ``value`` for ``session_id`` (what ``eddies signal``
+        sends on Kafka); returns its event id."""
+        self._clock += 1
+        eid = event_id or f"{session_id}:sig{self._clock}"
+        self._work.append(AgentEvent.external(session_id, SignalEvent(name, value), event_id=eid,
+                                              timestamp=self._clock))
+        return eid
+
     def step(self) -> bool:
-        """Do one unit of work (apply one event, or perform one call); False when idle."""
+        """Do one unit of work (apply one event, or perform one call); False when idle.
+        With nothing else to do, the first held request comes due (logical time jumps)."""
         if not self._work:
-            return False
+            first = self._held.pop_first()
+            if first is None:
+                return False
+            due, request = first
+            self._clock = max(self._clock, due)
+            self._work.append(self.executor.execute(request))
+            return True
         item = self._work.popleft()
-        if isinstance(item.payload, DurableCallRequest):
-            self._work.append(self.executor.execute(item))
+        payload = item.payload
+        if isinstance(payload, DurableCallRequest):
+            if payload.not_before is not None and payload.not_before > self._clock:
+                self._held.hold(payload.not_before, (payload.call_id, payload.attempt), item)
+            else:
+                self._work.append(self.executor.execute(item))
         else:
             self._apply(item)
         return True
@@ -138,7 +170,7 @@ class LocalRunner:
         if n % self.snapshot_every == 0:
             self.journal.snapshot(state)
         for ev in emitted:
-            if isinstance(ev.payload, DurableCallRequest):
+            if isinstance(ev.payload, DurableCallRequest) and ev.payload.for_executor:
                 self._work.append(ev)
         self._deliver(emitted)
 

@@ -118,3 +118,22 @@ class Echo(Agent):
 def echo_agent() -> Echo:
     """:class:`Echo`."""
     return Echo("echo")
+
+
+class Waiter(Agent):
+    """input {"sleep_s": x} -> a durable timer -> output {"slept": x, "at": logical ms};
+    input {"signal": name, "timeout_s": t} -> waits for the signal -> output its value, or
+    "timeout"."""
+
+    @action(InputEvent)
+    def wait(event: InputEvent, ctx: Any) -> None:
+        asked = json.loads(event.input) if isinstance(event.input, str) else event.input
+        if "sleep_s" in asked:
+            ctx.sleep(asked["sleep_s"])
+            ctx.send_event(OutputEvent(output={"slept": asked["sleep_s"], "at": ctx.now()}))
+            return
+        try:
+            value = ctx.wait_for_signal(asked["signal"], timeout=asked.get("timeout_s"))
+        except TimeoutError:
+            value = "timeout"
+        ctx.send_event(OutputEvent(output=value))

@@ -27,6 +27,7 @@ from eddies.events import (
     DurableCallResult,
     InputEvent,
     OutputEvent,
+    SignalEvent,
     encode,
     partition_for,
 )
@@ -172,6 +173,15 @@ def test_only_inputs_and_results_may_come_from_producers(payload: Any) -> None:
     verdict = check(value, signature=SIGNER.sign(value))  # a signature does not help
     refused(verdict, "producers may send InputEvent")
     assert verdict.reason.startswith(("OutputEvent", "AdmissionTestEvent"))
+
+
+def test_a_signal_from_any_producer_is_admitted_without_a_signature() -> None:
+    ev = check(encode(AgentEvent.external(SID, SignalEvent("approval:c1", True), event_id="",
+                                          timestamp=0)), offset=9, timestamp_ms=1_234)
+    assert isinstance(ev, AgentEvent) and isinstance(ev.payload, SignalEvent)
+    assert ev.event_id == f"sig/{HOME}/9" and ev.timestamp == 1_234  # from the record
+    scoped = AgentEvent.external(SID, SignalEvent("go"), event_id="g", timestamp=1, scope=("critic",))
+    refused(check(encode(scoped)), "empty scope")
 
 
 def test_an_event_for_another_agent_is_refused() -> None:
