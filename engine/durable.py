@@ -57,6 +57,8 @@ class DurableCallError(Exception):
         self.error_type = error.type
         self.message = error.message
         self.retryable = error.retryable
+        self.category = error.category
+        self.http_status = error.http_status
 
 
 class DurableCallUnknownError(DurableCallError):

@@ -350,8 +350,23 @@ class SessionMachine:
             rec.status = OK
             rec.value = result.value
         else:
+            error = result.error or ErrorInfo("Error", "call failed without an error")
+            policy = self.plan.retry.get(CallKind(rec.kind)) if rec.status == PENDING else None
+            delay = None if policy is None else policy.delay_ms(result.call_id, rec.attempt, error)
+            if delay is not None:  # asked again when the back-off is over
+                rec.attempt += 1
+                rec.due = state.clock + delay
+                req = DurableCallRequest(
+                    call_id=result.call_id, kind=CallKind(rec.kind), target=rec.target,
+                    args=self._arguments(state, run, result.call_id, rec),
+                    idempotent=rec.idempotent, attempt=rec.attempt, timeout_ms=None,
+                    digest=rec.digest, not_before=rec.due)
+                env = self._emit(state, run, req, rec.request_id,
+                                 run.active.action if run.active else None, out)
+                rec.request_id = env.event_id
+                return
             rec.status = ERROR
-            rec.error = result.error or ErrorInfo("Error", "call failed without an error")
+            rec.error = error
         self._settled(state, run, result.call_id, rec, out)
 
     def _settled(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord,

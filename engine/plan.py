@@ -12,10 +12,11 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
-from eddies.events import Event
+from eddies.events import CallKind, Event
 
 from .agent import ActionSpec, Agent
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
+from .retry import DEFAULT_POLICIES, RetryPolicy, retry_policies
 
 #: Engine options read from ``Agent(config=...)``, with their defaults.
 OPTIONS: dict[str, Any] = {
@@ -42,6 +43,8 @@ class AgentPlan:
     by_type: dict[str, tuple[ActionSpec, ...]]
     resources: dict[str, tuple[ResourceType, Any]]
     config: dict[str, Any]
+    #: How each kind of call is retried (the agent's ``retry`` config over the defaults).
+    retry: dict[CallKind, RetryPolicy] = field(default_factory=lambda: dict(DEFAULT_POLICIES))
     _tool_specs: dict[str, list[ToolSpec]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -71,6 +74,10 @@ class AgentPlan:
             if key in OPTIONS and (not isinstance(value, int) or value <= 0):
                 raise PlanError(f"config {key!r}: expected a positive integer, got {value!r}")
             config[key] = value
+        try:
+            retry = retry_policies(agent.config.get("retry"))
+        except ValueError as err:
+            raise PlanError(str(err)) from None
         if not agent.name:
             raise PlanError("agent: the name is empty")
         return cls(
@@ -80,6 +87,7 @@ class AgentPlan:
             by_type={k: tuple(v) for k, v in by_type.items()},
             resources=resources,
             config=config,
+            retry=retry,
         )
 
     def actions_for(self, type_name: str) -> tuple[ActionSpec, ...]:

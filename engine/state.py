@@ -59,9 +59,7 @@ class CallRecord:
             "status": self.status,
             "attempt": self.attempt,
             "value": self.value,
-            "error": None
-            if self.error is None
-            else [self.error.type, self.error.message, self.error.retryable],
+            "error": None if self.error is None else _error_list(self.error),
         }
         if self.due is not None:
             d["due"] = self.due
@@ -82,9 +80,17 @@ class CallRecord:
             d["status"],
             d["attempt"],
             d["value"],
-            None if err is None else ErrorInfo(err[0], err[1], err[2]),
+            None if err is None else ErrorInfo(*err),
             d.get("due"),
         )
+
+
+def _error_list(e: ErrorInfo) -> list[Any]:
+    # Only what is set: the three-item form is what states saved before classification hold.
+    out: list[Any] = [e.type, e.message, e.retryable]
+    if e.category != "UNCLASSIFIED" or e.http_status is not None or e.retry_after_ms is not None:
+        out += [e.category.value, e.http_status, e.retry_after_ms]
+    return out
 
 
 @dataclass(slots=True)

@@ -33,6 +33,7 @@ from .payloads import (
     CustomEvent,
     DurableCallRequest,
     DurableCallResult,
+    ErrorCategory,
     ErrorInfo,
     Event,
     InputEvent,
@@ -70,7 +71,9 @@ def headers() -> list[tuple[str, bytes]]:
 def _err(e: ErrorInfo | None) -> Record | None:
     if e is None:
         return None
-    return {"type": e.type, "message": e.message, "retryable": e.retryable}
+    return {"type": e.type, "message": e.message, "retryable": e.retryable,
+            "category": e.category, "http_status": e.http_status,
+            "retry_after_ms": e.retry_after_ms}
 
 
 def _tool_call(t: ToolCall) -> Record:
@@ -281,7 +284,14 @@ def to_record(ev: AgentEvent) -> Record:
 # --- record -> payload -------------------------------------------------------------
 
 def _err_in(r: Record | None) -> ErrorInfo | None:
-    return None if r is None else ErrorInfo(r["type"], r["message"], r.get("retryable", False))
+    if r is None:
+        return None
+    return ErrorInfo(r["type"], r["message"], r.get("retryable", False),
+                     _CATEGORIES[r.get("category", "UNCLASSIFIED")], r.get("http_status"),
+                     r.get("retry_after_ms"))
+
+
+_CATEGORIES = {c.value: c for c in ErrorCategory}
 
 
 def _tool_call_in(r: Record) -> ToolCall:

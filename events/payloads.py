@@ -101,17 +101,35 @@ class CallStatus(enum.StrEnum):
     UNKNOWN = "UNKNOWN"
 
 
+class ErrorCategory(enum.StrEnum):
+    """What kind of failure an error is; it decides whether a call is retried."""
+
+    UNCLASSIFIED = "UNCLASSIFIED"  # written before errors were classified
+    TRANSIENT = "TRANSIENT"  # may succeed if tried again: timeouts, 408, 409, 429, 5xx
+    PERMANENT = "PERMANENT"  # fails again the same way: 400, 401, 403, 404, 422
+    CALLEE = "CALLEE"  # the called function or tool itself raised
+
+
 @dataclass(slots=True)
 class ErrorInfo:
-    """An error: exception type name, message, and whether a retry may succeed."""
+    """An error: exception type name, message, whether a retry may succeed, its category,
+    and the HTTP status and Retry-After (ms) of a failed request where there were some."""
 
     type: str
     message: str
     retryable: bool = False
+    category: ErrorCategory = ErrorCategory.UNCLASSIFIED
+    http_status: int | None = None
+    retry_after_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.category, ErrorCategory):
+            self.category = ErrorCategory(self.category)
 
     @classmethod
     def of(cls, err: BaseException, retryable: bool = False) -> ErrorInfo:
-        """Describe an exception: ``ErrorInfo.of(ValueError("x"))``."""
+        """Describe an exception: ``ErrorInfo.of(ValueError("x"))`` (unclassified; executors
+        classify what they catch, see ``eddies.connectors.error_classes``)."""
         return cls(type(err).__name__, str(err), retryable)
 
 

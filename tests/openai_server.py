@@ -23,6 +23,8 @@ class OpenAIServer:
     def __init__(self, port: int = 0, delay: float = 0.0, log_path: str | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
         self.delay = delay
+        # Statuses (and headers) the next requests get instead of an answer, in order.
+        self.failures: list[tuple[int, dict[str, str]]] = []
         self.log_path = log_path
         self._lock = threading.Lock()
         server = self
@@ -36,8 +38,17 @@ class OpenAIServer:
                 server.record(body)
                 if server.delay:
                     time.sleep(server.delay)
-                data = json.dumps(server.reply(body)).encode()
-                self.send_response(200)
+                failure = server.next_failure()
+                if failure is not None:
+                    status, headers = failure
+                    data = json.dumps({"error": {"message": f"test failure {status}",
+                                                 "type": "test", "code": status}}).encode()
+                    self.send_response(status)
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                else:
+                    data = json.dumps(server.reply(body)).encode()
+                    self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -59,6 +70,15 @@ class OpenAIServer:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def fail(self, status: int, times: int = 1, headers: dict[str, str] | None = None) -> None:
+        """Answer the next ``times`` requests with ``status`` (and ``headers``)."""
+        with self._lock:
+            self.failures += [(status, headers or {})] * times
+
+    def next_failure(self) -> tuple[int, dict[str, str]] | None:
+        with self._lock:
+            return self.failures.pop(0) if self.failures else None
 
     def record(self, body: dict[str, Any]) -> None:
         with self._lock:

@@ -16,6 +16,7 @@ from eddies.events import (
     CustomEvent,
     DurableCallRequest,
     DurableCallResult,
+    ErrorCategory,
     ErrorInfo,
     InputEvent,
     MessageRole,
@@ -39,7 +40,8 @@ json_values: Any = st.recursive(
     max_leaves=12,
 )
 json_objects = st.dictionaries(text, json_values, max_size=4)
-errors = st.none() | st.builds(ErrorInfo, text, text, st.booleans())
+errors = st.none() | st.builds(ErrorInfo, text, text, st.booleans(), st.sampled_from(list(ErrorCategory)),
+                               st.none() | st.integers(100, 599), st.none() | st.integers(0, 2**40))
 tool_calls = st.builds(ToolCall, text, text, json_objects)
 messages = st.builds(
     ChatMessage,

@@ -29,6 +29,7 @@ from typing import Any
 
 from eddies.connectors.calls import CallPerformer, Resolver, result_event
 from eddies.connectors.dead_letters import DeadLetters
+from eddies.connectors.error_classes import describe_error
 from eddies.connectors.held_requests import HeldRequests
 from eddies.connectors.records import HEADERS, journal_partition, outcome_key, started_key
 from eddies.connectors.signing import SIGNATURE_HEADER, ResultSigner
@@ -437,7 +438,7 @@ class KafkaExecutor:
             value = encode_value(performer.perform(req), f"result of {req.target}")
             result = result_event(request, CallStatus.OK, value)
         except Exception as err:
-            result = result_event(request, CallStatus.ERROR, "null", ErrorInfo.of(err))
+            result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
         limit = self.settings.max_record_bytes
         try:
             data = encode(result)

@@ -8,8 +8,9 @@ again, and the session machine reconciles or fails closed.
 from __future__ import annotations
 
 from eddies.connectors.calls import CallPerformer, Resolver, import_target, result_event
+from eddies.connectors.error_classes import describe_error
 from eddies.engine import AgentPlan, Journal
-from eddies.events import AgentEvent, CallStatus, DurableCallRequest, ErrorInfo, encode_value
+from eddies.events import AgentEvent, CallStatus, DurableCallRequest, encode_value
 
 __all__ = ["InProcessExecutor", "import_target"]
 
@@ -39,7 +40,7 @@ class InProcessExecutor:
             value = encode_value(self.performer.perform(req), f"result of {req.target}")
             result = result_event(request, CallStatus.OK, value)
         except Exception as err:
-            result = result_event(request, CallStatus.ERROR, "null", ErrorInfo.of(err))
+            result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
         self.performed += 1
         self.journal.record_outcome(req.call_id, req.attempt, result)
         return result

@@ -65,6 +65,9 @@ class LiteLLMChatModel:
         """One completion; litellm's exceptions propagate (the call's outcome is an error)."""
         import litellm
 
+        # Its "Give Feedback / Get Help" banner on every exception: the outcome records
+        # the error, and Eddies retries by its own policy (num_retries=0 below).
+        litellm.suppress_debug_info = True
         kwargs: dict[str, Any] = {**self.params, **arguments}
         if tools:
             kwargs["tools"] = [{"type": "function", "function": t.to_dict()} for t in tools]

@@ -5,6 +5,7 @@ each release there (``tests/schemas/vN``) and never edit a frozen copy."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,10 @@ from eddies.events import (
     AgentEvent,
     CallKind,
     DurableCallRequest,
+    ErrorCategory,
+    ErrorInfo,
     InputEvent,
+    OutputEvent,
     SignalEvent,
     decode,
     decode_record,
@@ -40,22 +44,44 @@ def test_there_is_a_frozen_release() -> None:
 
 def _as_known_to(frozen: Path, ev: AgentEvent) -> AgentEvent | None:
     """``ev`` as a release knows it: None if that release cannot hold it (a payload type or
-    a call kind added since); fields added since at their defaults."""
+    an enum symbol added since); fields added since at their defaults, at any depth."""
     def avsc(name: str) -> Any:
-        return json.loads((frozen / f"eddies.{name}.avsc").read_text())
+        path = frozen / f"eddies.{name}.avsc"
+        return json.loads(path.read_text()) if path.exists() else None
 
-    [payload] = [f["type"] for f in avsc("AgentEvent")["fields"] if f["name"] == "payload"]
+    class Unknown(Exception):
+        pass
+
+    def project(value: Any) -> Any:
+        if isinstance(value, enum.Enum):
+            schema = avsc(type(value).__name__)
+            if schema is not None and value.value not in schema["symbols"]:
+                raise Unknown
+            return value
+        if isinstance(value, list | tuple):
+            return type(value)(project(v) for v in value)
+        if not dataclasses.is_dataclass(value) or isinstance(value, type):
+            return value
+        schema = avsc(type(value).__name__)
+        if schema is None:  # a record type added since
+            raise Unknown
+        known = {f["name"] for f in schema["fields"]}
+        changes = {}
+        for f in dataclasses.fields(value):
+            if f.name not in known and f.init:
+                changes[f.name] = (f.default_factory() if f.default is dataclasses.MISSING  # type: ignore[misc]
+                                   else f.default)
+            elif f.init:
+                changes[f.name] = project(getattr(value, f.name))
+        return dataclasses.replace(value, **changes)
+
     p = ev.payload
-    if f"eddies.{type(p).event_type}" not in payload and type(p).event_type in BUILTIN_TYPES:
+    if type(p).event_type not in BUILTIN_TYPES:  # a user's event travels as a CustomEvent
+        return ev
+    try:
+        return dataclasses.replace(ev, payload=project(p))
+    except Unknown:
         return None
-    kind = getattr(p, "kind", None)
-    if kind is not None and kind.value not in avsc("CallKind")["symbols"]:
-        return None
-    if isinstance(p, DurableCallRequest):
-        known = {f["name"] for f in avsc("DurableCallRequest")["fields"]}
-        defaults = {f.name: f.default for f in dataclasses.fields(p) if f.name not in known}
-        return dataclasses.replace(ev, payload=dataclasses.replace(p, **defaults))
-    return ev
 
 
 def test_what_a_release_cannot_hold_is_known() -> None:
@@ -68,6 +94,11 @@ def test_what_a_release_cannot_hold_is_known() -> None:
     seen = _as_known_to(v1, call)
     assert seen is not None and isinstance(seen.payload, DurableCallRequest)
     assert seen.payload.not_before is None
+    failed = AgentEvent.external("s", OutputEvent(None, ErrorInfo(
+        "E", "m", True, ErrorCategory.TRANSIENT, 429, 5)), event_id="e", timestamp=1)
+    seen = _as_known_to(v1, failed)
+    assert seen is not None and isinstance(seen.payload, OutputEvent)
+    assert seen.payload.error == ErrorInfo("E", "m", True)
 
 
 @pytest.mark.parametrize("frozen", FROZEN, ids=lambda p: p.name)
