@@ -12,7 +12,7 @@ FLINK_STAMP := $(VENV)/.flink-installed
 # The Kafka connector jars and the helper jar, outside PyFlink's own lib directory.
 FLINK_JARS := $(VENV)/share/eddies/flink
 
-.PHONY: install install-flink demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink clean
+.PHONY: install install-flink demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-waiting clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,9 @@ bench-rebalance: install
 
 bench-flink: install-flink
 	$(BIN)/python bench/flink.py
+
+bench-waiting: install
+	$(BIN)/python bench/waiting.py
 
 clean:
 	rm -rf $(VENV) .typecheck .pytest_cache .mypy_cache .ruff_cache

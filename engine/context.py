@@ -462,7 +462,8 @@ class RunnerContext:
                 return rec
             self.requests.append(DurableCallRequest(
                 call_id=cid, kind=spec.kind, target=spec.target, args=args,
-                idempotent=spec.idempotent, attempt=1, timeout_ms=None, digest=dig,
+                idempotent=spec.idempotent, attempt=1,
+                timeout_ms=self._machine.plan.call_timeout(spec.kind, spec.target), digest=dig,
                 not_before=rec.due))
         self._machine._args[cid] = args
         if spec.fn is not None:

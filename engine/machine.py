@@ -27,6 +27,7 @@ from eddies.events import (
     CallStatus,
     DurableCallRequest,
     DurableCallResult,
+    ErrorCategory,
     ErrorInfo,
     Event,
     InputEvent,
@@ -36,7 +37,7 @@ from eddies.events import (
     envelope_problem,
     event_type_name,
 )
-from eddies.events.ids import event_id, session_of_call
+from eddies.events.ids import call_digest, call_id, event_id, session_of_call
 
 from .agent import Agent
 from .context import SUSPEND, RunnerContext, Suspend
@@ -60,6 +61,8 @@ MetricsSink = Callable[[str, str, str, float], None]
 MAX_ATTEMPTS = 5
 #: Signals nothing waited for are kept for the next wait, up to this many per name.
 MAX_KEPT_SIGNALS = 64
+#: The target of a run's deadline timer (``request_timeout_ms``).
+RUN_DEADLINE = "run-deadline"
 
 
 class UnsupportedEventError(ValueError):
@@ -84,6 +87,7 @@ class SessionMachine:
         # after a restore (new state objects) they are replayed from the journal instead.
         self._live: dict[tuple[str, int, int], tuple[Any, RunnerContext, RunState]] = {}
         self._max_events = int(self.plan.config["max_events_per_run"])
+        self._deadline_ms: int | None = self.plan.config.get("request_timeout_ms")
         # A runner may lower the agent's limit to what it can save (half a record, on Kafka).
         self._max_memory = int(self.plan.config["max_memory_bytes"])
         if max_memory_bytes is not None:
@@ -153,7 +157,8 @@ class SessionMachine:
                 args=self._args.get(cid) or rec.args,
                 idempotent=True if reconciling else rec.idempotent,
                 attempt=rec.attempt,
-                timeout_ms=None,
+                timeout_ms=None if reconciling else self.plan.call_timeout(CallKind(rec.kind),
+                                                                           rec.target),
                 digest="" if reconciling else rec.digest,
                 not_before=None if reconciling else rec.due,
             )
@@ -332,7 +337,9 @@ class SessionMachine:
                 req = DurableCallRequest(
                     call_id=result.call_id, kind=CallKind(rec.kind), target=rec.target,
                     args=self._arguments(state, run, result.call_id, rec), idempotent=True,
-                    attempt=rec.attempt, timeout_ms=None, digest=rec.digest, not_before=rec.due,
+                    attempt=rec.attempt,
+                    timeout_ms=self.plan.call_timeout(CallKind(rec.kind), rec.target),
+                    digest=rec.digest, not_before=rec.due,
                 )
                 action = run.active.action if run.active else None
                 env = self._emit(state, run, req, rec.request_id, action, out)
@@ -349,6 +356,18 @@ class SessionMachine:
         elif result.status is CallStatus.OK:
             rec.status = OK
             rec.value = result.value
+            if rec.target == RUN_DEADLINE and rec.kind == "TIMER":
+                error = ErrorInfo(
+                    "RunDeadlineError", f"run {run.number} of session {state.session_id} did not "
+                    f"finish within request_timeout_ms={self._deadline_ms}; its calls still "
+                    "running are abandoned (their late results are ignored)",
+                    category=ErrorCategory.TRANSIENT)
+                inv = run.active
+                self._emit(state, run, OutputEvent(None, error), ev.event_id,
+                           inv.action if inv is not None else None, out)
+                self._finish(state, run, failed=True)
+                self._start_runs(state, out)
+                return
         else:
             error = result.error or ErrorInfo("Error", "call failed without an error")
             policy = self.plan.retry.get(CallKind(rec.kind)) if rec.status == PENDING else None
@@ -359,7 +378,8 @@ class SessionMachine:
                 req = DurableCallRequest(
                     call_id=result.call_id, kind=CallKind(rec.kind), target=rec.target,
                     args=self._arguments(state, run, result.call_id, rec),
-                    idempotent=rec.idempotent, attempt=rec.attempt, timeout_ms=None,
+                    idempotent=rec.idempotent, attempt=rec.attempt,
+                    timeout_ms=self.plan.call_timeout(CallKind(rec.kind), rec.target),
                     digest=rec.digest, not_before=rec.due)
                 env = self._emit(state, run, req, rec.request_id,
                                  run.active.action if run.active else None, out)
@@ -422,8 +442,27 @@ class SessionMachine:
             inp = state.queue.popleft()
             run = RunState(inp.run, inp.event_id)
             state.run = run
+            if self._deadline_ms is not None:
+                self._set_deadline(state, run, inp.event_id, out)
             self._enqueue(run, inp)
             self._drive(state, out)
+
+    def _set_deadline(self, state: SessionState, run: RunState, cause: str,
+                      out: list[AgentEvent]) -> None:
+        """The run's deadline (``request_timeout_ms``): a timer that fails the run if it
+        is still going when it fires (a call no action waits for; pending like any other,
+        so it survives restarts)."""
+        assert self._deadline_ms is not None
+        cid = call_id(state.session_id, (), run.number, 0, 0)
+        args = encode_value({"args": [], "kwargs": {"after_ms": self._deadline_ms}})
+        dig = call_digest(CallKind.TIMER, RUN_DEADLINE, args)
+        rec = CallRecord(CallKind.TIMER.value, RUN_DEADLINE, dig, args, "", True,
+                         due=state.clock + self._deadline_ms)
+        run.calls[cid] = rec
+        req = DurableCallRequest(call_id=cid, kind=CallKind.TIMER, target=RUN_DEADLINE, args=args,
+                                 idempotent=True, attempt=1, timeout_ms=None, digest=dig,
+                                 not_before=rec.due)
+        rec.request_id = self._emit(state, run, req, cause, None, out).event_id
 
     def _enqueue(self, run: RunState, trigger: AgentEvent) -> None:
         for spec in self.plan.actions_for(trigger.type):

@@ -16,7 +16,7 @@ from eddies.events import CallKind, Event
 
 from .agent import ActionSpec, Agent
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
-from .retry import DEFAULT_POLICIES, RetryPolicy, retry_policies
+from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
 
 #: Engine options read from ``Agent(config=...)``, with their defaults.
 OPTIONS: dict[str, Any] = {
@@ -45,6 +45,8 @@ class AgentPlan:
     config: dict[str, Any]
     #: How each kind of call is retried (the agent's ``retry`` config over the defaults).
     retry: dict[CallKind, RetryPolicy] = field(default_factory=lambda: dict(DEFAULT_POLICIES))
+    #: How long executors let each kind of call run (the ``timeout_ms`` config).
+    timeouts: dict[CallKind, int | None] = field(default_factory=lambda: dict(DEFAULT_TIMEOUTS))
     _tool_specs: dict[str, list[ToolSpec]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -76,8 +78,14 @@ class AgentPlan:
             config[key] = value
         try:
             retry = retry_policies(agent.config.get("retry"))
+            timeouts = call_timeouts(agent.config.get("timeout_ms"))
         except ValueError as err:
             raise PlanError(str(err)) from None
+        deadline = agent.config.get("request_timeout_ms")
+        if deadline is not None and (not isinstance(deadline, int) or isinstance(deadline, bool)
+                                     or deadline <= 0):
+            raise PlanError(f"config 'request_timeout_ms': expected a positive number of ms, "
+                            f"got {deadline!r}")
         if not agent.name:
             raise PlanError("agent: the name is empty")
         return cls(
@@ -88,6 +96,7 @@ class AgentPlan:
             resources=resources,
             config=config,
             retry=retry,
+            timeouts=timeouts,
         )
 
     def actions_for(self, type_name: str) -> tuple[ActionSpec, ...]:
@@ -112,6 +121,15 @@ class AgentPlan:
         """The TOOL resource ``name``."""
         tool: FunctionTool = self.resource(name, ResourceType.TOOL)
         return tool
+
+    def call_timeout(self, kind: CallKind, target: str) -> int | None:
+        """How long an executor lets a call run: the tool's or model setup's own
+        ``timeout_ms``, else the agent's config for its kind (None: no limit)."""
+        own = None
+        entry = self.resources.get(target)
+        if entry is not None and kind in (CallKind.TOOL, CallKind.CHAT_MODEL):
+            own = getattr(entry[1], "timeout_ms", None)
+        return own if own is not None else self.timeouts.get(kind)
 
     def tool_specs(self, model: str) -> list[ToolSpec]:
         """Specs of the tools the chat model ``model`` may call (a new list each time)."""

@@ -97,13 +97,16 @@ class FunctionTool:
     """A Python function offered to models as a tool.
 
     ``idempotent`` tools may be re-run when a crash leaves their outcome unknown.
-    Example: ``FunctionTool(add, idempotent=True)``.
+    Example: ``FunctionTool(add, idempotent=True, timeout_ms=5_000)``.
     """
 
     fn: Callable[..., Any]
     name: str = ""
     description: str | None = None
     idempotent: bool = False
+    #: How long an executor lets one call run before abandoning it as a (transient)
+    #: timeout; None: the agent's ``timeout_ms`` config for tools.
+    timeout_ms: int | None = None
     spec: ToolSpec = field(init=False)
 
     def __post_init__(self) -> None:
@@ -128,6 +131,8 @@ class ChatModelSetup:
     prompt: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
     idempotent: bool = True
+    #: How long an executor lets one model call run (None: the ``timeout_ms`` config).
+    timeout_ms: int | None = None
 
 
 class ChatModelConnection(Protocol):

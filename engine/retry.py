@@ -1,4 +1,5 @@
-"""Retries of failed durable calls: per call kind, exponential back-off on durable timers.
+"""Retries and timeouts of durable calls: per call kind, exponential back-off on durable
+timers, and how long an executor lets a call run.
 
 A call whose outcome is a TRANSIENT error (see ``ErrorInfo.category``) is asked again,
 attempt + 1, after a delay: ``base_delay_ms * 2**(attempt-1)``, capped at
@@ -11,6 +12,12 @@ Permanent errors and a callee's own errors are not retried; nor are timers and s
 Configured per kind in the agent's config (defaults in :data:`DEFAULT_POLICIES`)::
 
     MyAgent(config={"retry": {"TOOL": {"max_attempts": 5, "base_delay_ms": 200}}})
+
+Timeouts: a request carries ``timeout_ms``; the executor abandons a call still running
+then and answers it with a TRANSIENT ``TimeoutError`` (so it is retried as above; a late
+result is dropped). Per kind in the config, per tool or model setup on the resource::
+
+    MyAgent(config={"timeout_ms": {"TOOL": 30_000, "CHAT_MODEL": 120_000}})
 """
 
 from __future__ import annotations
@@ -90,3 +97,33 @@ def retry_policies(config: Any) -> dict[CallKind, RetryPolicy]:
                 raise ValueError(f"config 'retry.{name}.{key}': {value!r} is out of range")
         policies[kind] = replace(policies[kind], **given)
     return policies
+
+
+#: No timeout unless configured: a call's own client (litellm's ``timeout``, say) is the
+#: first judge; this is the executor's backstop.
+DEFAULT_TIMEOUTS: dict[CallKind, int | None] = dict.fromkeys(DEFAULT_POLICIES)
+
+
+def call_timeouts(config: Any) -> dict[CallKind, int | None]:
+    """The per-kind timeouts of an agent's ``timeout_ms`` config (kind name -> ms) over
+    the defaults; a ValueError names what is wrong."""
+    timeouts = dict(DEFAULT_TIMEOUTS)
+    if config is None:
+        return timeouts
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config 'timeout_ms': expected a mapping of call kind to ms, got "
+                         f"{type(config).__name__}")
+    for name, value in config.items():
+        try:
+            kind = CallKind(name)
+        except ValueError:
+            kind = None
+        if kind not in RETRIED_KINDS:
+            raise ValueError(f"config 'timeout_ms': {name!r} is not a call kind with a timeout "
+                             f"({', '.join(sorted(k.value for k in RETRIED_KINDS))})")
+        assert kind is not None
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            raise ValueError(f"config 'timeout_ms.{name}': expected a positive number of ms, "
+                             f"got {value!r}")
+        timeouts[kind] = value
+    return timeouts

@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any
 
+from eddies.connectors.call_deadlines import CallDeadlines
 from eddies.connectors.calls import CallPerformer, Resolver, result_event
 from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.error_classes import describe_error
@@ -40,6 +41,7 @@ from eddies.events import (
     DecodeError,
     DurableCallRequest,
     EncodingError,
+    ErrorCategory,
     ErrorInfo,
     decode,
     encode,
@@ -146,6 +148,9 @@ class KafkaExecutor:
         # Requests held until their not_before time (timers, signal deadlines), no thread
         # each: (request, partition, offset, produced ms).
         self.held: HeldRequests[tuple[AgentEvent, int | None, int, int]] = HeldRequests()
+        # Running calls with a timeout_ms: (request, partition, offset) of each.
+        self.deadlines: CallDeadlines[tuple[AgentEvent, int | None, int]] = CallDeadlines()
+        self._spare = 0  # call threads started in place of ones held by abandoned calls
 
     @property
     def local(self) -> bool:
@@ -195,6 +200,7 @@ class KafkaExecutor:
         try:
             while not stop.is_set():
                 self._release_due()
+                self._abandon_expired()
                 if consumer is None:  # requests arrive through submit()
                     self._drain(block=True)
                     continue
@@ -313,12 +319,37 @@ class KafkaExecutor:
             self.counters.inc("results_unknown")
             return
         self.inflight.add(ref)
-        if len(self._call_threads) < self.settings.executor_concurrency:
-            thread = threading.Thread(target=self._call_loop, daemon=True,
-                                      name=f"eddies-call-{len(self._call_threads)}")
-            thread.start()
-            self._call_threads.append(thread)
+        if len(self._call_threads) < self.settings.executor_concurrency + self._spare:
+            self._start_call_thread()
         self._calls.put((request, part, offset))
+
+    def _start_call_thread(self) -> None:
+        thread = threading.Thread(target=self._call_loop, daemon=True,
+                                  name=f"eddies-call-{len(self._call_threads)}")
+        thread.start()
+        self._call_threads.append(thread)
+
+    def _abandon_expired(self) -> None:
+        """Calls past their timeout_ms: answered as a transient TimeoutError (journaled, so a
+        restart does not run them again), their late results to be dropped; a new call
+        thread takes the place of each one they still hold."""
+        for request, part, offset in self.deadlines.expired():
+            req = request.payload
+            assert isinstance(req, DurableCallRequest)
+            result = result_event(request, CallStatus.ERROR, "null", ErrorInfo(
+                "TimeoutError", f"{req.kind.value} {req.target} did not finish within "
+                f"timeout_ms={req.timeout_ms}; abandoned (a late result is ignored)", True,
+                ErrorCategory.TRANSIENT))
+            data = encode(result)
+            jpart = journal_partition(request.session_id, self.settings.partitions)
+            produce(self.producer, self.names.journal, data, outcome_key(req.call_id, req.attempt),
+                    partition=jpart)
+            self._send_result(result, data)
+            self.counters.inc("calls_timed_out")
+            with self._lock:
+                self._spare += 1
+                self._start_call_thread()
+            self._done.put((part, offset, (req.call_id, req.attempt), True))
 
     def _release_due(self) -> None:
         """Dispatch the held requests that are due now."""
@@ -362,6 +393,13 @@ class KafkaExecutor:
         while (item := self._calls.get()) is not None:
             try:
                 self._perform(*item)
+                if getattr(self._per_thread, "late", False):
+                    self._per_thread.late = False
+                    with self._lock:  # its place was taken when its call was abandoned
+                        if self._spare > 0:
+                            self._spare -= 1
+                            self._call_threads.remove(threading.current_thread())
+                            return
             except BaseException as err:  # a bug or a broken producer: stop the worker
                 log.error("executor task failed: %r", err)
                 self.worker.errors.append(err)
@@ -383,7 +421,7 @@ class KafkaExecutor:
                 if verdict != "perform":
                     settled = verdict != "left"
                     return
-            self._run_call(request, req, ref, jpart)
+            self._run_call(request, req, ref, jpart, part, offset)
             settled = True
         finally:
             self._done.put((part, offset, ref, settled))
@@ -430,15 +468,22 @@ class KafkaExecutor:
             self.counters.inc("results_unknown")
         return "answered"
 
-    def _run_call(self, request: AgentEvent, req: DurableCallRequest, ref: CallRef, jpart: int) -> None:
+    def _run_call(self, request: AgentEvent, req: DurableCallRequest, ref: CallRef, jpart: int,
+                  part: int | None, offset: int) -> None:
         performer = getattr(self._per_thread, "performer", None)
         if performer is None:
             performer = self._per_thread.performer = CallPerformer(self.worker.plan, self.resolver)
+        if req.timeout_ms:
+            self.deadlines.start(ref, req.timeout_ms, (request, part, offset))
         try:
             value = encode_value(performer.perform(req), f"result of {req.target}")
             result = result_event(request, CallStatus.OK, value)
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
+        if req.timeout_ms and not self.deadlines.finish(ref):  # answered as timed out already
+            self._per_thread.late = True
+            self.counters.inc("results_late")
+            return
         limit = self.settings.max_record_bytes
         try:
             data = encode(result)

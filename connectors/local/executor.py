@@ -7,6 +7,9 @@ again, and the session machine reconciles or fails closed.
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 from eddies.connectors.calls import CallPerformer, Resolver, import_target, result_event
 from eddies.connectors.error_classes import describe_error
 from eddies.engine import AgentPlan, Journal
@@ -37,13 +40,40 @@ class InProcessExecutor:
                 return result_event(request, CallStatus.UNKNOWN)
             self.journal.mark_started(req.call_id, req.attempt)
         try:
-            value = encode_value(self.performer.perform(req), f"result of {req.target}")
+            value = encode_value(self._perform(req), f"result of {req.target}")
             result = result_event(request, CallStatus.OK, value)
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
         self.performed += 1
         self.journal.record_outcome(req.call_id, req.attempt, result)
         return result
+
+    def _perform(self, req: DurableCallRequest) -> Any:
+        """Perform ``req``; with a ``timeout_ms``, on a thread of its own that is abandoned
+        (left to finish, its result dropped) when the time is up."""
+        if not req.timeout_ms:
+            return self.performer.perform(req)
+        box: list[Any] = []
+        done = threading.Event()
+
+        def run() -> None:
+            performer = CallPerformer(self.plan, self.performer.resolver)
+            try:
+                box.append((True, performer.perform(req)))
+            except BaseException as err:
+                box.append((False, err))
+            finally:
+                performer.close()
+                done.set()
+
+        threading.Thread(target=run, daemon=True, name=f"eddies-call-{req.call_id}").start()
+        if not done.wait(req.timeout_ms / 1000):
+            raise TimeoutError(f"{req.kind.value} {req.target} did not finish within "
+                               f"timeout_ms={req.timeout_ms}; abandoned (a late result is ignored)")
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
 
     def close(self) -> None:
         """Close the performer's event loop, if one was started."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from eddies import Agent, InputEvent, OutputEvent, action
@@ -137,3 +138,35 @@ class Waiter(Agent):
         except TimeoutError:
             value = "timeout"
         ctx.send_event(OutputEvent(output=value))
+
+
+def slow_first_time(key: str) -> str:
+    """A function slow on its first execution per key in a test (counted in the effects
+    file): the executor's timeout abandons it, the retry is quick."""
+    path = os.environ.get("TEST_EFFECTS", "")
+    seen = os.path.exists(path) and f"slow {key} " in Path(path).read_text()
+    record_effect("slow", key)
+    if not seen:
+        time.sleep(3)
+    return f"done {key}"
+
+
+class Deadlines(Agent):
+    """input {"slow": key} -> slow_first_time(key) under a 1 s call timeout, retried;
+    input {"sleep_s": x} -> sleeps x s under a 6 s run deadline."""
+
+    def __init__(self) -> None:
+        super().__init__(config={
+            "timeout_ms": {"FUNCTION": 1_000},
+            "retry": {"FUNCTION": {"max_attempts": 3, "base_delay_ms": 100}},
+            "request_timeout_ms": 6_000,
+        })
+
+    @action(InputEvent)
+    def go(event: InputEvent, ctx: Any) -> None:
+        asked = json.loads(event.input) if isinstance(event.input, str) else event.input
+        if "slow" in asked:
+            ctx.send_event(OutputEvent(output=ctx.durable_execute(slow_first_time, asked["slow"])))
+        else:
+            ctx.sleep(asked["sleep_s"])
+            ctx.send_event(OutputEvent(output="woke up"))

@@ -129,3 +129,42 @@ def _wait_outputs(settings: Settings, count: int, proc: subprocess.Popen[bytes],
             return list(got.values())
         time.sleep(0.1)
     raise AssertionError(f"fewer than {count} answers; worker log: {log.read_text()[-3000:]}")
+
+
+def test_worker_abandons_a_slow_call_at_its_timeout_retries_it_and_ends_a_run_at_its_deadline(
+        settings: Settings, tmp_path: Path) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    ensure_topics(AdminClient(settings.client_config()), TopicNames(settings.app), settings.partitions)
+    log = tmp_path / "worker.log"
+    effects = tmp_path / "effects.log"
+    env = dict(os.environ, TEST_EFFECTS=str(effects), LITELLM_LOCAL_MODEL_COST_MAP="True",
+               LITELLM_OFFLINE_MODE="true")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "eddies", "worker", "--app", settings.app, "--bootstrap-servers",
+         settings.bootstrap_servers, "--partitions", str(settings.partitions), "--agent",
+         "tests.integration.agents:Deadlines"],
+        cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    try:
+        send_input(settings, "slow", {"slow": "k1"})
+        send_input(settings, "stuck", {"sleep_s": 30})
+        outputs = _wait_outputs(settings, 2, worker, log)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(30)
+    by_session = {e.session_id: e.payload for e in outputs}
+    slow, stuck = by_session["slow"], by_session["stuck"]
+    assert isinstance(slow, OutputEvent) and slow.output == "done k1", slow
+    # Two executions: the first abandoned at 1 s (it slept 3), the retry quick.
+    assert effects.read_text().count("slow k1 ") == 2
+    results = [e.payload for _, e in load_history(settings, "slow")
+               if isinstance(e.payload, DurableCallResult) and e.payload.kind is CallKind.FUNCTION]
+    assert [(r.status, r.attempt) for r in results] == [(CallStatus.ERROR, 1), (CallStatus.OK, 2)]
+    assert results[0].error is not None and results[0].error.type == "TimeoutError"
+    assert isinstance(stuck, OutputEvent) and stuck.error is not None
+    assert stuck.error.type == "RunDeadlineError" and "request_timeout_ms=6000" in stuck.error.message
+    from tests.integration.agents import Deadlines
+
+    plan = AgentPlan.compile(Deadlines())
+    for s in ("slow", "stuck"):
+        assert replay(plan, load_history(settings, s), s).ok

@@ -1,0 +1,61 @@
+"""Calls running with a ``timeout_ms``: which are past it, and which came back too late.
+
+An executor cannot stop a Python call, so at its deadline it abandons it: the call's
+outcome becomes a transient ``TimeoutError`` (retried by the call's policy), and whatever
+the call returns later is dropped. Example::
+
+    deadlines = CallDeadlines()
+    deadlines.start(ref, 5_000, item)      # before the call
+    ...
+    for item in deadlines.expired():       # the executor's loop: answer these as timed out
+        ...
+    if not deadlines.finish(ref):          # after the call: False if it was abandoned
+        drop_the_result()
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class CallDeadlines(Generic[T]):
+    """The running calls that have a deadline (thread-safe: call threads start and
+    finish them, the executor's loop expires them)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[Hashable, tuple[float, T]] = {}
+        self._abandoned: set[Hashable] = set()
+
+    def start(self, ref: Hashable, timeout_ms: int, item: T) -> None:
+        """``ref``'s call starts now and may run ``timeout_ms``."""
+        with self._lock:
+            self._running[ref] = (time.monotonic() + timeout_ms / 1000, item)
+
+    def finish(self, ref: Hashable) -> bool:
+        """``ref``'s call returned: True if its outcome counts, False if it was abandoned."""
+        with self._lock:
+            if ref in self._abandoned:
+                self._abandoned.discard(ref)
+                return False
+            self._running.pop(ref, None)
+            return True
+
+    def expired(self, now: float | None = None) -> list[T]:
+        """The calls past their deadline, now abandoned (each returned once)."""
+        if not self._running:
+            return []
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            late = [ref for ref, (deadline, _) in self._running.items() if deadline <= now]
+            items = [self._running.pop(ref)[1] for ref in late]
+            self._abandoned.update(late)
+        return items
+
+    def __len__(self) -> int:
+        return len(self._running)
