@@ -115,9 +115,9 @@ def main() -> None:
         idle = start_worker(bootstrap, idle_app.app)
         names = kb.fresh_app(bootstrap)
         worker = start_worker(bootstrap, names.app)
+        events = kb.output_reader(bootstrap, names, names.events)
+        outputs = kb.output_reader(bootstrap, names)
         try:
-            events = kb.output_reader(bootstrap, names, names.events)
-            outputs = kb.output_reader(bootstrap, names)
             prod = Producer({"bootstrap.servers": bootstrap, **kb.INPUT_PRODUCER})
             t0 = time.time()
             for i in range(n):
@@ -167,6 +167,8 @@ def main() -> None:
             for proc in (worker, idle):
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(60)
+            for reader in (events, outputs):
+                reader.close()
     late.sort()
     print(f"embedded broker, {kb.PARTITIONS} partitions; {n} sessions waiting in one worker: "
           f"{half} on a {args.sleep_s:g} s timer, {n - half} on a signal (no timeout)")

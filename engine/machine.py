@@ -1,7 +1,8 @@
 """The session machine: ``apply(state, event) -> (state, emitted)``, pure and deterministic.
 
-It accepts two kinds of events from outside: ``InputEvent`` (a user's input) and
-``DurableCallResult`` (an executor's answer). Everything else it emits itself. Runs are
+It accepts three kinds of events from outside: ``InputEvent`` (a user's input),
+``DurableCallResult`` (an executor's answer; what becomes of it is in :mod:`.outcomes`)
+and ``SignalEvent`` (a signal a wait may be waiting for). Everything else it emits itself. Runs are
 one at a time per session; inputs for a busy session queue in order. Events already
 applied (a known input id, a result for a call that has its outcome, a ``seq`` at or
 below the state's) are ignored, so re-delivery is harmless.
@@ -24,30 +25,25 @@ from typing import Any
 from eddies.events import (
     AgentEvent,
     CallKind,
-    CallStatus,
     DurableCallRequest,
     DurableCallResult,
-    ErrorCategory,
     ErrorInfo,
     Event,
     InputEvent,
     OutputEvent,
     SignalEvent,
-    encode_value,
     envelope_problem,
     event_type_name,
 )
-from eddies.events.ids import call_digest, call_id, event_id, session_of_call
+from eddies.events.ids import event_id, session_of_call
 
 from .agent import Agent
 from .context import SUSPEND, RunnerContext, Suspend
 from .durable import JournalMismatchError
+from .outcomes import CallOutcomes
 from .plan import AgentPlan
 from .state import (
-    ERROR,
     INPUT_DEDUP_WINDOW,
-    OK,
-    PENDING,
     RECONCILING,
     TERMINAL,
     CallRecord,
@@ -57,19 +53,13 @@ from .state import (
 )
 
 MetricsSink = Callable[[str, str, str, float], None]
-#: An idempotent call whose outcome keeps coming back unknown is re-run at most this often.
-MAX_ATTEMPTS = 5
-#: Signals nothing waited for are kept for the next wait, up to this many per name.
-MAX_KEPT_SIGNALS = 64
-#: The target of a run's deadline timer (``request_timeout_ms``).
-RUN_DEADLINE = "run-deadline"
 
 
 class UnsupportedEventError(ValueError):
     """An event the machine does not accept from outside (it emits those itself)."""
 
 
-class SessionMachine:
+class SessionMachine(CallOutcomes):
     """Drives sessions of one agent. Holds no session state, only the compiled plan and a
     cache of live callables for the calls in flight (rebuilt by :meth:`resume`)."""
 
@@ -293,150 +283,6 @@ class SessionMachine:
         if state.run is None:
             self._start_runs(state, out)
 
-    def _accept_result(
-        self, state: SessionState, ev: AgentEvent, result: DurableCallResult, out: list[AgentEvent]
-    ) -> None:
-        run = state.run
-        rec = None if run is None else run.calls.get(result.call_id)
-        if run is None or rec is None or rec.status in TERMINAL or result.attempt != rec.attempt:
-            self.stats["duplicates"] += 1  # late, repeated or for a finished run
-            return
-        if ev.timestamp > state.clock:
-            state.clock = ev.timestamp
-        state.seq += 1
-        out.append(
-            AgentEvent(
-                ev.event_id, state.session_id, state.seq, run.number, ev.scope, ev.type,
-                rec.request_id, None, self.plan.agent_name, self.plan.agent_version,
-                state.clock, result,
-            )
-        )
-        if result.digest and result.digest != rec.digest:
-            inv = run.active
-            assert inv is not None  # a run with calls in flight has an action waiting
-            self._fail(state, run, inv, ErrorInfo("JournalMismatchError", str(
-                JournalMismatchError(result.call_id, f"a call with digest {result.digest}",
-                                     f"{rec.kind} {rec.target} (digest {rec.digest})")
-            )), out)
-            self._start_runs(state, out)
-            return
-        if result.status is CallStatus.UNKNOWN:
-            if rec.status == PENDING and rec.reconciler is not None:
-                rec.status = RECONCILING
-                rec.attempt += 1
-                req = DurableCallRequest(
-                    result.call_id, CallKind.RECONCILE, rec.reconciler,
-                    self._arguments(state, run, result.call_id, rec), True, rec.attempt
-                )
-                action = run.active.action if run.active else None
-                env = self._emit(state, run, req, rec.request_id, action, out)
-                rec.request_id = env.event_id
-                return
-            if rec.idempotent and rec.attempt < MAX_ATTEMPTS:
-                rec.attempt += 1
-                req = DurableCallRequest(
-                    call_id=result.call_id, kind=CallKind(rec.kind), target=rec.target,
-                    args=self._arguments(state, run, result.call_id, rec), idempotent=True,
-                    attempt=rec.attempt,
-                    timeout_ms=self.plan.call_timeout(CallKind(rec.kind), rec.target),
-                    digest=rec.digest, not_before=rec.due,
-                )
-                action = run.active.action if run.active else None
-                env = self._emit(state, run, req, rec.request_id, action, out)
-                rec.request_id = env.event_id
-                return
-            rec.status = ERROR
-            why = (f"it was tried {rec.attempt} times" if rec.idempotent
-                   else "it has no reconciler and is not idempotent")
-            rec.error = ErrorInfo(
-                "DurableCallUnknownError",
-                f"call {result.call_id} ({rec.target}) started but its outcome was not recorded; "
-                f"{why}, so it is not run again",
-            )
-        elif result.status is CallStatus.OK:
-            rec.status = OK
-            rec.value = result.value
-            if rec.target == RUN_DEADLINE and rec.kind == "TIMER":
-                error = ErrorInfo(
-                    "RunDeadlineError", f"run {run.number} of session {state.session_id} did not "
-                    f"finish within request_timeout_ms={self._deadline_ms}; its calls still "
-                    "running are abandoned (their late results are ignored)",
-                    category=ErrorCategory.TRANSIENT)
-                inv = run.active
-                self._emit(state, run, OutputEvent(None, error), ev.event_id,
-                           inv.action if inv is not None else None, out)
-                self._finish(state, run, failed=True)
-                self._start_runs(state, out)
-                return
-        else:
-            error = result.error or ErrorInfo("Error", "call failed without an error")
-            policy = self.plan.retry.get(CallKind(rec.kind)) if rec.status == PENDING else None
-            delay = None if policy is None else policy.delay_ms(result.call_id, rec.attempt, error)
-            if delay is not None:  # asked again when the back-off is over
-                rec.attempt += 1
-                rec.due = state.clock + delay
-                req = DurableCallRequest(
-                    call_id=result.call_id, kind=CallKind(rec.kind), target=rec.target,
-                    args=self._arguments(state, run, result.call_id, rec),
-                    idempotent=rec.idempotent, attempt=rec.attempt,
-                    timeout_ms=self.plan.call_timeout(CallKind(rec.kind), rec.target),
-                    digest=rec.digest, not_before=rec.due)
-                env = self._emit(state, run, req, rec.request_id,
-                                 run.active.action if run.active else None, out)
-                rec.request_id = env.event_id
-                return
-            rec.status = ERROR
-            rec.error = error
-        self._settled(state, run, result.call_id, rec, out)
-
-    def _settled(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord,
-                 out: list[AgentEvent]) -> None:
-        """A call has its outcome: resume the waiting action once all it waits for have."""
-        rec.args = ""  # (a state saved by an earlier version kept them)
-        self._args.pop(call_id, None)
-        self._callables.pop(call_id, None)
-        if run.waiting:
-            calls = run.calls
-            for c in run.waiting:
-                if calls[c].status not in TERMINAL:
-                    return
-            run.waiting = []
-            self._drive(state, out)
-            self._start_runs(state, out)
-
-    def _accept_signal(self, state: SessionState, ev: AgentEvent, signal: SignalEvent,
-                       out: list[AgentEvent]) -> None:
-        """A signal answers the running run's first pending wait for its name; with none,
-        it is kept for the next wait (at most MAX_KEPT_SIGNALS per name, oldest dropped)."""
-        if not self._remember_input(state, ev):
-            return
-        if ev.timestamp > state.clock:
-            state.clock = ev.timestamp
-        run = state.run
-        waiting = None
-        if run is not None:
-            for cid, rec in run.calls.items():
-                if rec.kind == "SIGNAL" and rec.target == signal.name and rec.status not in TERMINAL:
-                    waiting = (cid, rec)
-                    break
-        state.seq += 1
-        out.append(AgentEvent(
-            ev.event_id, state.session_id, state.seq, run.number if run is not None else 0,
-            ev.scope, ev.type, waiting[1].request_id if waiting else None, None,
-            self.plan.agent_name, self.plan.agent_version, state.clock, signal,
-        ))
-        value = encode_value(signal.value, "SignalEvent.value")
-        if waiting is None or run is None:
-            kept = state.signals.setdefault(signal.name, [])
-            kept.append(value)
-            del kept[:-MAX_KEPT_SIGNALS]
-            return
-        cid, rec = waiting
-        rec.status = OK
-        rec.value = value
-        self._settled(state, run, cid, rec, out)
-
-    # --- runs -----------------------------------------------------------------------------
     def _start_runs(self, state: SessionState, out: list[AgentEvent]) -> None:
         while state.run is None and state.queue:
             inp = state.queue.popleft()
@@ -446,23 +292,6 @@ class SessionMachine:
                 self._set_deadline(state, run, inp.event_id, out)
             self._enqueue(run, inp)
             self._drive(state, out)
-
-    def _set_deadline(self, state: SessionState, run: RunState, cause: str,
-                      out: list[AgentEvent]) -> None:
-        """The run's deadline (``request_timeout_ms``): a timer that fails the run if it
-        is still going when it fires (a call no action waits for; pending like any other,
-        so it survives restarts)."""
-        assert self._deadline_ms is not None
-        cid = call_id(state.session_id, (), run.number, 0, 0)
-        args = encode_value({"args": [], "kwargs": {"after_ms": self._deadline_ms}})
-        dig = call_digest(CallKind.TIMER, RUN_DEADLINE, args)
-        rec = CallRecord(CallKind.TIMER.value, RUN_DEADLINE, dig, args, "", True,
-                         due=state.clock + self._deadline_ms)
-        run.calls[cid] = rec
-        req = DurableCallRequest(call_id=cid, kind=CallKind.TIMER, target=RUN_DEADLINE, args=args,
-                                 idempotent=True, attempt=1, timeout_ms=None, digest=dig,
-                                 not_before=rec.due)
-        rec.request_id = self._emit(state, run, req, cause, None, out).event_id
 
     def _enqueue(self, run: RunState, trigger: AgentEvent) -> None:
         for spec in self.plan.actions_for(trigger.type):

@@ -76,14 +76,7 @@ def retry_policies(config: Any) -> dict[CallKind, RetryPolicy]:
                          f"{type(config).__name__}")
     options = {f.name: f.type for f in fields(RetryPolicy)}
     for name, given in config.items():
-        try:
-            kind = CallKind(name)
-        except ValueError:
-            kind = None
-        if kind not in RETRIED_KINDS:
-            raise ValueError(f"config 'retry': {name!r} is not a call kind that is retried "
-                             f"({', '.join(sorted(k.value for k in RETRIED_KINDS))})")
-        assert kind is not None
+        kind = _kind("retry", name)
         if not isinstance(given, Mapping):
             raise ValueError(f"config 'retry.{name}': expected a mapping of options")
         for key, value in given.items():
@@ -114,16 +107,18 @@ def call_timeouts(config: Any) -> dict[CallKind, int | None]:
         raise ValueError(f"config 'timeout_ms': expected a mapping of call kind to ms, got "
                          f"{type(config).__name__}")
     for name, value in config.items():
-        try:
-            kind = CallKind(name)
-        except ValueError:
-            kind = None
-        if kind not in RETRIED_KINDS:
-            raise ValueError(f"config 'timeout_ms': {name!r} is not a call kind with a timeout "
-                             f"({', '.join(sorted(k.value for k in RETRIED_KINDS))})")
-        assert kind is not None
+        kind = _kind("timeout_ms", name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
             raise ValueError(f"config 'timeout_ms.{name}': expected a positive number of ms, "
                              f"got {value!r}")
         timeouts[kind] = value
     return timeouts
+
+
+def _kind(key: str, name: Any) -> CallKind:
+    """The call kind a config key names; a ValueError lists the ones it may name."""
+    kind = next((k for k in RETRIED_KINDS if k.value == name), None)
+    if kind is None:
+        raise ValueError(f"config '{key}': {name!r} is not a call kind that is retried or "
+                         f"timed ({', '.join(sorted(k.value for k in RETRIED_KINDS))})")
+    return kind

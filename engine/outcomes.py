@@ -1,0 +1,237 @@
+"""What becomes of a durable call's outcome in the session machine: an executor's result
+(kept, retried after a back-off, asked again when unknown, a run's deadline), a signal
+answering a wait, and the action resumed once all it waits for are in.
+
+A part of :class:`eddies.engine.machine.SessionMachine` (which it is mixed into), kept
+apart because it is the policy half of the machine: ``apply`` routes a
+``DurableCallResult`` to :meth:`CallOutcomes._accept_result` and a ``SignalEvent`` to
+:meth:`CallOutcomes._accept_signal`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from eddies.events import (
+    AgentEvent,
+    CallKind,
+    CallStatus,
+    DurableCallRequest,
+    DurableCallResult,
+    ErrorCategory,
+    ErrorInfo,
+    OutputEvent,
+    SignalEvent,
+    encode_value,
+)
+from eddies.events.ids import call_digest, call_id
+
+from .durable import JournalMismatchError
+from .state import (
+    ERROR,
+    OK,
+    PENDING,
+    RECONCILING,
+    TERMINAL,
+    CallRecord,
+    Invocation,
+    RunState,
+    SessionState,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from eddies.events import Event
+
+    from .plan import AgentPlan
+
+#: An idempotent call whose outcome keeps coming back unknown is re-run at most this often.
+MAX_ATTEMPTS = 5
+#: Signals nothing waited for are kept for the next wait, up to this many per name.
+MAX_KEPT_SIGNALS = 64
+#: The target of a run's deadline timer (``request_timeout_ms``).
+RUN_DEADLINE = "run-deadline"
+
+
+class CallOutcomes:
+    """Outcomes and signals, for the session machine (see the module's docstring)."""
+
+    if TYPE_CHECKING:  # provided by SessionMachine
+        plan: AgentPlan
+        stats: dict[str, int]
+        _args: dict[str, str]
+        _callables: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]]
+        _deadline_ms: int | None
+
+        def _arguments(self, state: SessionState, run: RunState, call_id: str,
+                       rec: CallRecord) -> str: ...
+        def _emit(self, state: SessionState, run: RunState, payload: Event,
+                  causation: str | None, action: str | None, out: list[AgentEvent]) -> AgentEvent: ...
+        def _drive(self, state: SessionState, out: list[AgentEvent]) -> None: ...
+        def _start_runs(self, state: SessionState, out: list[AgentEvent]) -> None: ...
+        def _finish(self, state: SessionState, run: RunState, failed: bool) -> None: ...
+        def _fail(self, state: SessionState, run: RunState, inv: Invocation, error: ErrorInfo,
+                  out: list[AgentEvent]) -> None: ...
+        def _remember_input(self, state: SessionState, ev: AgentEvent) -> bool: ...
+
+    def _accept_result(
+        self, state: SessionState, ev: AgentEvent, result: DurableCallResult, out: list[AgentEvent]
+    ) -> None:
+        run = state.run
+        rec = None if run is None else run.calls.get(result.call_id)
+        if run is None or rec is None or rec.status in TERMINAL or result.attempt != rec.attempt:
+            self.stats["duplicates"] += 1  # late, repeated or for a finished run
+            return
+        if ev.timestamp > state.clock:
+            state.clock = ev.timestamp
+        state.seq += 1
+        out.append(
+            AgentEvent(
+                ev.event_id, state.session_id, state.seq, run.number, ev.scope, ev.type,
+                rec.request_id, None, self.plan.agent_name, self.plan.agent_version,
+                state.clock, result,
+            )
+        )
+        if result.digest and result.digest != rec.digest:
+            inv = run.active
+            assert inv is not None  # a run with calls in flight has an action waiting
+            self._fail(state, run, inv, ErrorInfo("JournalMismatchError", str(
+                JournalMismatchError(result.call_id, f"a call with digest {result.digest}",
+                                     f"{rec.kind} {rec.target} (digest {rec.digest})")
+            )), out)
+            self._start_runs(state, out)
+            return
+        if result.status is CallStatus.UNKNOWN:
+            if rec.status == PENDING and rec.reconciler is not None:
+                rec.status = RECONCILING
+                rec.attempt += 1
+                req = DurableCallRequest(
+                    result.call_id, CallKind.RECONCILE, rec.reconciler,
+                    self._arguments(state, run, result.call_id, rec), True, rec.attempt
+                )
+                action = run.active.action if run.active else None
+                env = self._emit(state, run, req, rec.request_id, action, out)
+                rec.request_id = env.event_id
+                return
+            if rec.idempotent and rec.attempt < MAX_ATTEMPTS:
+                rec.attempt += 1
+                req = DurableCallRequest(
+                    call_id=result.call_id, kind=CallKind(rec.kind), target=rec.target,
+                    args=self._arguments(state, run, result.call_id, rec), idempotent=True,
+                    attempt=rec.attempt,
+                    timeout_ms=self.plan.call_timeout(CallKind(rec.kind), rec.target),
+                    digest=rec.digest, not_before=rec.due,
+                )
+                action = run.active.action if run.active else None
+                env = self._emit(state, run, req, rec.request_id, action, out)
+                rec.request_id = env.event_id
+                return
+            rec.status = ERROR
+            why = (f"it was tried {rec.attempt} times" if rec.idempotent
+                   else "it has no reconciler and is not idempotent")
+            rec.error = ErrorInfo(
+                "DurableCallUnknownError",
+                f"call {result.call_id} ({rec.target}) started but its outcome was not recorded; "
+                f"{why}, so it is not run again",
+            )
+        elif result.status is CallStatus.OK:
+            rec.status = OK
+            rec.value = result.value
+            if rec.target == RUN_DEADLINE and rec.kind == "TIMER":
+                error = ErrorInfo(
+                    "RunDeadlineError", f"run {run.number} of session {state.session_id} did not "
+                    f"finish within request_timeout_ms={self._deadline_ms}; its calls still "
+                    "running are abandoned (their late results are ignored)",
+                    category=ErrorCategory.TRANSIENT)
+                inv = run.active
+                self._emit(state, run, OutputEvent(None, error), ev.event_id,
+                           inv.action if inv is not None else None, out)
+                self._finish(state, run, failed=True)
+                self._start_runs(state, out)
+                return
+        else:
+            error = result.error or ErrorInfo("Error", "call failed without an error")
+            policy = self.plan.retry.get(CallKind(rec.kind)) if rec.status == PENDING else None
+            delay = None if policy is None else policy.delay_ms(result.call_id, rec.attempt, error)
+            if delay is not None:  # asked again when the back-off is over
+                rec.attempt += 1
+                rec.due = state.clock + delay
+                req = DurableCallRequest(
+                    call_id=result.call_id, kind=CallKind(rec.kind), target=rec.target,
+                    args=self._arguments(state, run, result.call_id, rec),
+                    idempotent=rec.idempotent, attempt=rec.attempt,
+                    timeout_ms=self.plan.call_timeout(CallKind(rec.kind), rec.target),
+                    digest=rec.digest, not_before=rec.due)
+                env = self._emit(state, run, req, rec.request_id,
+                                 run.active.action if run.active else None, out)
+                rec.request_id = env.event_id
+                return
+            rec.status = ERROR
+            rec.error = error
+        self._settled(state, run, result.call_id, rec, out)
+
+    def _settled(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord,
+                 out: list[AgentEvent]) -> None:
+        """A call has its outcome: resume the waiting action once all it waits for have."""
+        rec.args = ""  # (a state saved by an earlier version kept them)
+        self._args.pop(call_id, None)
+        self._callables.pop(call_id, None)
+        if run.waiting:
+            calls = run.calls
+            for c in run.waiting:
+                if calls[c].status not in TERMINAL:
+                    return
+            run.waiting = []
+            self._drive(state, out)
+            self._start_runs(state, out)
+
+    def _accept_signal(self, state: SessionState, ev: AgentEvent, signal: SignalEvent,
+                       out: list[AgentEvent]) -> None:
+        """A signal answers the running run's first pending wait for its name; with none,
+        it is kept for the next wait (at most MAX_KEPT_SIGNALS per name, oldest dropped)."""
+        if not self._remember_input(state, ev):
+            return
+        if ev.timestamp > state.clock:
+            state.clock = ev.timestamp
+        run = state.run
+        waiting = None
+        if run is not None:
+            for cid, rec in run.calls.items():
+                if rec.kind == "SIGNAL" and rec.target == signal.name and rec.status not in TERMINAL:
+                    waiting = (cid, rec)
+                    break
+        state.seq += 1
+        out.append(AgentEvent(
+            ev.event_id, state.session_id, state.seq, run.number if run is not None else 0,
+            ev.scope, ev.type, waiting[1].request_id if waiting else None, None,
+            self.plan.agent_name, self.plan.agent_version, state.clock, signal,
+        ))
+        value = encode_value(signal.value, "SignalEvent.value")
+        if waiting is None or run is None:
+            kept = state.signals.setdefault(signal.name, [])
+            kept.append(value)
+            del kept[:-MAX_KEPT_SIGNALS]
+            return
+        cid, rec = waiting
+        rec.status = OK
+        rec.value = value
+        self._settled(state, run, cid, rec, out)
+
+    # --- runs -----------------------------------------------------------------------------
+    def _set_deadline(self, state: SessionState, run: RunState, cause: str,
+                      out: list[AgentEvent]) -> None:
+        """The run's deadline (``request_timeout_ms``): a timer that fails the run if it
+        is still going when it fires (a call no action waits for; pending like any other,
+        so it survives restarts)."""
+        assert self._deadline_ms is not None
+        cid = call_id(state.session_id, (), run.number, 0, 0)
+        args = encode_value({"args": [], "kwargs": {"after_ms": self._deadline_ms}})
+        dig = call_digest(CallKind.TIMER, RUN_DEADLINE, args)
+        rec = CallRecord(CallKind.TIMER.value, RUN_DEADLINE, dig, args, "", True,
+                         due=state.clock + self._deadline_ms)
+        run.calls[cid] = rec
+        req = DurableCallRequest(call_id=cid, kind=CallKind.TIMER, target=RUN_DEADLINE, args=args,
+                                 idempotent=True, attempt=1, timeout_ms=None, digest=dig,
+                                 not_before=rec.due)
+        rec.request_id = self._emit(state, run, req, cause, None, out).event_id
