@@ -39,6 +39,23 @@ def _conversation_key(request_id: str) -> str:
     return _CONTEXT_KEY + request_id
 
 
+def add_usage(usage: TokenUsage, used: Any) -> None:
+    """Add one model reply's ``extra_args["usage"]`` (tokens, ``cost_usd``,
+    ``latency_ms``, as its connection reported them) to ``usage``. A cost stays unknown
+    (None) once any call's cost was unknown: a partial sum would understate it. A request
+    starts at ``TokenUsage(cost_usd=0.0)``."""
+    if not isinstance(used, dict):
+        return
+    usage.prompt_tokens += int(used.get("prompt_tokens", 0) or 0)
+    usage.completion_tokens += int(used.get("completion_tokens", 0) or 0)
+    usage.latency_ms += int(used.get("latency_ms", 0) or 0)
+    cost = used.get("cost_usd")
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and usage.cost_usd is not None:
+        usage.cost_usd += float(cost)
+    else:
+        usage.cost_usd = None
+
+
 def _message_key(request_id: str, n: int) -> str:
     # One entry per message, so a round writes only its new messages: a runner that
     # stores sensory memory per entry (Flink keyed state) then writes a conversation
@@ -63,7 +80,7 @@ async def chat_model_action(
         if setup.prompt and not any(m.role is MessageRole.SYSTEM for m in event.messages):
             messages.insert(0, ChatMessage(MessageRole.SYSTEM, setup.prompt))
         rounds = 0
-        usage = TokenUsage()
+        usage = TokenUsage(cost_usd=0.0)
     else:
         request_id = event.request_id
         saved = sensory.get(_conversation_key(request_id))
@@ -85,10 +102,8 @@ async def chat_model_action(
     spec = _CallSpec(CallKind.CHAT_MODEL, model, (), {"messages": messages},
                      idempotent=setup.idempotent)
     reply = message_from_value(await ctx._call_async(spec))
-    used = reply.extra_args.get("usage")
-    if isinstance(used, dict):
-        usage.prompt_tokens += int(used.get("prompt_tokens", 0))
-        usage.completion_tokens += int(used.get("completion_tokens", 0))
+    usage.attempts += ctx._run.calls[spec.cid].attempt
+    add_usage(usage, reply.extra_args.get("usage"))
     if reply.tool_calls:
         limit = int(ctx.config["max_tool_rounds"])
         if rounds >= limit:
@@ -104,7 +119,8 @@ async def chat_model_action(
                 "model": model,
                 "messages": len(messages),
                 "rounds": rounds + 1,
-                "usage": [usage.prompt_tokens, usage.completion_tokens],
+                "usage": [usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
+                          usage.latency_ms, usage.attempts],
             },
         )
         # message_from_value checked the reply's types: valid, so not validated again.

@@ -27,6 +27,7 @@ from eddies.events import (
     CallKind,
     DurableCallRequest,
     DurableCallResult,
+    ErrorCategory,
     ErrorInfo,
     Event,
     InputEvent,
@@ -288,6 +289,15 @@ class SessionMachine(CallOutcomes):
             inp = state.queue.popleft()
             run = RunState(inp.run, inp.event_id)
             state.run = run
+            budget = self.plan.budgets.get("session")
+            over = None if budget is None else budget.exceeded(state.tokens, state.cost_usd)
+            if over is not None:  # spent: the run calls nothing
+                self._emit(state, run, OutputEvent(None, ErrorInfo(
+                    "BudgetExceededError", f"session {state.session_id} went over the budget "
+                    f"session.{over}; run {run.number} was not started",
+                    category=ErrorCategory.PERMANENT)), inp.event_id, None, out)
+                self._finish(state, run, failed=True)
+                continue
             if self._deadline_ms is not None:
                 self._set_deadline(state, run, inp.event_id, out)
             self._enqueue(run, inp)

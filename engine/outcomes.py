@@ -22,10 +22,12 @@ from eddies.events import (
     ErrorInfo,
     OutputEvent,
     SignalEvent,
+    decode_value,
     encode_value,
 )
 from eddies.events.ids import call_digest, call_id
 
+from .budgets import spent
 from .durable import JournalMismatchError
 from .state import (
     ERROR,
@@ -138,17 +140,20 @@ class CallOutcomes:
         elif result.status is CallStatus.OK:
             rec.status = OK
             rec.value = result.value
+            if self.plan.budgets and rec.kind == "CHAT_MODEL":
+                over = self._spend(state, run, result.value)
+                if over is not None:
+                    self._end_run(state, run, ev, ErrorInfo(
+                        "BudgetExceededError", f"run {run.number} of session "
+                        f"{state.session_id} went over the budget {over}",
+                        category=ErrorCategory.PERMANENT), out)
+                    return
             if rec.target == RUN_DEADLINE and rec.kind == "TIMER":
-                error = ErrorInfo(
+                self._end_run(state, run, ev, ErrorInfo(
                     "RunDeadlineError", f"run {run.number} of session {state.session_id} did not "
                     f"finish within request_timeout_ms={self._deadline_ms}; its calls still "
                     "running are abandoned (their late results are ignored)",
-                    category=ErrorCategory.TRANSIENT)
-                inv = run.active
-                self._emit(state, run, OutputEvent(None, error), ev.event_id,
-                           inv.action if inv is not None else None, out)
-                self._finish(state, run, failed=True)
-                self._start_runs(state, out)
+                    category=ErrorCategory.TRANSIENT), out)
                 return
         else:
             error = result.error or ErrorInfo("Error", "call failed without an error")
@@ -170,6 +175,31 @@ class CallOutcomes:
             rec.status = ERROR
             rec.error = error
         self._settled(state, run, result.call_id, rec, out)
+
+    def _end_run(self, state: SessionState, run: RunState, cause: AgentEvent, error: ErrorInfo,
+                 out: list[AgentEvent]) -> None:
+        """End the run now with a failed OutputEvent (caused by ``cause``); the next queued
+        input starts. Its calls still running are abandoned: late results are ignored."""
+        inv = run.active
+        self._emit(state, run, OutputEvent(None, error), cause.event_id,
+                   inv.action if inv is not None else None, out)
+        self._finish(state, run, failed=True)
+        self._start_runs(state, out)
+
+    def _spend(self, state: SessionState, run: RunState, value: str) -> str | None:
+        """Add a model reply's tokens and cost to the run's and the session's totals; the
+        budget now passed (``run.<limit>`` or ``session.<limit>``), if any."""
+        tokens, cost = spent(decode_value(value))
+        run.tokens += tokens
+        run.cost_usd += cost
+        state.tokens += tokens
+        state.cost_usd += cost
+        for scope, used in (("run", run), ("session", state)):
+            budget = self.plan.budgets.get(scope)
+            over = None if budget is None else budget.exceeded(used.tokens, used.cost_usd)
+            if over is not None:
+                return f"{scope}.{over}"
+        return None
 
     def _settled(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord,
                  out: list[AgentEvent]) -> None:

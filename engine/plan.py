@@ -15,6 +15,7 @@ from typing import Any
 from eddies.events import CallKind, Event
 
 from .agent import ActionSpec, Agent
+from .budgets import Budget, budgets
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
 
@@ -47,6 +48,8 @@ class AgentPlan:
     retry: dict[CallKind, RetryPolicy] = field(default_factory=lambda: dict(DEFAULT_POLICIES))
     #: How long executors let each kind of call run (the ``timeout_ms`` config).
     timeouts: dict[CallKind, int | None] = field(default_factory=lambda: dict(DEFAULT_TIMEOUTS))
+    #: Spending limits by scope ("run", "session"): the ``budget`` config.
+    budgets: dict[str, Budget] = field(default_factory=dict)
     _tool_specs: dict[str, list[ToolSpec]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -79,6 +82,7 @@ class AgentPlan:
         try:
             retry = retry_policies(agent.config.get("retry"))
             timeouts = call_timeouts(agent.config.get("timeout_ms"))
+            limits = budgets(agent.config.get("budget"))
         except ValueError as err:
             raise PlanError(str(err)) from None
         deadline = agent.config.get("request_timeout_ms")
@@ -97,6 +101,7 @@ class AgentPlan:
             config=config,
             retry=retry,
             timeouts=timeouts,
+            budgets=limits,
         )
 
     def actions_for(self, type_name: str) -> tuple[ActionSpec, ...]:

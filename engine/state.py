@@ -115,6 +115,9 @@ class RunState:
     waiting: list[str] = field(default_factory=list)
     sensory: dict[str, str] = field(default_factory=dict)
     events: int = 0
+    #: What its model calls spent (tokens, USD), for budgets.
+    tokens: int = 0
+    cost_usd: float = 0.0
 
     def to_dict(self, *, parts: bool = True) -> dict[str, Any]:
         """JSON-able form; without ``parts``, no ``calls`` and ``sensory`` (a runner that
@@ -128,6 +131,8 @@ class RunState:
             "waiting": list(self.waiting),
             "events": self.events,
         }
+        if self.tokens or self.cost_usd:
+            d["spent"] = [self.tokens, self.cost_usd]
         if parts:
             d["calls"] = {k: v.to_dict() for k, v in self.calls.items()}
             d["sensory"] = self.sensory
@@ -146,6 +151,8 @@ class RunState:
             waiting=list(d["waiting"]),
             sensory=d["sensory"],
             events=d["events"],
+            tokens=d.get("spent", (0, 0.0))[0],
+            cost_usd=d.get("spent", (0, 0.0))[1],
         )
 
 
@@ -178,6 +185,9 @@ class SessionState:
     recent_inputs: dict[str, None] = field(default_factory=dict)
     #: Signals no action waited for yet, by name: their values (JSON text), oldest first.
     signals: dict[str, list[str]] = field(default_factory=dict)
+    #: What the session's model calls spent (tokens, USD), for budgets.
+    tokens: int = 0
+    cost_usd: float = 0.0
 
     @property
     def idle(self) -> bool:
@@ -205,6 +215,8 @@ class SessionState:
         }
         if self.signals:
             d["signals"] = self.signals
+        if self.tokens or self.cost_usd:
+            d["spent"] = [self.tokens, self.cost_usd]
         if parts:
             d["memory"] = self.memory
         return d
@@ -224,6 +236,8 @@ class SessionState:
             memory=d["memory"],
             recent_inputs=dict.fromkeys(d["recent_inputs"]),
             signals=d.get("signals", {}),
+            tokens=d.get("spent", (0, 0.0))[0],
+            cost_usd=d.get("spent", (0, 0.0))[1],
         )
 
     def to_bytes(self) -> bytes:

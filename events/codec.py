@@ -93,7 +93,8 @@ def _message(m: ChatMessage) -> Record:
 def _usage(u: TokenUsage | None) -> Record | None:
     if u is None:
         return None
-    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
+    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+            "cost_usd": u.cost_usd, "latency_ms": u.latency_ms, "attempts": u.attempts}
 
 
 def _tool_result(r: ToolResult) -> Record:

@@ -135,10 +135,18 @@ class ErrorInfo:
 
 @dataclass(slots=True)
 class TokenUsage:
-    """Tokens consumed by model calls."""
+    """What model calls consumed: tokens, cost (USD, None: unknown), time, attempts."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cost_usd: float | None = None
+    latency_ms: int = 0
+    attempts: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Tokens in and out."""
+        return self.prompt_tokens + self.completion_tokens
 
 
 @dataclass(slots=True)

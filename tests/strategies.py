@@ -51,7 +51,9 @@ messages = st.builds(
     st.none() | text,
     json_objects,
 )
-usage = st.none() | st.builds(TokenUsage, st.integers(0, 2**40), st.integers(0, 2**40))
+usage = st.none() | st.builds(TokenUsage, st.integers(0, 2**40), st.integers(0, 2**40),
+                              st.none() | st.floats(0, 1e6, allow_nan=False),
+                              st.integers(0, 2**40), st.integers(0, 1000))
 args_text = st.builds(
     lambda a, k: encode_value({"args": a, "kwargs": k}), st.lists(json_values, max_size=3), json_objects
 )

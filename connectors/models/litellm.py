@@ -5,7 +5,8 @@ litellm is an optional extra (``pip install 'eddies[litellm]'``) imported on fir
 takes seconds to import. Set ``LITELLM_LOCAL_MODEL_COST_MAP=True`` and
 ``LITELLM_OFFLINE_MODE=true`` where the internet is out of reach. Example::
 
-    conn = LiteLLMChatModel(api_base="http://127.0.0.1:8000/v1", api_key="none")
+    conn = LiteLLMChatModel(api_base="http://127.0.0.1:8000/v1", api_key="none",
+                            input_cost_per_token=1e-7, output_cost_per_token=4e-7)  # optional
     agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, conn)
     agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", model="openai/m"))
 """
@@ -13,6 +14,7 @@ takes seconds to import. Set ``LITELLM_LOCAL_MODEL_COST_MAP=True`` and
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from eddies.engine.resources import ToolSpec
@@ -54,10 +56,15 @@ class LiteLLMChatModel:
     """Calls ``litellm.completion``; ``model`` of the CHAT_MODEL setup picks the model."""
 
     def __init__(self, *, api_base: str | None = None, api_key: str | None = None,
-                 timeout: float = 120.0, **params: Any) -> None:
+                 timeout: float = 120.0, input_cost_per_token: float | None = None,
+                 output_cost_per_token: float | None = None, **params: Any) -> None:
         self.api_base = api_base
         self.api_key = api_key
         self.timeout = timeout
+        # Prices of a model litellm's price table does not know (a local or private one):
+        # both given, they are the cost; else the table's, when it has the model.
+        self.prices = (None if input_cost_per_token is None or output_cost_per_token is None
+                       else (float(input_cost_per_token), float(output_cost_per_token)))
         self.params = params
 
     def chat(self, messages: list[ChatMessage], *, model: str, tools: list[ToolSpec],
@@ -75,9 +82,27 @@ class LiteLLMChatModel:
             kwargs["api_base"] = self.api_base
         if self.api_key:
             kwargs["api_key"] = self.api_key
+        started = time.perf_counter()
         response = litellm.completion(
             model=model, messages=[to_openai(m) for m in messages], timeout=self.timeout,
             num_retries=0, **kwargs,
         )
+        latency_ms = round((time.perf_counter() - started) * 1000)
         choice = response.choices[0]
-        return from_openai(choice.message, getattr(response, "usage", None))
+        reply = from_openai(choice.message, getattr(response, "usage", None))
+        usage = reply.extra_args.get("usage")
+        if usage is not None:
+            usage["latency_ms"] = latency_ms
+            usage["cost_usd"] = self._cost(litellm, response, usage)
+        return reply
+
+    def _cost(self, litellm: Any, response: Any, usage: dict[str, Any]) -> float | None:
+        """The call's cost in USD: from the registered prices, else litellm's local price
+        table (None when it does not know the model)."""
+        if self.prices is not None:
+            return float(usage["prompt_tokens"] * self.prices[0]
+                         + usage["completion_tokens"] * self.prices[1])
+        try:
+            return float(litellm.completion_cost(completion_response=response))
+        except Exception:  # litellm raises for a model it has no price for
+            return None

@@ -170,3 +170,11 @@ class Deadlines(Agent):
         else:
             ctx.sleep(asked["sleep_s"])
             ctx.send_event(OutputEvent(output="woke up"))
+
+
+def budgeted_calculator() -> Calculator:
+    """The HTTP calculator with a run budget of 20 tokens: the test server reports 15 per
+    call, so a run's second model call (after its tool) goes over it."""
+    agent = http_calculator()
+    agent.config["budget"] = {"run": {"max_total_tokens": 20}}
+    return agent
