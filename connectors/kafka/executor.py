@@ -32,7 +32,7 @@ from eddies.connectors.calls import CallPerformer, Resolver, result_event
 from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.error_classes import describe_error
 from eddies.connectors.held_requests import HeldRequests
-from eddies.connectors.records import HEADERS, journal_partition, outcome_key, started_key
+from eddies.connectors.records import HEADERS, journal_partition, outcome_key
 from eddies.connectors.signing import SIGNATURE_HEADER, ResultSigner
 from eddies.connectors.sink import produce
 from eddies.events import (
@@ -48,18 +48,15 @@ from eddies.events import (
     encode_value,
 )
 
+from .claiming import Claiming
 from .claims import Claimant
 from .client import next_batch
 from .journal import CallRef, JournalView, read_journal
 from .journal_tail import JournalTail
-from .outbox import DeliveryFailedError, Outbox
+from .outbox import Outbox
 
 log = logging.getLogger("eddies.worker")
 
-#: How long a claim check waits for the journal tail to read the claim's own mark.
-CLAIM_READ_TIMEOUT = 30.0
-#: Margin over a request's own timeout_ms before another worker's call counts as unknown.
-OUTCOME_MARGIN_S = 5.0
 
 
 def _kafka() -> Any:
@@ -68,30 +65,12 @@ def _kafka() -> Any:
     return confluent_kafka
 
 
-class _Mark:
-    """The delivery of one started mark: its offset, once the broker acknowledged it."""
-
-    __slots__ = ("delivered", "error", "offset")
-
-    def __init__(self) -> None:
-        self.delivered = threading.Event()
-        self.offset = -1
-        self.error: str | None = None
-
-    def report(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self.error = str(err)
-        else:
-            self.offset = msg.offset()
-        self.delivered.set()
-
-
 # A request in the executor: the event, its APP.requests partition and offset (None and 0
 # for a request handed over in memory) and its record's timestamp (0: unknown).
 Item = tuple[AgentEvent, int | None, int]
 
 
-class KafkaExecutor:
+class KafkaExecutor(Claiming):
     """Performs requests on ``executor_concurrency`` call threads: those of APP.requests
     (its own consumer group), or with ``local`` those its process's orchestrator hands it
     in memory (:meth:`submit`, with partitions gained through :meth:`restore` and lost
@@ -276,11 +255,6 @@ class KafkaExecutor:
         self._uncommitted = True
         self._settle(part, offset)
 
-    def _deadline(self, req: DurableCallRequest) -> float:
-        wait = (req.timeout_ms / 1000 + OUTCOME_MARGIN_S if req.timeout_ms
-                else self.settings.outcome_wait_ms / 1000)
-        return time.monotonic() + wait
-
     def _dispatch(self, request: AgentEvent, part: int | None, offset: int, produced_ms: int) -> None:
         """Decide a request (under ``_lock``): answer it from the journal, wait for another
         worker's outcome, answer UNKNOWN, or queue it for a call thread."""
@@ -360,34 +334,6 @@ class KafkaExecutor:
             for request, part, offset, produced_ms in self.held.pop_due(time.time() * 1000):
                 self._dispatch(request, part, offset, produced_ms)
 
-    def _verdict(self, request: AgentEvent, part: int | None, offset: int,
-                 my_mark: int = -1) -> tuple[str, bytes | None]:
-        """What the journal says of a request now (under ``tail.lock``): ("outcome", its
-        outcome), ("perform", None) when no other claim came first (``my_mark``: the offset
-        of this process's own mark, if it wrote one), ("unknown", None) when a dead process
-        of this slot started it, ("watched", None): another worker started it and this
-        process now waits for its outcome, or ("duplicate", None): it waits already."""
-        req = request.payload
-        assert isinstance(req, DurableCallRequest)
-        ref = (req.call_id, req.attempt)
-        tail = self.tail
-        if tail.watched(ref):
-            return "duplicate", None
-        recorded = tail.view.outcomes.get(ref)
-        if recorded is not None:
-            return "outcome", recorded
-        claim = tail.view.started.get(ref)
-        if claim is None or claim.offset == my_mark:
-            return "perform", None
-        if Claimant.parse(claim.token).is_dead_to(self.claimant):
-            return "unknown", None
-        jpart = journal_partition(request.session_id, self.settings.partitions)
-        recorded = tail.watch(ref, jpart, self._deadline(req), (request, part, offset))
-        if recorded is not None:
-            return "outcome", recorded
-        self.counters.inc("calls_awaited")
-        return "watched", None
-
     # --- call threads ------------------------------------------------------------------------
     def _call_loop(self) -> None:
         while (item := self._calls.get()) is not None:
@@ -425,48 +371,6 @@ class KafkaExecutor:
             settled = True
         finally:
             self._done.put((part, offset, ref, settled))
-
-    def _claim(self, request: AgentEvent, jpart: int, part: int | None, offset: int) -> str:
-        """Claim a non-idempotent call: append a started mark naming this process, read the
-        journal back past it, and decide on what came first. Returns "perform", "answered"
-        (from an outcome, or UNKNOWN) or "left" (dropped: not owned here; or watched)."""
-        req = request.payload
-        assert isinstance(req, DurableCallRequest)
-        ref = (req.call_id, req.attempt)
-        tail = self.tail
-        with tail.checking(jpart):
-            if jpart not in self.owned:  # revoked while queued: its new owner re-issues it
-                self.counters.inc("calls_dropped")
-                return "left"
-            mark = _Mark()
-            produce(self.marks, self.names.journal, self.claimant.token, started_key(*ref),
-                    partition=jpart, on_delivery=mark.report)
-            left = self.marks.flush(CLAIM_READ_TIMEOUT)
-            if left or not mark.delivered.wait(CLAIM_READ_TIMEOUT) or mark.error:
-                raise DeliveryFailedError(
-                    f"the started mark of {ref[0]} was not delivered: {mark.error or 'timed out'}")
-            # The partition stays followed while this check holds it, so the tail gets there.
-            if not tail.wait_past(jpart, mark.offset, CLAIM_READ_TIMEOUT):
-                raise TimeoutError(f"the journal tail did not read partition {jpart} past "
-                                   f"offset {mark.offset} within {CLAIM_READ_TIMEOUT} s")
-            with tail.lock:
-                first = tail.view.started.get(ref)
-                if jpart not in self.owned and first is not None and first.offset != mark.offset:
-                    self.counters.inc("claims_lost")
-                    return "left"  # lost, and no longer ours to wait for
-                verdict, recorded = self._verdict(request, part, offset, mark.offset)
-        if verdict == "perform":
-            return verdict
-        self.counters.inc("claims_lost")
-        if verdict in ("watched", "duplicate"):
-            return "left"
-        if recorded is not None:
-            self._send_result(self._recorded(request, recorded))
-            self.counters.inc("results_resent")
-        else:
-            self._send_result(result_event(request, CallStatus.UNKNOWN))
-            self.counters.inc("results_unknown")
-        return "answered"
 
     def _run_call(self, request: AgentEvent, req: DurableCallRequest, ref: CallRef, jpart: int,
                   part: int | None, offset: int) -> None:
@@ -575,23 +479,3 @@ class KafkaExecutor:
                 raise  # see Outbox.commit: stop, restart, recover
             log.info("executor commit skipped: %s", err)  # re-delivery is safe
         self.producer.poll(0)
-
-    def _answer_watched(self, now: float) -> None:
-        """Answer watched calls (under ``_lock``): with the outcome another worker
-        journaled, or UNKNOWN once their wait is over."""
-        arrived = self.tail.arrived
-        while True:
-            try:
-                (request, part, offset), data = arrived.get_nowait()
-            except queue.Empty:
-                break
-            self._answer(self._recorded(request, data), part, offset)
-            self.counters.inc("results_awaited")
-        if now - self._last_sweep < 0.2:
-            return
-        self._last_sweep = now
-        for request, part, offset in self.tail.expired(now):
-            self._answer(result_event(request, CallStatus.UNKNOWN), part, offset)
-            self.counters.inc("results_unknown")
-            log.warning("call %s: no outcome from the worker that started it within the wait; "
-                        "answered UNKNOWN", getattr(request.payload, "call_id", "?"))
