@@ -20,7 +20,15 @@ import time
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+from eddies.events import DurableCallRequest
+
 T = TypeVar("T")
+
+
+def timed_out(req: DurableCallRequest) -> TimeoutError:
+    """The error a call abandoned at its ``timeout_ms`` ends with (a transient one)."""
+    return TimeoutError(f"{req.kind.value} {req.target} did not finish within "
+                        f"timeout_ms={req.timeout_ms}; abandoned (a late result is ignored)")
 
 
 class CallDeadlines(Generic[T]):

@@ -489,11 +489,11 @@ class RunnerContext:
 
 
 def _duration_ms(duration: float | timedelta, what: str) -> int:
-    ms = duration.total_seconds() * 1000 if isinstance(duration, timedelta) else duration * 1000
-    if not isinstance(ms, int | float) or ms != ms or ms < 0:
+    seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
+    if not isinstance(seconds, int | float) or not seconds >= 0:
         raise ValueError(f"{what}: the duration must be a number of seconds >= 0 or a "
                          f"timedelta, got {duration!r}")
-    return round(ms)
+    return round(seconds * 1000)
 
 
 def _timer(*, due_after: int | None = None, due_at: int | None = None) -> _CallSpec:

@@ -45,7 +45,6 @@ from .outcomes import CallOutcomes
 from .plan import AgentPlan
 from .state import (
     INPUT_DEDUP_WINDOW,
-    RECONCILING,
     TERMINAL,
     CallRecord,
     Invocation,
@@ -140,19 +139,7 @@ class SessionMachine(CallOutcomes):
         for cid, rec in run.calls.items():
             if rec.status in TERMINAL:
                 continue
-            reconciling = rec.status == RECONCILING
-            payload = DurableCallRequest(
-                call_id=cid,
-                kind=CallKind.RECONCILE if reconciling else CallKind(rec.kind),
-                target=(rec.reconciler or "") if reconciling else rec.target,
-                args=self._args.get(cid) or rec.args,
-                idempotent=True if reconciling else rec.idempotent,
-                attempt=rec.attempt,
-                timeout_ms=None if reconciling else self.plan.call_timeout(CallKind(rec.kind),
-                                                                           rec.target),
-                digest="" if reconciling else rec.digest,
-                not_before=None if reconciling else rec.due,
-            )
+            payload = self._request(cid, rec, self._args.get(cid) or rec.args)
             if payload.for_executor:
                 again.append(self._envelope(state, rec.request_id, 0, payload, None,
                                             run.active.action))

@@ -107,27 +107,10 @@ class CallOutcomes:
         if result.status is CallStatus.UNKNOWN:
             if rec.status == PENDING and rec.reconciler is not None:
                 rec.status = RECONCILING
-                rec.attempt += 1
-                req = DurableCallRequest(
-                    result.call_id, CallKind.RECONCILE, rec.reconciler,
-                    self._arguments(state, run, result.call_id, rec), True, rec.attempt
-                )
-                action = run.active.action if run.active else None
-                env = self._emit(state, run, req, rec.request_id, action, out)
-                rec.request_id = env.event_id
+                self._ask_again(state, run, result.call_id, rec, out)
                 return
             if rec.idempotent and rec.attempt < MAX_ATTEMPTS:
-                rec.attempt += 1
-                req = DurableCallRequest(
-                    call_id=result.call_id, kind=CallKind(rec.kind), target=rec.target,
-                    args=self._arguments(state, run, result.call_id, rec), idempotent=True,
-                    attempt=rec.attempt,
-                    timeout_ms=self.plan.call_timeout(CallKind(rec.kind), rec.target),
-                    digest=rec.digest, not_before=rec.due,
-                )
-                action = run.active.action if run.active else None
-                env = self._emit(state, run, req, rec.request_id, action, out)
-                rec.request_id = env.event_id
+                self._ask_again(state, run, result.call_id, rec, out)
                 return
             rec.status = ERROR
             why = (f"it was tried {rec.attempt} times" if rec.idempotent
@@ -160,21 +143,34 @@ class CallOutcomes:
             policy = self.plan.retry.get(CallKind(rec.kind)) if rec.status == PENDING else None
             delay = None if policy is None else policy.delay_ms(result.call_id, rec.attempt, error)
             if delay is not None:  # asked again when the back-off is over
-                rec.attempt += 1
                 rec.due = state.clock + delay
-                req = DurableCallRequest(
-                    call_id=result.call_id, kind=CallKind(rec.kind), target=rec.target,
-                    args=self._arguments(state, run, result.call_id, rec),
-                    idempotent=rec.idempotent, attempt=rec.attempt,
-                    timeout_ms=self.plan.call_timeout(CallKind(rec.kind), rec.target),
-                    digest=rec.digest, not_before=rec.due)
-                env = self._emit(state, run, req, rec.request_id,
-                                 run.active.action if run.active else None, out)
-                rec.request_id = env.event_id
+                self._ask_again(state, run, result.call_id, rec, out)
                 return
             rec.status = ERROR
             rec.error = error
         self._settled(state, run, result.call_id, rec, out)
+
+    def _ask_again(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord,
+                   out: list[AgentEvent]) -> None:
+        """Issue the call's next attempt (to its reconciler when it is RECONCILING)."""
+        rec.attempt += 1
+        req = self._request(call_id, rec, self._arguments(state, run, call_id, rec))
+        env = self._emit(state, run, req, rec.request_id,
+                         run.active.action if run.active else None, out)
+        rec.request_id = env.event_id
+
+    def _request(self, call_id: str, rec: CallRecord, args: str) -> DurableCallRequest:
+        """The request of a call's current attempt, as its record says: to its reconciler
+        when it is RECONCILING, else to its target, with its timeout and due time."""
+        if rec.status == RECONCILING:
+            return DurableCallRequest(call_id=call_id, kind=CallKind.RECONCILE,
+                                      target=rec.reconciler or "", args=args, idempotent=True,
+                                      attempt=rec.attempt)
+        kind = CallKind(rec.kind)
+        return DurableCallRequest(
+            call_id=call_id, kind=kind, target=rec.target, args=args, idempotent=rec.idempotent,
+            attempt=rec.attempt, timeout_ms=self.plan.call_timeout(kind, rec.target),
+            digest=rec.digest, not_before=rec.due)
 
     def _end_run(self, state: SessionState, run: RunState, cause: AgentEvent, error: ErrorInfo,
                  out: list[AgentEvent]) -> None:

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any
 
-from eddies.connectors.call_deadlines import CallDeadlines
+from eddies.connectors.call_deadlines import CallDeadlines, timed_out
 from eddies.connectors.calls import CallPerformer, Resolver, result_event
 from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.error_classes import describe_error
@@ -41,7 +41,6 @@ from eddies.events import (
     DecodeError,
     DurableCallRequest,
     EncodingError,
-    ErrorCategory,
     ErrorInfo,
     decode,
     encode,
@@ -310,10 +309,8 @@ class KafkaExecutor(Claiming):
         for request, part, offset in self.deadlines.expired():
             req = request.payload
             assert isinstance(req, DurableCallRequest)
-            result = result_event(request, CallStatus.ERROR, "null", ErrorInfo(
-                "TimeoutError", f"{req.kind.value} {req.target} did not finish within "
-                f"timeout_ms={req.timeout_ms}; abandoned (a late result is ignored)", True,
-                ErrorCategory.TRANSIENT))
+            result = result_event(request, CallStatus.ERROR, "null",
+                                  describe_error(timed_out(req)))
             data = encode(result)
             jpart = journal_partition(request.session_id, self.settings.partitions)
             produce(self.producer, self.names.journal, data, outcome_key(req.call_id, req.attempt),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from eddies.connectors.call_deadlines import timed_out
 from eddies.connectors.calls import CallPerformer, Resolver, import_target, result_event
 from eddies.connectors.error_classes import describe_error
 from eddies.engine import AgentPlan, Journal
@@ -68,8 +69,7 @@ class InProcessExecutor:
 
         threading.Thread(target=run, daemon=True, name=f"eddies-call-{req.call_id}").start()
         if not done.wait(req.timeout_ms / 1000):
-            raise TimeoutError(f"{req.kind.value} {req.target} did not finish within "
-                               f"timeout_ms={req.timeout_ms}; abandoned (a late result is ignored)")
+            raise timed_out(req)
         ok, value = box[0]
         if not ok:
             raise value

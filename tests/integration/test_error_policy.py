@@ -4,10 +4,7 @@ LocalRunner (logical time) and in the Kafka worker on the embedded broker (real 
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +14,7 @@ from eddies import LocalRunner
 from eddies.connectors.kafka.client import read_events, send_input
 from eddies.connectors.kafka.replay import load_history, replay
 from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+from eddies.connectors.kafka.topics import TopicNames
 from eddies.connectors.models.litellm import LiteLLMChatModel
 from eddies.demo import calculator_agent
 from eddies.engine import AgentPlan
@@ -30,10 +27,10 @@ from eddies.events import (
     ErrorCategory,
     OutputEvent,
 )
+from tests.integration.workers import start_worker, stop_worker
 from tests.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _model_results(history: list[AgentEvent]) -> list[DurableCallResult]:
@@ -73,18 +70,10 @@ def test_local_runner_retries_a_429_after_its_retry_after_and_not_a_401() -> Non
 
 def test_worker_retries_a_429_after_its_retry_after_and_not_a_401(
         settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    ensure_topics(AdminClient(settings.client_config()), TopicNames(settings.app), settings.partitions)
     server = OpenAIServer().start()
     log = tmp_path / "worker.log"
-    env = dict(os.environ, TEST_OPENAI_BASE=server.base_url, LITELLM_LOCAL_MODEL_COST_MAP="True",
-               LITELLM_OFFLINE_MODE="true")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "eddies", "worker", "--app", settings.app, "--bootstrap-servers",
-         settings.bootstrap_servers, "--partitions", str(settings.partitions), "--agent",
-         "tests.integration.agents:http_calculator"],
-        cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    worker = start_worker(settings, "tests.integration.agents:http_calculator", log,
+                          TEST_OPENAI_BASE=server.base_url)
     try:
         server.fail(429, headers={"Retry-After": "2"})
         sent = time.monotonic()
@@ -95,8 +84,7 @@ def test_worker_retries_a_429_after_its_retry_after_and_not_a_401(
         send_input(settings, "denied", '{"a": 1, "b": 1}')
         outputs = _wait_outputs(settings, 2, worker, log)
     finally:
-        worker.send_signal(signal.SIGTERM)
-        worker.wait(30)
+        stop_worker(worker)
         server.stop()
     by_session = {e.session_id: e.payload for e in outputs}
     limited, denied = by_session["limited"], by_session["denied"]
@@ -133,25 +121,16 @@ def _wait_outputs(settings: Settings, count: int, proc: subprocess.Popen[bytes],
 
 def test_worker_abandons_a_slow_call_at_its_timeout_retries_it_and_ends_a_run_at_its_deadline(
         settings: Settings, tmp_path: Path) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    ensure_topics(AdminClient(settings.client_config()), TopicNames(settings.app), settings.partitions)
     log = tmp_path / "worker.log"
     effects = tmp_path / "effects.log"
-    env = dict(os.environ, TEST_EFFECTS=str(effects), LITELLM_LOCAL_MODEL_COST_MAP="True",
-               LITELLM_OFFLINE_MODE="true")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "eddies", "worker", "--app", settings.app, "--bootstrap-servers",
-         settings.bootstrap_servers, "--partitions", str(settings.partitions), "--agent",
-         "tests.integration.agents:Deadlines"],
-        cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    worker = start_worker(settings, "tests.integration.agents:Deadlines", log,
+                          TEST_EFFECTS=str(effects))
     try:
         send_input(settings, "slow", {"slow": "k1"})
         send_input(settings, "stuck", {"sleep_s": 30})
         outputs = _wait_outputs(settings, 2, worker, log)
     finally:
-        worker.send_signal(signal.SIGTERM)
-        worker.wait(30)
+        stop_worker(worker)
     by_session = {e.session_id: e.payload for e in outputs}
     slow, stuck = by_session["slow"], by_session["stuck"]
     assert isinstance(slow, OutputEvent) and slow.output == "done k1", slow

@@ -4,7 +4,6 @@ and a restart, at its due time; a signal sent by a plain confluent-kafka produce
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 from eddies.connectors.kafka.client import producer, read_events, send_input
 from eddies.connectors.kafka.replay import load_history, replay
 from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+from eddies.connectors.kafka.topics import TopicNames
 from eddies.engine import AgentPlan
 from eddies.events import (
     AgentEvent,
@@ -30,19 +29,10 @@ from eddies.events import (
     headers,
 )
 from tests.integration.agents import Waiter
+from tests.integration.workers import ROOT, start_worker, stop_worker
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 AGENT = "tests.integration.agents:Waiter"
-
-
-def _worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, EDDIES_INSTANCE_ID="slot-0", LITELLM_LOCAL_MODEL_COST_MAP="True",
-               LITELLM_OFFLINE_MODE="true")
-    return subprocess.Popen(
-        [sys.executable, "-m", "eddies", "worker", "--app", settings.app, "--bootstrap-servers",
-         settings.bootstrap_servers, "--partitions", str(settings.partitions), "--agent", AGENT],
-        cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
 def _events(settings: Settings) -> list[AgentEvent]:
@@ -63,21 +53,10 @@ def _outputs(settings: Settings) -> dict[str, AgentEvent]:
     return {e.event_id: e for e in read_events(settings, TopicNames(settings.app).output)}
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
 def test_a_timer_fires_once_across_a_sigkill_and_a_restart(settings: Settings, tmp_path: Path) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    ensure_topics(AdminClient(settings.client_config()), TopicNames(settings.app), settings.partitions)
     log = tmp_path / "worker.log"
     sessions = [f"t{i}" for i in range(6)]
-    first = _worker(settings, log)
+    first = start_worker(settings, AGENT, log, EDDIES_INSTANCE_ID="slot-0")
     try:
         prod = producer(settings)
         for s in sessions:
@@ -90,13 +69,13 @@ def test_a_timer_fires_once_across_a_sigkill_and_a_restart(settings: Settings, t
         first.send_signal(signal.SIGKILL)
         first.wait(10)
     assert not _outputs(settings), "the timers fired before they were due"
-    second = _worker(settings, log)
+    second = start_worker(settings, AGENT, log, EDDIES_INSTANCE_ID="slot-0")
     try:
         _until("every session answered", lambda: len(_outputs(settings)) >= len(sessions), 90,
                second, log)
         time.sleep(1.0)  # anything repeated would arrive now
     finally:
-        _stop(second)
+        stop_worker(second)
 
     events = {e.event_id: e for e in _events(settings)}
     issued = {e.session_id: e for e in events.values()
@@ -118,11 +97,9 @@ def test_a_timer_fires_once_across_a_sigkill_and_a_restart(settings: Settings, t
 
 def test_signals_from_a_plain_producer_and_the_cli_answer_waits(settings: Settings, tmp_path: Path) -> None:
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient
 
-    ensure_topics(AdminClient(settings.client_config()), TopicNames(settings.app), settings.partitions)
     log = tmp_path / "worker.log"
-    worker = _worker(settings, log)
+    worker = start_worker(settings, AGENT, log, EDDIES_INSTANCE_ID="slot-0")
     try:
         prod = producer(settings)
         send_input(settings, "plain", {"signal": "approve", "timeout_s": 120}, prod=prod)
@@ -149,7 +126,7 @@ def test_signals_from_a_plain_producer_and_the_cli_answer_waits(settings: Settin
         assert "signalled approve" in done.stdout
         _until("three answers", lambda: len(_outputs(settings)) >= 3, 60, worker, log)
     finally:
-        _stop(worker)
+        stop_worker(worker)
     answers = {o.session_id: o.payload.output for o in _outputs(settings).values()
                if isinstance(o.payload, OutputEvent)}
     assert answers == {"plain": {"by": "ana"}, "cli": {"by": "cli"}, "late": "timeout"}

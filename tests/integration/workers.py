@@ -1,0 +1,38 @@
+"""Worker processes for integration tests: ``eddies worker`` on the test's app, its output
+in a log file, the model kept offline."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from eddies.connectors.kafka.settings import Settings
+from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_worker(settings: Settings, agent: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
+    """The app's topics made, then a worker of ``agent`` (``module:attr``) started with
+    ``env`` added to this process's environment."""
+    from confluent_kafka.admin import AdminClient
+
+    ensure_topics(AdminClient(settings.client_config()), TopicNames(settings.app), settings.partitions)
+    return subprocess.Popen(
+        [sys.executable, "-m", "eddies", "worker", "--app", settings.app, "--bootstrap-servers",
+         settings.bootstrap_servers, "--partitions", str(settings.partitions), "--agent", agent],
+        cwd=ROOT, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+        env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true", **env))
+
+
+def stop_worker(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL if it has not left within 30 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
