@@ -2,7 +2,8 @@
 that arrived on the wrong partition.
 
 Every event goes to ``APP.events`` (the history); requests also to the in-process
-executor, or to ``APP.requests`` for executor processes; outputs to ``APP.output``. An
+executor, or to ``APP.requests`` for executor processes; outputs, and approval requests
+(a person must answer them), to ``APP.output``. An
 event no record can hold (larger than ``Settings.write_limit``, or not encodable) is
 dead-lettered instead, and reported so that its run fails. Example::
 
@@ -22,6 +23,7 @@ from eddies.engine import SessionMachine, SessionState
 from eddies.engine.state import RunState
 from eddies.events import (
     AgentEvent,
+    ApprovalRequestEvent,
     DurableCallRequest,
     EncodingError,
     ErrorInfo,
@@ -127,6 +129,9 @@ class Router:
         elif isinstance(payload, OutputEvent):
             produce(prod, self.names.output, data, key, headers=HEADERS)
             self.counters.inc("outputs_failed" if payload.error else "outputs")
+        elif isinstance(payload, ApprovalRequestEvent):
+            produce(prod, self.names.output, data, key, headers=HEADERS)
+            self.counters.inc("approval_requests")
 
     def request(self, ev: AgentEvent) -> None:
         """A request issued again after a restore, for executor processes."""

@@ -1,4 +1,5 @@
-"""The ``eddies`` command: demo, broker, worker, send, tail, replay, topics, flink.
+"""The ``eddies`` command: demo, broker, worker, send, tail, replay, topics, signal, approve,
+reject, flink.
 
 Every command that needs Kafka uses ``bootstrap_servers`` from the config file,
 ``EDDIES_BOOTSTRAP_SERVERS`` or ``--bootstrap-servers``; with none it starts the embedded
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import signal
 import sys
 import threading
@@ -340,7 +342,23 @@ def tail(
                 console.print(f"undecodable record at {msg.partition()}/{msg.offset()}: {err}")
                 continue
             console.print(f"{ev.session_id}:{describe(ev)}" if topic == "events" else
-                          f"{ev.session_id} run {ev.run}: {json.dumps(getattr(ev.payload, 'output', None))}")
+                          _output_line(ev), highlight=False, markup=False, soft_wrap=True)
+
+
+def _output_line(ev: Any) -> str:
+    """How ``eddies tail`` shows a record of APP.output: an answer, or an approval request
+    with the commands that answer it."""
+    from eddies.events import ApprovalRequestEvent
+
+    p = ev.payload
+    if not isinstance(p, ApprovalRequestEvent):
+        return f"{ev.session_id} run {ev.run}: {json.dumps(getattr(p, 'output', None))}"
+    deadline = "" if p.deadline is None else time.strftime(
+        " by %Y-%m-%d %H:%M:%S UTC", time.gmtime(p.deadline / 1000))
+    who = f"{shlex.quote(ev.session_id)} {shlex.quote(p.signal)}"
+    return (f"{ev.session_id} run {ev.run}: APPROVAL NEEDED{deadline}: {p.tool}"
+            f"({json.dumps(p.arguments)}); answer with: eddies approve {who}  |  "
+            f"eddies reject {who} --reason TEXT")
 
 
 @app.command("replay")
@@ -440,6 +458,55 @@ def send_signal(
                    f"signal {name!r} for session {session!r}")
         console.print(f"signalled {escape(name)} = {escape(json.dumps(payload))} to {escape(session)}",
                       highlight=False)
+
+
+def _answer_approval(session: str, name: str, approved: bool, reason: str | None,
+                     config: Path | None, app_id: str | None, bootstrap_servers: str | None) -> None:
+    from eddies.connectors.kafka.client import send_event, signal_event
+    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.engine import approval
+
+    if not name.startswith(approval.PREFIX):
+        err_console.print(f"[red]{escape(name)!r} is not an approval signal: it starts with "
+                          f"{approval.PREFIX!r} (eddies tail shows it)[/red]")
+        raise typer.Exit(2)
+    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
+    with _kafka(settings, need=(TopicNames(settings.app).input,)) as s:
+        send_event(s, signal_event(session, name, approval.answer(approved, reason)),
+                   f"signal {name!r} for session {session!r}")
+    console.print(f"{'approved' if approved else 'rejected'} {escape(name)} of {escape(session)}",
+                  highlight=False)
+
+
+SignalNameArg = Annotated[str, typer.Argument(
+    help="The approval request's signal, approval:<call id> (eddies tail shows it).")]
+ReasonOpt = Annotated[str | None, typer.Option(help="Why; the model sees it.")]
+
+
+@app.command()
+def approve(
+    session: Annotated[str, typer.Argument(help="Session id (the record key).")],
+    name: SignalNameArg,
+    reason: ReasonOpt = None,
+    config: ConfigOpt = None,
+    app_id: AppOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+) -> None:
+    """Approve a tool call that waits for approval: the tool runs."""
+    _answer_approval(session, name, True, reason, config, app_id, bootstrap_servers)
+
+
+@app.command()
+def reject(
+    session: Annotated[str, typer.Argument(help="Session id (the record key).")],
+    name: SignalNameArg,
+    reason: ReasonOpt = None,
+    config: ConfigOpt = None,
+    app_id: AppOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+) -> None:
+    """Reject a tool call that waits for approval: the model gets a tool error instead."""
+    _answer_approval(session, name, False, reason, config, app_id, bootstrap_servers)
 
 
 def main(argv: list[str] | None = None) -> int:

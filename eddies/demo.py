@@ -12,6 +12,7 @@ from typing import Any
 from eddies.engine import Agent, ChatModelSetup, ResourceType, action
 from eddies.events import (
     AgentEvent,
+    ApprovalRequestEvent,
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
@@ -79,6 +80,8 @@ def describe(ev: AgentEvent) -> str:
             detail += f" (due {p.not_before})"
     elif isinstance(p, SignalEvent):
         detail = f"{p.name} = {json.dumps(p.value)}"
+    elif isinstance(p, ApprovalRequestEvent):
+        detail = f"{p.tool}({json.dumps(p.arguments)}) awaits {p.signal}"
     elif isinstance(p, DurableCallResult):
         detail = f"{p.status.value} {p.value[:36]}"
     elif isinstance(p, ChatResponseEvent):

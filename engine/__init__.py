@@ -4,7 +4,9 @@ No Kafka, no network, no threads, no event loop: ``apply(state, event) -> (state
 emitted)`` is deterministic and testable in microseconds.
 """
 
+from . import approval
 from .agent import ActionSpec, Agent, action
+from .approval import ToolNotApprovedError
 from .context import Memory, Metrics, RunnerContext
 from .durable import (
     DurableCall,
@@ -40,8 +42,10 @@ __all__ = [
     "RunnerContext",
     "SessionMachine",
     "SessionState",
+    "ToolNotApprovedError",
     "ToolSpec",
     "UnsupportedEventError",
     "action",
+    "approval",
     "function_name",
 ]

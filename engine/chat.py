@@ -20,15 +20,18 @@ from eddies.events import (
     ErrorInfo,
     MessageRole,
     TokenUsage,
+    ToolCall,
     ToolRequestEvent,
     ToolResponseEvent,
     ToolResult,
     encode_value,
 )
 
+from . import approval
 from .agent import ActionSpec
 from .context import RunnerContext, _CallSpec, message_from_value
-from .durable import DurableCallError
+from .durable import DurableCallError, Outcome
+from .resources import FunctionTool, ResourceType
 
 CHAT_ACTION = "eddies.chat_model"
 TOOL_ACTION = "eddies.tool_call"
@@ -134,34 +137,56 @@ async def chat_model_action(
 
 
 async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
-    """Execute a batch of tool calls in parallel, each a durable TOOL call."""
+    """Execute a batch of tool calls in parallel, each a durable TOOL call. A call of a tool
+    that requires approval waits for it (beside the other calls) and runs once approved."""
     plan = ctx._machine.plan
-    specs: list[_CallSpec] = []
-    slots: list[int] = []
-    results: list[Any] = []
-    for i, tc in enumerate(event.tool_calls):
+    calls = event.tool_calls
+    results: list[ToolResult | None] = [None] * len(calls)
+    waits: list[tuple[int, _CallSpec]] = []  # approval waits
+    ready: list[tuple[int, _CallSpec]] = []  # calls that need none
+    for i, tc in enumerate(calls):
         entry = plan.resources.get(tc.name)
-        if entry is None or entry[0].value != "tool":
-            results.append(ToolResult(tc.id, tc.name, None, ErrorInfo("KeyError", f"no tool {tc.name!r}")))
+        if entry is None or entry[0] is not ResourceType.TOOL:
+            results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo("KeyError", f"no tool {tc.name!r}"))
             continue
-        results.append(None)
-        slots.append(i)
-        specs.append(
-            _CallSpec(CallKind.TOOL, tc.name, (), tc.arguments, idempotent=entry[1].idempotent)
-        )
-    if specs:
-        outcomes = await ctx._calls_async(specs)
-        for i, outcome in zip(slots, outcomes, strict=True):
-            tc = event.tool_calls[i]
-            err = outcome.error
-            if err is None:
-                results[i] = ToolResult(tc.id, tc.name, outcome.value)
-            elif isinstance(err, DurableCallError):
-                results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(err.error_type, err.message))
+        tool: FunctionTool = entry[1]
+        if tool.requires_approval:
+            # The waits are issued first: each signal names the call id its wait gets.
+            waits.append((i, ctx._approval_wait(tc.name, tool, tc.arguments, tc.id, len(waits))))
+        else:
+            ready.append((i, _tool_call(tc, tool)))
+    approved: list[tuple[int, _CallSpec]] = []
+    for batch in (waits + ready, approved):  # approved: filled while the first is read
+        if not batch:
+            continue
+        outcomes = await ctx._calls_async([spec for _, spec in batch])
+        for (i, spec), outcome in zip(batch, outcomes, strict=True):
+            tc = calls[i]
+            if spec.kind is not CallKind.SIGNAL:
+                results[i] = _tool_result(tc, outcome)
+                continue
+            tool = plan.tool(tc.name)
+            refused = approval.refusal(tc.name, outcome.value, outcome.error,
+                                       approval.timeout_ms(tool, plan.config))
+            if refused is None:
+                approved.append((i, _tool_call(tc, tool)))
             else:
-                results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo.of(err))
+                results[i] = ToolResult(tc.id, tc.name, None, refused)
     # Ids and names from a checked ToolRequestEvent, values decoded from JSON: valid.
-    ctx.sent.append(ToolResponseEvent(event.request_id, results))
+    ctx.sent.append(ToolResponseEvent(event.request_id, results))  # type: ignore[arg-type]
+
+
+def _tool_call(tc: ToolCall, tool: FunctionTool) -> _CallSpec:
+    return _CallSpec(CallKind.TOOL, tc.name, (), tc.arguments, idempotent=tool.idempotent)
+
+
+def _tool_result(tc: ToolCall, outcome: Outcome) -> ToolResult:
+    err = outcome.error
+    if err is None:
+        return ToolResult(tc.id, tc.name, outcome.value)
+    if isinstance(err, DurableCallError):
+        return ToolResult(tc.id, tc.name, None, ErrorInfo(err.error_type, err.message))
+    return ToolResult(tc.id, tc.name, None, ErrorInfo.of(err))
 
 
 def builtin_actions() -> list[ActionSpec]:

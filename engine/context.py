@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from eddies.events import (
+    ApprovalRequestEvent,
     CallKind,
     ChatMessage,
     DurableCallRequest,
@@ -26,6 +27,7 @@ from eddies.events import (
 from eddies.events.codec import validate_payload
 from eddies.events.ids import call_digest, call_id, scope_path
 
+from . import approval
 from .durable import (
     DurableCall,
     JournalMismatchError,
@@ -33,7 +35,7 @@ from .durable import (
     durable_error,
     function_name,
 )
-from .resources import ResourceType
+from .resources import FunctionTool, ResourceType
 from .state import OK, TERMINAL, CallRecord, Invocation, RunState, SessionState
 
 if TYPE_CHECKING:
@@ -175,7 +177,7 @@ class _Awaitable:
 
 class _CallSpec:
     __slots__ = ("args", "cid", "due_after", "due_at", "fn", "idempotent", "kind", "kwargs",
-                 "reconciler", "target")
+                 "notice", "reconciler", "target")
 
     def __init__(
         self,
@@ -199,6 +201,9 @@ class _CallSpec:
         # clock when it is first issued (then recorded: a replay does not move it).
         self.due_at: int | None = None
         self.due_after: int | None = None
+        # An event announcing the call (an approval request), emitted once, when the call
+        # is first issued.
+        self.notice: Event | None = None
 
 
 class RunnerContext:
@@ -214,7 +219,7 @@ class RunnerContext:
     """
 
     __slots__ = ("_children", "_inv", "_machine", "_metrics", "_ordinal", "_run", "_sensory",
-                 "_short_term", "_state", "requests", "sent", "waiting")
+                 "_short_term", "_state", "notices", "requests", "sent", "waiting")
 
     def __init__(
         self, machine: SessionMachine, state: SessionState, run: RunState, inv: Invocation
@@ -227,6 +232,7 @@ class RunnerContext:
         self._children = 0
         self.sent: list[Event] = []
         self.requests: list[DurableCallRequest] = []
+        self.notices: list[Event] = []  # emitted with the requests, not when it completes
         self.waiting: list[str] = []
         # Created on first use: most actions never touch them.
         self._short_term: Memory | None = None
@@ -426,11 +432,29 @@ class RunnerContext:
     def _call_async(self, spec: _CallSpec) -> _Awaitable:
         return _Awaitable(self, [spec], batch=False)
 
+    def _next_call_id(self, ahead: int = 0) -> str:
+        """The id the call made ``ahead`` calls from now will have."""
+        inv = self._inv
+        return call_id(self._state.session_id, inv.trigger.scope, self._run.number, inv.number,
+                       self._ordinal + ahead)
+
+    def _approval_wait(self, name: str, tool: FunctionTool, arguments: dict[str, Any],
+                       tool_call_id: str, ahead: int = 0) -> _CallSpec:
+        """The wait for a person's approval of one call of ``tool`` (the call made
+        ``ahead`` calls from now), announced by an ApprovalRequestEvent."""
+        waited = approval.timeout_ms(tool, self._machine.plan.config)
+        signal = approval.signal_name(self._next_call_id(ahead))
+        spec = _signal_wait(signal, timedelta(milliseconds=waited))
+        # The deadline _record gives the wait when it issues it (the notice is emitted then
+        # only: a replay neither re-emits it nor recomputes it).
+        spec.notice = ApprovalRequestEvent(signal, name, tool_call_id, arguments,
+                                           self._state.clock + waited)
+        return spec
+
     def _record(self, spec: _CallSpec) -> CallRecord | None:
         """The call's journal record if it has an outcome; else register it and return None."""
         run = self._run
-        inv = self._inv
-        cid = call_id(self._state.session_id, inv.trigger.scope, run.number, inv.number, self._ordinal)
+        cid = self._next_call_id()
         self._ordinal += 1
         spec.cid = cid
         args = encode_value(
@@ -465,6 +489,8 @@ class RunnerContext:
                 idempotent=spec.idempotent, attempt=1,
                 timeout_ms=self._machine.plan.call_timeout(spec.kind, spec.target), digest=dig,
                 not_before=rec.due))
+            if spec.notice is not None:
+                self.notices.append(spec.notice)
         self._machine._args[cid] = args
         if spec.fn is not None:
             self._machine._callables[cid] = (spec.fn, spec.reconciler)
@@ -542,9 +568,24 @@ class ToolHandle:
         self._idempotent = idempotent
 
     def call(self, **arguments: Any) -> Any:
-        """Call the tool with keyword arguments; returns its (JSON) result."""
+        """Call the tool with keyword arguments; returns its (JSON) result. A tool that
+        ``requires_approval`` first waits for it, and raises
+        :class:`~eddies.engine.approval.ToolNotApprovedError` if it is refused."""
+        ctx = self._ctx
+        tool = ctx._machine.plan.tool(self.name)
+        if tool.requires_approval:
+            wait = ctx._approval_wait(self.name, tool, arguments, "")
+            value, error = None, None
+            try:
+                value = ctx._call_now(wait)
+            except Exception as err:  # a deadline passed (Suspend is not an Exception)
+                error = err
+            refused = approval.refusal(self.name, value, error, approval.timeout_ms(
+                tool, ctx._machine.plan.config))
+            if refused is not None:
+                raise approval.ToolNotApprovedError(f"{refused.type}: {refused.message}")
         spec = _CallSpec(CallKind.TOOL, self.name, (), arguments, idempotent=self._idempotent)
-        return self._ctx._call_now(spec)
+        return ctx._call_now(spec)
 
 
 _ROLES = {role.value: role for role in MessageRole}

@@ -312,6 +312,8 @@ class SessionMachine(CallOutcomes):
                     env = self._emit(state, run, req, inv.trigger.event_id, inv.action, out)
                     run.calls[req.call_id].request_id = env.event_id
                     self.stats["calls"] += 1
+                for notice in ctx.notices:
+                    self._emit(state, run, notice, inv.trigger.event_id, inv.action, out)
             if failure is SUSPENDED:
                 run.waiting = ctx.waiting
                 return
@@ -340,6 +342,7 @@ class SessionMachine(CallOutcomes):
             if live is not None and live[2] is run:
                 coro, ctx = live[0], live[1]
                 ctx.requests = []
+                ctx.notices = []
                 ctx.waiting = []
             else:
                 ctx = RunnerContext(self, state, run, inv)

@@ -27,6 +27,9 @@ OPTIONS: dict[str, Any] = {
     # whose writes would pass it fails and its writes are discarded (a runner must be able
     # to save the session, e.g. in one Kafka record).
     "max_memory_bytes": 524_288,
+    # How long a call of a tool that requires approval waits for it (unless the tool sets
+    # its own): an hour.
+    "approval_timeout_ms": 3_600_000,
 }
 
 

@@ -96,8 +96,11 @@ def tool_spec(fn: Callable[..., Any], name: str | None = None, description: str 
 class FunctionTool:
     """A Python function offered to models as a tool.
 
-    ``idempotent`` tools may be re-run when a crash leaves their outcome unknown.
-    Example: ``FunctionTool(add, idempotent=True, timeout_ms=5_000)``.
+    ``idempotent`` tools may be re-run when a crash leaves their outcome unknown. A tool
+    that ``requires_approval`` runs only once a person approves the call (see
+    :mod:`eddies.engine.approval`). Example: ``FunctionTool(add, idempotent=True,
+    timeout_ms=5_000)``, ``FunctionTool(refund, requires_approval=True,
+    approval_timeout_ms=600_000)``.
     """
 
     fn: Callable[..., Any]
@@ -107,9 +110,17 @@ class FunctionTool:
     #: How long an executor lets one call run before abandoning it as a (transient)
     #: timeout; None: the agent's ``timeout_ms`` config for tools.
     timeout_ms: int | None = None
+    #: Each call waits for a person's approval (an ApprovalRequestEvent in APP.output).
+    requires_approval: bool = False
+    #: How long a call waits for it; None: the agent's ``approval_timeout_ms`` config.
+    approval_timeout_ms: int | None = None
     spec: ToolSpec = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.approval_timeout_ms is not None and (
+                type(self.approval_timeout_ms) is not int or self.approval_timeout_ms <= 0):
+            raise ValueError(f"tool {self.name or self.fn!r}: approval_timeout_ms must be a "
+                             f"positive number of ms, got {self.approval_timeout_ms!r}")
         spec = tool_spec(self.fn, self.name or None, self.description)
         object.__setattr__(self, "name", spec.name)
         object.__setattr__(self, "spec", spec)

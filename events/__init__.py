@@ -29,6 +29,7 @@ from .envelope import (
 from .errors import DecodeError, EncodingError
 from .partitioner import murmur2, partition_for
 from .payloads import (
+    ApprovalRequestEvent,
     CallKind,
     CallStatus,
     ChatMessage,
@@ -62,6 +63,7 @@ __all__ = [
     "MIN_TIMESTAMP_MS",
     "SCHEMA_HEADER",
     "AgentEvent",
+    "ApprovalRequestEvent",
     "CallKind",
     "CallStatus",
     "ChatMessage",

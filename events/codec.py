@@ -25,6 +25,7 @@ from .errors import DecodeError, EncodingError
 from .payloads import (
     BUILTIN_TYPES,
     EVENT_TYPES,
+    ApprovalRequestEvent,
     CallKind,
     CallStatus,
     ChatMessage,
@@ -195,6 +196,12 @@ def _signal(p: Any) -> Record:
     return {"name": p.name, "value": encode_value(p.value, "SignalEvent.value")}
 
 
+def _approval(p: Any) -> Record:
+    return {"signal": p.signal, "tool": p.tool, "tool_call_id": p.tool_call_id,
+            "arguments": encode_value(p.arguments, "ApprovalRequestEvent.arguments"),
+            "deadline": p.deadline}
+
+
 def _custom(p: Any) -> Record:
     return {"type_name": p.type_name, "attributes": encode_value(p.attributes, p.type_name)}
 
@@ -212,6 +219,7 @@ _WRITERS: dict[type, tuple[str, Callable[[Any], Record]]] = {
     DurableCallResult: ("eddies.DurableCallResult", _call_result),
     CustomEvent: ("eddies.CustomEvent", _custom),
     SignalEvent: ("eddies.SignalEvent", _signal),
+    ApprovalRequestEvent: ("eddies.ApprovalRequestEvent", _approval),
 }
 
 
@@ -384,6 +392,10 @@ _READERS: dict[str, Callable[[Record], Event]] = {
     ),
     "eddies.CustomEvent": _custom_in,
     "eddies.SignalEvent": lambda r: SignalEvent(r["name"], decode_value(r["value"], "SignalEvent.value")),
+    "eddies.ApprovalRequestEvent": lambda r: ApprovalRequestEvent(
+        r["signal"], r["tool"], r["tool_call_id"],
+        decode_value(r["arguments"], "ApprovalRequestEvent.arguments"), r["deadline"],
+    ),
 }
 
 
@@ -469,6 +481,7 @@ def _object_binding() -> ObjectBinding:
             ("InputEvent", "input"), ("OutputEvent", "output"), ("ChatMessage", "extra_args"),
             ("ToolCall", "arguments"), ("ToolResult", "result"), ("SubagentCallEvent", "input"),
             ("SubagentResultEvent", "output"), ("SignalEvent", "value"),
+            ("ApprovalRequestEvent", "arguments"),
         ]
     }
     convert["eddies.ChatRequestEvent.output_schema"] = lambda p: (

@@ -61,6 +61,7 @@ BUILTIN_TYPES = frozenset(
         "DurableCallResult",
         "CustomEvent",
         "SignalEvent",
+        "ApprovalRequestEvent",
     }
 )
 
@@ -331,3 +332,19 @@ class SignalEvent(Event):
     _builtin: ClassVar[bool] = True
     name: str = ""
     value: Any = None
+
+
+@dataclass(slots=True)
+class ApprovalRequestEvent(Event):
+    """A tool call waiting for a person's approval (a tool declared ``requires_approval``):
+    written to ``APP.output``; a ``SignalEvent`` named ``signal`` answers it, e.g.
+    ``eddies approve s1 approval:s1:r1:i3:c0``. No answer by ``deadline`` (logical ms)
+    counts as a rejection."""
+
+    event_type: ClassVar[str] = "ApprovalRequestEvent"
+    _builtin: ClassVar[bool] = True
+    signal: str = ""
+    tool: str = ""
+    tool_call_id: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    deadline: int | None = None

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from eddies.events import (
     AgentEvent,
+    ApprovalRequestEvent,
     CallKind,
     CallStatus,
     ChatMessage,
@@ -82,11 +83,12 @@ payloads = st.one_of(
     ),
     st.builds(CustomEvent, st.text(min_size=1, max_size=20).filter(lambda s: s not in _TAKEN), json_objects),
     st.builds(SignalEvent, text, json_values),
+    st.builds(ApprovalRequestEvent, text, text, text, json_objects, st.none() | st.integers(0, 2**40)),
 )
 
 _TAKEN = {"InputEvent", "OutputEvent", "ChatRequestEvent", "ChatResponseEvent", "ToolRequestEvent",
           "ToolResponseEvent", "SubagentCallEvent", "SubagentResultEvent", "DurableCallRequest",
-          "DurableCallResult", "CustomEvent", "SignalEvent", "Reviewed"}
+          "DurableCallResult", "CustomEvent", "SignalEvent", "ApprovalRequestEvent", "Reviewed"}
 
 
 def _envelope(payload: Any, eid: str, sid: str, seq: int, run: int, scope: list[str],

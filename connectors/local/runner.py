@@ -18,9 +18,10 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from eddies.engine import Agent, AgentPlan, Journal, SessionMachine, SessionState
+from eddies.engine import Agent, AgentPlan, Journal, SessionMachine, SessionState, approval
 from eddies.events import (
     AgentEvent,
+    ApprovalRequestEvent,
     DurableCallRequest,
     ErrorInfo,
     InputEvent,
@@ -89,6 +90,25 @@ class LocalRunner:
                                               timestamp=self._clock))
         return eid
 
+    def approve(self, session_id: str, signal: str, reason: str | None = None) -> str:
+        """Approve the tool call that waits on ``signal`` (what ``eddies approve`` sends)."""
+        return self.signal(session_id, signal, approval.answer(True, reason))
+
+    def reject(self, session_id: str, signal: str, reason: str | None = None) -> str:
+        """Reject the tool call that waits on ``signal``; the model sees ``reason``."""
+        return self.signal(session_id, signal, approval.answer(False, reason))
+
+    def approval_requests(self, session_id: str | None = None) -> list[ApprovalRequestEvent]:
+        """The approval requests emitted so far (of one session), in order; each names the
+        ``signal`` that answers it. Example::
+
+            [ask] = runner.approval_requests("s1")
+            runner.approve("s1", ask.signal)
+            runner.run_until_idle()
+        """
+        return [e.payload for e in self.history if isinstance(e.payload, ApprovalRequestEvent)
+                and session_id in (None, e.session_id)]
+
     def step(self) -> bool:
         """Do one unit of work (apply one event, or perform one call); False when idle.
         With nothing else to do, the first held request comes due (logical time jumps)."""
@@ -116,6 +136,15 @@ class LocalRunner:
         for _ in range(max_steps):
             if not self.step():
                 return
+        raise RuntimeError(f"still busy after {max_steps} steps")
+
+    def run_until_waiting(self, max_steps: int = 10_000_000) -> None:
+        """Step until nothing is left but waits (timers, deadlines, signals, approvals):
+        unlike :meth:`run_until_idle`, logical time does not jump to a due time."""
+        for _ in range(max_steps):
+            if not self._work:
+                return
+            self.step()
         raise RuntimeError(f"still busy after {max_steps} steps")
 
     def run(self, inputs: Iterable[tuple[str, Any]]) -> list[Any]:

@@ -16,7 +16,7 @@ from typing import Any
 from eddies import Agent, InputEvent, OutputEvent, action
 from eddies.connectors.models.litellm import LiteLLMChatModel
 from eddies.demo import Calculator, calculator_agent
-from eddies.engine import ChatModelSetup, ResourceType
+from eddies.engine import ChatModelSetup, FunctionTool, ResourceType
 from eddies.events import ChatMessage, ChatRequestEvent, ChatResponseEvent
 
 
@@ -55,6 +55,13 @@ def http_calculator() -> Calculator:
     counted ``add`` tool."""
     conn = LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test")
     return calculator_agent(conn, model_name="openai/test-model", tool=counted_add)
+
+
+def approving_calculator() -> Calculator:
+    """``http_calculator`` whose ``add`` needs a person's approval, within 30 s."""
+    conn = LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test")
+    tool = FunctionTool(counted_add, name="add", requires_approval=True, approval_timeout_ms=30_000)
+    return calculator_agent(conn, model_name="openai/test-model", tool=tool)
 
 
 class Effects(Agent):

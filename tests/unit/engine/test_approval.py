@@ -1,0 +1,213 @@
+"""Human approval of tool calls (``requires_approval``): the request a person sees, the
+tool run only once approved, rejections and timeouts as tool errors the model sees,
+crashes while waiting, and replay."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from eddies import Agent, InputEvent, LocalRunner, OutputEvent, action
+from eddies.connectors.kafka.replay import replay
+from eddies.connectors.models.scripted import ScriptedChatModel
+from eddies.demo import Calculator
+from eddies.engine import ChatModelSetup, FunctionTool, PlanError, ResourceType, approval
+from eddies.events import (
+    ApprovalRequestEvent,
+    CallKind,
+    ChatMessage,
+    DurableCallRequest,
+    MessageRole,
+    ToolCall,
+)
+
+#: How often each tool ran (a side effect a person must approve first).
+RAN: Counter[str] = Counter()
+
+
+def refund(order: str, amount: int) -> str:
+    """Refund an order."""
+    RAN["refund"] += 1
+    return f"refunded {amount} on {order}"
+
+
+def lookup(order: str) -> str:
+    """Look an order up (needs no approval)."""
+    RAN["lookup"] += 1
+    return f"{order}: paid"
+
+
+def two_tools(messages: list[ChatMessage], tools: list[Any]) -> ChatMessage:
+    """Asks for lookup and refund in one round, then answers with what the tools said
+    (results as JSON text, errors as ``error: TYPE: MESSAGE``)."""
+    results = [m.content for m in messages if m.role is MessageRole.TOOL]
+    if results:
+        return ChatMessage(MessageRole.ASSISTANT, " | ".join(results))
+    return ChatMessage(MessageRole.ASSISTANT, "", [
+        ToolCall("t1", "lookup", {"order": "o-1"}),
+        ToolCall("t2", "refund", {"order": "o-1", "amount": 5}),
+    ])
+
+
+def shop(timeout_ms: int | None = 60_000) -> Calculator:
+    agent = Calculator("shop")
+    agent.add_resource("lookup", ResourceType.TOOL, lookup)
+    agent.add_resource("refund", ResourceType.TOOL, FunctionTool(
+        refund, requires_approval=True, approval_timeout_ms=timeout_ms))
+    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(two_tools))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["lookup", "refund"]))
+    return agent
+
+
+@pytest.fixture(autouse=True)
+def _count() -> None:
+    RAN.clear()
+
+
+def _started(agent: Agent, session: str = "s1") -> tuple[LocalRunner, ApprovalRequestEvent]:
+    runner = LocalRunner(agent)
+    runner.submit(session, "refund o-1", timestamp=1_000)
+    runner.run_until_waiting()
+    [ask] = runner.approval_requests(session)
+    return runner, ask
+
+
+def _replays_identically(runner: LocalRunner, session: str) -> None:
+    history = [(n, e) for n, e in enumerate(runner.history) if e.session_id == session]
+    report = replay(runner.plan, history, session)
+    assert report.ok and not report.extra, (report.mismatches, report.extra)
+
+
+def test_an_approved_call_runs_once_after_the_approval() -> None:
+    runner, ask = _started(shop())
+    # The request names the tool, its arguments, the signal and the deadline.
+    assert ask.tool == "refund" and ask.tool_call_id == "t2"
+    assert ask.arguments == {"order": "o-1", "amount": 5}
+    assert ask.signal.startswith("approval:s1:r1:") and ask.deadline == 1_000 + 60_000
+    # Everything else ran meanwhile; the tool that needs approval did not.
+    assert RAN == {"lookup": 1} and runner.outputs == []
+    runner.approve("s1", ask.signal)
+    runner.run_until_idle()
+    assert RAN == {"lookup": 1, "refund": 1}
+    assert runner.outputs_for("s1") == ['"o-1: paid" | "refunded 5 on o-1"']
+    _replays_identically(runner, "s1")
+
+
+def test_a_rejected_call_is_a_tool_error_the_model_sees() -> None:
+    runner, ask = _started(shop())
+    runner.reject("s1", ask.signal, "refunds need a ticket")
+    runner.run_until_idle()
+    assert RAN == {"lookup": 1}
+    [answer] = runner.outputs_for("s1")
+    assert answer.startswith('"o-1: paid" | error: ApprovalRejected: a person rejected this call '
+                             "of tool 'refund': refunds need a ticket")
+    _replays_identically(runner, "s1")
+
+
+def test_no_answer_by_the_deadline_is_a_timeout_error() -> None:
+    runner, ask = _started(shop(timeout_ms=5_000))
+    runner.run_until_idle()  # logical time jumps to the deadline
+    assert RAN == {"lookup": 1}
+    [answer] = runner.outputs_for("s1")
+    assert "error: ApprovalTimeout: tool 'refund' was not approved within 5 s" in answer
+    # A late answer changes nothing.
+    runner.approve("s1", ask.signal)
+    runner.run_until_idle()
+    assert RAN == {"lookup": 1} and len(runner.outputs) == 1
+    _replays_identically(runner, "s1")
+
+
+@pytest.mark.parametrize("value", ["maybe", None, 1, {"approved": "no"}, {"reason": "x"}])
+def test_anything_but_an_approval_rejects(value: Any) -> None:
+    runner, ask = _started(shop())
+    runner.signal("s1", ask.signal, value)
+    runner.run_until_idle()
+    assert RAN == {"lookup": 1}
+    assert "ApprovalRejected" in runner.outputs_for("s1")[0]
+
+
+@pytest.mark.parametrize("value", [True, "approve", " Yes ", {"approved": True, "by": "ana"}])
+def test_approvals_in_every_accepted_form(value: Any) -> None:
+    runner, ask = _started(shop())
+    runner.signal("s1", ask.signal, value)
+    runner.run_until_idle()
+    assert RAN["refund"] == 1
+
+
+def test_a_crash_while_waiting_neither_asks_again_nor_runs_the_tool() -> None:
+    runner, ask = _started(shop())
+    runner.crash()
+    runner.recover()
+    runner.run_until_waiting()
+    assert runner.approval_requests("s1") == [ask]  # not announced again by the recovery
+    runner.approve("s1", ask.signal)
+    runner.run_until_idle()
+    assert RAN == {"lookup": 1, "refund": 1}
+    assert runner.outputs_for("s1") == ['"o-1: paid" | "refunded 5 on o-1"']
+    # Unanswered across a crash, the wait still ends at its deadline.
+    runner, ask = _started(shop(), "s2")
+    runner.crash()
+    runner.recover()
+    runner.run_until_idle()
+    assert RAN == {"lookup": 2, "refund": 1}
+    assert "ApprovalTimeout" in runner.outputs_for("s2")[0]
+
+
+def test_a_wait_is_a_signal_call_with_a_deadline_for_executors() -> None:
+    runner, ask = _started(shop())
+    waits = [e.payload for e in runner.history if isinstance(e.payload, DurableCallRequest)
+             and e.payload.kind is CallKind.SIGNAL]
+    assert [(w.target, w.not_before, w.for_executor) for w in waits] == [(ask.signal, ask.deadline, True)]
+    assert approval.signal_name(waits[0].call_id) == ask.signal
+
+
+class DirectRefund(Agent):
+    """Calls the tool from its own action (no model): approval applies there too."""
+
+    @action(InputEvent)
+    def go(event: InputEvent, ctx: Any) -> None:
+        try:
+            done = ctx.get_resource("refund").call(order=event.input, amount=1)
+        except approval.ToolNotApprovedError as err:
+            done = f"not done: {err}"
+        ctx.send_event(OutputEvent(output=done))
+
+
+def _direct() -> DirectRefund:
+    agent = DirectRefund("direct")
+    agent.add_resource("refund", ResourceType.TOOL, FunctionTool(refund, requires_approval=True))
+    return agent
+
+
+def test_a_tool_called_from_an_action_waits_for_approval_too() -> None:
+    runner, ask = _started(_direct())
+    assert ask.tool == "refund" and ask.tool_call_id == ""
+    assert ask.deadline == 1_000 + 3_600_000  # the agent's default approval_timeout_ms
+    runner.approve("s1", ask.signal)
+    runner.run_until_idle()
+    assert runner.outputs_for("s1") == ["refunded 1 on refund o-1"] and RAN == {"refund": 1}
+    runner, ask = _started(_direct(), "s2")
+    runner.reject("s2", ask.signal, "no")
+    runner.run_until_idle()
+    assert runner.outputs_for("s2") == [
+        "not done: ApprovalRejected: a person rejected this call of tool 'refund': no; it was not called"]
+    assert RAN == {"refund": 1}
+    _replays_identically(runner, "s2")
+
+
+def test_bad_approval_timeouts_are_refused_naming_them() -> None:
+    with pytest.raises(ValueError, match="approval_timeout_ms must be a positive"):
+        FunctionTool(refund, requires_approval=True, approval_timeout_ms=0)
+    agent = shop()
+    agent.config["approval_timeout_ms"] = -5
+    with pytest.raises(PlanError, match="approval_timeout_ms"):
+        LocalRunner(agent)
+
+
+def test_decisions() -> None:
+    assert approval.decision({"approved": False, "reason": "later"}) == (False, "later")
+    assert approval.decision(approval.answer(True, "ok by ana")) == (True, None)
+    assert approval.decision(approval.answer(False)) == (False, None)
+    assert approval.decision(False) == (False, None)
