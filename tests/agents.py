@@ -76,3 +76,70 @@ def react_agent() -> Calculator:
     agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(react_rounds))
     agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["lookup"]))
     return agent
+
+
+#: How often each tool of ``shop_agent`` ran (a side effect a person must approve first).
+RAN: Counter[str] = Counter()
+
+
+def refund(order: str, amount: int) -> str:
+    """Refund an order (a tool a person must approve)."""
+    RAN["refund"] += 1
+    return f"refunded {amount} on {order}"
+
+
+def lookup_order(order: str) -> str:
+    """Look an order up (needs no approval)."""
+    RAN["lookup"] += 1
+    return f"{order}: paid"
+
+
+def lookup_and_refund(messages: list[Any], tools: list[Any]) -> Any:
+    """Asks to refund o-1 (and, if the prompt says "look up", to look it up in the same
+    round), then answers with what the tools said (results as JSON text, errors as
+    ``error: TYPE: MESSAGE``)."""
+    from eddies.events import ChatMessage, MessageRole, ToolCall
+
+    results = [m.content for m in messages if m.role is MessageRole.TOOL]
+    if results:
+        return ChatMessage(MessageRole.ASSISTANT, " | ".join(results))
+    prompt = next(m.content for m in messages if m.role is MessageRole.USER)
+    lookup = [ToolCall("t1", "lookup", {"order": "o-1"})] if "look up" in prompt else []
+    return ChatMessage(MessageRole.ASSISTANT, "", [
+        *lookup, ToolCall("t2", "refund", {"order": "o-1", "amount": 5})])
+
+
+class Waits(Calculator):
+    """Every kind of wait: ``{"sleep_s": x}`` sleeps, ``{"signal": name, "timeout_s": t}``
+    waits for a signal (output its value, or "timeout"); anything else asks the model,
+    which looks an order up and asks to refund it (``shop_agent``)."""
+
+    @action(InputEvent)
+    def ask(event: InputEvent, ctx: Any) -> None:
+        asked = event.input
+        if isinstance(asked, dict) and "sleep_s" in asked:
+            ctx.sleep(asked["sleep_s"])
+            ctx.send_event(OutputEvent(output={"slept": asked["sleep_s"], "at": ctx.now()}))
+        elif isinstance(asked, dict) and "signal" in asked:
+            try:
+                value = ctx.wait_for_signal(asked["signal"], timeout=asked.get("timeout_s"))
+            except TimeoutError:
+                value = "timeout"
+            ctx.send_event(OutputEvent(output=value))
+        else:
+            Calculator.ask(event, ctx)
+
+
+def shop_agent(approval_timeout_ms: int | None = 60_000) -> Waits:
+    """Refunds need a person's approval (within ``approval_timeout_ms``); lookups do not."""
+    from eddies.engine import ChatModelSetup, FunctionTool, ResourceType
+
+    agent = Waits("shop")
+    agent.add_resource("lookup", ResourceType.TOOL, lookup_order)
+    agent.add_resource("refund", ResourceType.TOOL, FunctionTool(
+        refund, requires_approval=True, approval_timeout_ms=approval_timeout_ms))
+    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION,
+                       ScriptedChatModel(lookup_and_refund))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("offline", tools=["lookup", "refund"]))
+    return agent

@@ -162,8 +162,10 @@ class KafkaExecutor(Claiming):
     def submit(self, request: AgentEvent) -> None:
         """Local mode: perform ``request``, answer it from the journal, or answer UNKNOWN
         (decided at once, on the caller's thread; the call runs on a call thread)."""
+        # Asked now, by the orchestrator that holds its live run: never too old to perform,
+        # whatever its due time (a timer of a session on an old logical clock is due at once).
         with self._lock:
-            self._dispatch(request, None, 0, 0)
+            self._dispatch(request, None, 0, int(time.time() * 1000))
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set; running calls finish before it returns, queued

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from eddies.connectors.kafka.client import input_event, producer, read_events, send_input
+from eddies.connectors.kafka.client import input_event, producer, read_events, send_event, send_input
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames, ensure_topics
 from eddies.connectors.kafka.worker import Worker
 from eddies.connectors.records import HEADERS
 from eddies.events import (
     AgentEvent,
+    ApprovalRequestEvent,
     CallKind,
     CallStatus,
     DurableCallResult,
@@ -45,7 +46,16 @@ CONFORMANCE = [
         ("calc-2", [{"a": 10, "b": 20}]),
         ("calc-3", ["no tool needed"]),
     ]),
+    # Inputs are stamped long ago (see _send_all): each wait is due at once, and its answer
+    # is stamped at its due time, so both runners record the same history.
+    ("tests.agents:shop_agent", [
+        ("wait-timer", [{"sleep_s": 5}, {"sleep_s": 1}]),
+        ("wait-signal", [{"signal": "go", "timeout_s": 2}]),
+        ("wait-approval", ["refund o-1"]),  # its approval request is an output too
+    ]),
 ]
+#: The logical time of the first input _send_all sends (2023-11-14).
+SENT_AT = 1_700_000_000_000
 
 
 def _send_all(settings: Settings, sessions: list[tuple[str, list[object]]]) -> int:
@@ -57,8 +67,9 @@ def _send_all(settings: Settings, sessions: list[tuple[str, list[object]]]) -> i
     for turn in range(max(len(v) for _, v in sessions)):
         for sid, values in sessions:
             if turn < len(values):
-                # Explicit ids: the same inputs for both runners.
-                send_input(settings, sid, values[turn], event_id=f"{sid}-in{turn}", prod=prod)
+                # Explicit ids and timestamps: the same inputs for both runners.
+                send_event(settings, input_event(sid, values[turn], f"{sid}-in{turn}",
+                                                 SENT_AT + n), "input", prod)
                 n += 1
     sid = sessions[0][0]
     names = TopicNames(settings.app)
@@ -93,6 +104,7 @@ def _dead_letters(settings: Settings, count: int, timeout: float = 60) -> list[t
 def _wait_outputs(settings: Settings, count: int, timeout: float,
                   proc: subprocess.Popen[bytes] | None = None, log: Path | None = None,
                   ) -> list[AgentEvent]:
+    """The records of APP.output (answers, approval requests) once ``count`` answers are."""
     deadline = time.monotonic() + timeout
     got: list[AgentEvent] = []
     while time.monotonic() < deadline:
@@ -100,7 +112,7 @@ def _wait_outputs(settings: Settings, count: int, timeout: float,
             raise AssertionError(f"flink run exited with {proc.returncode}:\n"
                                  + (log.read_text()[-4000:] if log else ""))
         got = list(read_events(settings, TopicNames(settings.app).output))
-        if len({e.event_id for e in got}) >= count:
+        if len({e.event_id for e in got if isinstance(e.payload, OutputEvent)}) >= count:
             return got
         time.sleep(0.3)
     return got
@@ -158,7 +170,7 @@ def test_flink_job_writes_the_history_the_worker_writes(
         assert stop(proc) == 0, log.read_text()[-4000:]
     assert leftovers(tmp_path / "tmp") == []
 
-    assert len({e.event_id for e in by_worker}) == expected
+    assert len({e.event_id for e in by_worker if isinstance(e.payload, OutputEvent)}) == expected
     # Consumers drop event ids they have seen (at-least-once sinks may write one again).
     assert sorted({(e.event_id, e.session_id, e.seq, _comparable(e)) for e in by_flink}) == \
         sorted({(e.event_id, e.session_id, e.seq, _comparable(e)) for e in by_worker})
@@ -168,6 +180,13 @@ def test_flink_job_writes_the_history_the_worker_writes(
     assert set(worker_history) == {sid for sid, _ in sessions} | {"misrouted"}
     for sid in worker_history:
         assert flink_history[sid] == worker_history[sid], sid
+    if agent.endswith("shop_agent"):  # each kind of wait really ran, and ended as expected
+        outs = {e.session_id: e.payload.output for e in by_flink if isinstance(e.payload, OutputEvent)}
+        assert outs["wait-signal"] == "timeout"
+        assert outs["wait-approval"].startswith("error: ApprovalTimeout: tool 'refund' was not approved")
+        asks = {e.event_id: e.session_id for e in by_flink if isinstance(e.payload, ApprovalRequestEvent)}
+        # Once each, after dropping seen ids ("misrouted" asks the model too).
+        assert sorted(asks.values()) == ["misrouted", "wait-approval"]
     # A ten-round ReAct run really ran ten tool rounds.
     if agent.endswith("react_agent"):
         outs = [e.payload for e in by_flink

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from eddies.connectors.kafka.client import producer, read_events, send_input
+from eddies.connectors.kafka.client import input_event, producer, read_events, send_event, send_input
 from eddies.connectors.kafka.replay import load_history, replay
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames
@@ -131,6 +131,27 @@ def test_signals_from_a_plain_producer_and_the_cli_answer_waits(settings: Settin
                if isinstance(o.payload, OutputEvent)}
     assert answers == {"plain": {"by": "ana"}, "cli": {"by": "cli"}, "late": "timeout"}
     _replays_call_nothing(settings, ["plain", "cli", "late"])
+
+
+def test_waits_of_a_session_on_an_old_clock_are_due_at_once(settings: Settings, tmp_path: Path) -> None:
+    """Inputs stamped long ago (a backlog reprocessed on event time): their timers and
+    deadlines are long past, and fire at once; they are not mistaken for requests older
+    than the journal's retention (never performed again: UNKNOWN)."""
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, AGENT, log, EDDIES_INSTANCE_ID="slot-0")
+    old = 1_600_000_000_000  # 2020
+    try:
+        prod = producer(settings)
+        send_event(settings, input_event("slept", {"sleep_s": 3}, timestamp=old), "input", prod)
+        send_event(settings, input_event("waited", {"signal": "go", "timeout_s": 2},
+                                         timestamp=old), "input", prod)
+        prod.flush(30)
+        _until("two answers", lambda: len(_outputs(settings)) >= 2, 60, worker, log)
+    finally:
+        stop_worker(worker)
+    answers = {o.session_id: o.payload.output for o in _outputs(settings).values()
+               if isinstance(o.payload, OutputEvent)}
+    assert answers == {"slept": {"slept": 3, "at": old + 3_000}, "waited": "timeout"}
 
 
 def _replays_call_nothing(settings: Settings, sessions: list[str]) -> None:

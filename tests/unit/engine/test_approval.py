@@ -4,61 +4,15 @@ crashes while waiting, and replay."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import pytest
 
 from eddies import Agent, InputEvent, LocalRunner, OutputEvent, action
 from eddies.connectors.kafka.replay import replay
-from eddies.connectors.models.scripted import ScriptedChatModel
-from eddies.demo import Calculator
-from eddies.engine import ChatModelSetup, FunctionTool, PlanError, ResourceType, approval
-from eddies.events import (
-    ApprovalRequestEvent,
-    CallKind,
-    ChatMessage,
-    DurableCallRequest,
-    MessageRole,
-    ToolCall,
-)
-
-#: How often each tool ran (a side effect a person must approve first).
-RAN: Counter[str] = Counter()
-
-
-def refund(order: str, amount: int) -> str:
-    """Refund an order."""
-    RAN["refund"] += 1
-    return f"refunded {amount} on {order}"
-
-
-def lookup(order: str) -> str:
-    """Look an order up (needs no approval)."""
-    RAN["lookup"] += 1
-    return f"{order}: paid"
-
-
-def two_tools(messages: list[ChatMessage], tools: list[Any]) -> ChatMessage:
-    """Asks for lookup and refund in one round, then answers with what the tools said
-    (results as JSON text, errors as ``error: TYPE: MESSAGE``)."""
-    results = [m.content for m in messages if m.role is MessageRole.TOOL]
-    if results:
-        return ChatMessage(MessageRole.ASSISTANT, " | ".join(results))
-    return ChatMessage(MessageRole.ASSISTANT, "", [
-        ToolCall("t1", "lookup", {"order": "o-1"}),
-        ToolCall("t2", "refund", {"order": "o-1", "amount": 5}),
-    ])
-
-
-def shop(timeout_ms: int | None = 60_000) -> Calculator:
-    agent = Calculator("shop")
-    agent.add_resource("lookup", ResourceType.TOOL, lookup)
-    agent.add_resource("refund", ResourceType.TOOL, FunctionTool(
-        refund, requires_approval=True, approval_timeout_ms=timeout_ms))
-    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(two_tools))
-    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["lookup", "refund"]))
-    return agent
+from eddies.engine import FunctionTool, PlanError, ResourceType, approval
+from eddies.events import ApprovalRequestEvent, CallKind, DurableCallRequest
+from tests.agents import RAN, refund, shop_agent
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +22,7 @@ def _count() -> None:
 
 def _started(agent: Agent, session: str = "s1") -> tuple[LocalRunner, ApprovalRequestEvent]:
     runner = LocalRunner(agent)
-    runner.submit(session, "refund o-1", timestamp=1_000)
+    runner.submit(session, "look up and refund o-1", timestamp=1_000)
     runner.run_until_waiting()
     [ask] = runner.approval_requests(session)
     return runner, ask
@@ -81,7 +35,7 @@ def _replays_identically(runner: LocalRunner, session: str) -> None:
 
 
 def test_an_approved_call_runs_once_after_the_approval() -> None:
-    runner, ask = _started(shop())
+    runner, ask = _started(shop_agent())
     # The request names the tool, its arguments, the signal and the deadline.
     assert ask.tool == "refund" and ask.tool_call_id == "t2"
     assert ask.arguments == {"order": "o-1", "amount": 5}
@@ -96,7 +50,7 @@ def test_an_approved_call_runs_once_after_the_approval() -> None:
 
 
 def test_a_rejected_call_is_a_tool_error_the_model_sees() -> None:
-    runner, ask = _started(shop())
+    runner, ask = _started(shop_agent())
     runner.reject("s1", ask.signal, "refunds need a ticket")
     runner.run_until_idle()
     assert RAN == {"lookup": 1}
@@ -107,7 +61,7 @@ def test_a_rejected_call_is_a_tool_error_the_model_sees() -> None:
 
 
 def test_no_answer_by_the_deadline_is_a_timeout_error() -> None:
-    runner, ask = _started(shop(timeout_ms=5_000))
+    runner, ask = _started(shop_agent(5_000))
     runner.run_until_idle()  # logical time jumps to the deadline
     assert RAN == {"lookup": 1}
     [answer] = runner.outputs_for("s1")
@@ -121,7 +75,7 @@ def test_no_answer_by_the_deadline_is_a_timeout_error() -> None:
 
 @pytest.mark.parametrize("value", ["maybe", None, 1, {"approved": "no"}, {"reason": "x"}])
 def test_anything_but_an_approval_rejects(value: Any) -> None:
-    runner, ask = _started(shop())
+    runner, ask = _started(shop_agent())
     runner.signal("s1", ask.signal, value)
     runner.run_until_idle()
     assert RAN == {"lookup": 1}
@@ -130,14 +84,14 @@ def test_anything_but_an_approval_rejects(value: Any) -> None:
 
 @pytest.mark.parametrize("value", [True, "approve", " Yes ", {"approved": True, "by": "ana"}])
 def test_approvals_in_every_accepted_form(value: Any) -> None:
-    runner, ask = _started(shop())
+    runner, ask = _started(shop_agent())
     runner.signal("s1", ask.signal, value)
     runner.run_until_idle()
     assert RAN["refund"] == 1
 
 
 def test_a_crash_while_waiting_neither_asks_again_nor_runs_the_tool() -> None:
-    runner, ask = _started(shop())
+    runner, ask = _started(shop_agent())
     runner.crash()
     runner.recover()
     runner.run_until_waiting()
@@ -147,7 +101,7 @@ def test_a_crash_while_waiting_neither_asks_again_nor_runs_the_tool() -> None:
     assert RAN == {"lookup": 1, "refund": 1}
     assert runner.outputs_for("s1") == ['"o-1: paid" | "refunded 5 on o-1"']
     # Unanswered across a crash, the wait still ends at its deadline.
-    runner, ask = _started(shop(), "s2")
+    runner, ask = _started(shop_agent(), "s2")
     runner.crash()
     runner.recover()
     runner.run_until_idle()
@@ -156,7 +110,7 @@ def test_a_crash_while_waiting_neither_asks_again_nor_runs_the_tool() -> None:
 
 
 def test_a_wait_is_a_signal_call_with_a_deadline_for_executors() -> None:
-    runner, ask = _started(shop())
+    runner, ask = _started(shop_agent())
     waits = [e.payload for e in runner.history if isinstance(e.payload, DurableCallRequest)
              and e.payload.kind is CallKind.SIGNAL]
     assert [(w.target, w.not_before, w.for_executor) for w in waits] == [(ask.signal, ask.deadline, True)]
@@ -187,7 +141,7 @@ def test_a_tool_called_from_an_action_waits_for_approval_too() -> None:
     assert ask.deadline == 1_000 + 3_600_000  # the agent's default approval_timeout_ms
     runner.approve("s1", ask.signal)
     runner.run_until_idle()
-    assert runner.outputs_for("s1") == ["refunded 1 on refund o-1"] and RAN == {"refund": 1}
+    assert runner.outputs_for("s1") == ["refunded 1 on look up and refund o-1"] and RAN == {"refund": 1}
     runner, ask = _started(_direct(), "s2")
     runner.reject("s2", ask.signal, "no")
     runner.run_until_idle()
@@ -200,7 +154,7 @@ def test_a_tool_called_from_an_action_waits_for_approval_too() -> None:
 def test_bad_approval_timeouts_are_refused_naming_them() -> None:
     with pytest.raises(ValueError, match="approval_timeout_ms must be a positive"):
         FunctionTool(refund, requires_approval=True, approval_timeout_ms=0)
-    agent = shop()
+    agent = shop_agent()
     agent.config["approval_timeout_ms"] = -5
     with pytest.raises(PlanError, match="approval_timeout_ms"):
         LocalRunner(agent)
