@@ -19,6 +19,7 @@ from eddies.engine.machine import UnsupportedEventError
 from eddies.engine.state import RunState
 from eddies.events import AgentEvent, DurableCallResult, InputEvent, SignalEvent
 
+from .json_logs import ids
 from .routing import Router
 from .sink import SourceRecord
 
@@ -60,7 +61,8 @@ def apply_record(machine: SessionMachine, router: Router, state: SessionState | 
         return None
     except Exception as err:  # a defect, but one record must not stop the runner
         log.exception("the session machine failed on %s/%s/%s", source.topic(),
-                      source.partition(), source.offset())
+                      source.partition(), source.offset(), extra=ids(
+                          session=sid, call=getattr(payload, "call_id", None)))
         dead_letters.write(
             source.value(), key,
             f"the session machine failed on it: {type(err).__name__}: {err}", source=source)

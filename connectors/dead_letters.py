@@ -15,6 +15,7 @@ import logging
 import time
 
 from .counters import Counters
+from .json_logs import ids
 from .records import dlq_headers, dlq_value
 from .sink import RecordSink, SourceRecord, produce
 
@@ -55,7 +56,11 @@ class DeadLetters:
         now = time.monotonic()
         if now - self._last_warning >= WARN_EVERY_S:
             more = f" (and {self._quiet} more since the last warning)" if self._quiet else ""
-            log.warning("dead-lettered %s/%s/%s: %s%s", topic, part, offset, reason[:500], more)
+            # The key is the session id of every record a worker or a producer of its
+            # sessions writes; the others get none.
+            session = key.decode(errors="replace") if key else None
+            log.warning("dead-lettered %s/%s/%s: %s%s", topic, part, offset, reason[:500], more,
+                        extra=ids(session=session))
             self._last_warning = now
             self._quiet = 0
         else:

@@ -201,13 +201,32 @@ def worker(
     partitions: PartitionsOpt = None,
     agent: Annotated[str | None, typer.Option(help="module:attribute of the Agent.")] = None,
     role: Annotated[str | None, typer.Option(help="all, orchestrator or executor.")] = None,
+    metrics_port: Annotated[int | None, typer.Option(
+        help="Serve Prometheus metrics on this port (0: any free one; needs the metrics extra).")] = None,
+    metrics_host: Annotated[str | None, typer.Option(
+        help="Address to serve metrics on (default 0.0.0.0).")] = None,
+    log_format: Annotated[str | None, typer.Option(
+        help="text, or json: one JSON object per line.")] = None,
 ) -> None:
     """Run a worker until Ctrl-C or SIGTERM."""
+    import logging
+
     from eddies.connectors.kafka.settings import ConfigError, load_agent
     from eddies.connectors.kafka.worker import Worker
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers,
-                         partitions=partitions, agent=agent, role=role)
+                         partitions=partitions, agent=agent, role=role, metrics_port=metrics_port,
+                         metrics_host=metrics_host, log_format=log_format)
+    json_logs = settings.log_format == "json"
+    if json_logs:  # for a log collector: every line JSON, its own lines included
+        import os
+
+        from eddies.connectors.json_logs import use_json_logs
+
+        use_json_logs()
+        if "EDDIES_LOG_LEVEL" not in os.environ:  # the worker's own INFO lines, not libraries'
+            logging.getLogger("eddies").setLevel(logging.INFO)
+    say = logging.getLogger("eddies.cli").info if json_logs else err_console.print
     try:
         agent_obj = load_agent(settings.agent)
     except ConfigError as err:
@@ -215,8 +234,6 @@ def worker(
         raise typer.Exit(2) from None
     with _kafka(settings, check=False) as s:  # Worker.start checks the broker
         w = Worker(s, agent_obj).start()
-        import logging
-
         # Started: from now on a broker that goes away is worth the client's error lines.
         client_log = logging.getLogger("eddies.kafka.client")
         if client_log.level > logging.ERROR:
@@ -224,12 +241,14 @@ def worker(
         from eddies.connectors.process_tuning import tune_gc
 
         tune_gc()  # this process only runs the worker
-        err_console.print(f"worker for app [bold]{s.app}[/bold], agent {w.plan.agent_name!r}, "
-                          f"role {s.role}, broker {s.bootstrap_servers}")
+        served = "" if w.metrics_address is None else (
+            ", metrics at http://{}:{}/metrics".format(*w.metrics_address))
+        say(f"worker for app {s.app}, agent {w.plan.agent_name!r}, role {s.role}, broker "
+            f"{s.bootstrap_servers}{served}")
         done = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: done.set())
-        if err_console.is_terminal:
+        if err_console.is_terminal and not json_logs:
             from rich.live import Live
 
             with Live(_status(w), console=err_console, refresh_per_second=2) as live:
@@ -240,9 +259,12 @@ def worker(
                 pass
         w.stop()
         counts = w.counters.snapshot()
-        err_console.print("worker stopped: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        say("worker stopped: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         if w.errors:
-            err_console.print(f"[red]worker failed:[/red] {w.errors[0]!r}")
+            if json_logs:
+                logging.getLogger("eddies.cli").error("worker failed: %r", w.errors[0])
+            else:
+                err_console.print(f"[red]worker failed:[/red] {w.errors[0]!r}")
             raise typer.Exit(1)
 
 

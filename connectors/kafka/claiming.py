@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.calls import result_event
+from eddies.connectors.json_logs import ids
 from eddies.connectors.records import journal_partition, started_key
 from eddies.connectors.sink import produce
 from eddies.events import AgentEvent, CallStatus, DurableCallRequest
@@ -164,5 +165,6 @@ class Claiming:
         for request, part, offset in self.tail.expired(now):
             self._answer(result_event(request, CallStatus.UNKNOWN), part, offset)
             self.counters.inc("results_unknown")
+            cid = getattr(request.payload, "call_id", "?")
             log.warning("call %s: no outcome from the worker that started it within the wait; "
-                        "answered UNKNOWN", getattr(request.payload, "call_id", "?"))
+                        "answered UNKNOWN", cid, extra=ids(call=cid))

@@ -25,13 +25,14 @@ import logging
 import queue
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.call_deadlines import CallDeadlines, timed_out
 from eddies.connectors.calls import CallPerformer, Resolver, result_event
 from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.error_classes import describe_error
 from eddies.connectors.held_requests import HeldRequests
+from eddies.connectors.json_logs import ids
 from eddies.connectors.records import HEADERS, journal_partition, outcome_key
 from eddies.connectors.signing import SIGNATURE_HEADER, ResultSigner
 from eddies.connectors.sink import produce
@@ -54,8 +55,10 @@ from .journal import CallRef, JournalView, read_journal
 from .journal_tail import JournalTail
 from .outbox import Outbox
 
-log = logging.getLogger("eddies.worker")
+if TYPE_CHECKING:
+    from eddies.connectors.prometheus import WorkerMetrics
 
+log = logging.getLogger("eddies.worker")
 
 
 def _kafka() -> Any:
@@ -129,6 +132,9 @@ class KafkaExecutor(Claiming):
         # Running calls with a timeout_ms: (request, partition, offset) of each.
         self.deadlines: CallDeadlines[tuple[AgentEvent, int | None, int]] = CallDeadlines()
         self._spare = 0  # call threads started in place of ones held by abandoned calls
+        self.metrics: WorkerMetrics | None = worker.metrics
+        if self.metrics is not None:
+            self.metrics.watch_held(self.held, lambda item: item[0].payload.kind.value)
 
     @property
     def local(self) -> bool:
@@ -177,6 +183,7 @@ class KafkaExecutor(Claiming):
             consumer.subscribe([self.names.requests], on_assign=self._on_assign,
                                on_revoke=self._on_revoke, on_lost=self._on_revoke)
         limit = self.settings.executor_concurrency * 4
+        next_lag = 0.0  # when consumer lag is sampled next (with metrics)
         try:
             while not stop.is_set():
                 self._release_due()
@@ -191,6 +198,10 @@ class KafkaExecutor(Claiming):
                 for msg in next_batch(consumer, min(room, self.settings.batch_size), 0.02):
                     self._handle(msg)
                 self._drain(block=False)
+                if self.metrics is not None and time.monotonic() >= next_lag:
+                    # From its position: requests fetched but still queued are not lag.
+                    self.metrics.sample_lag(consumer, self.names.requests, {})
+                    next_lag = time.monotonic() + 1.0
         finally:
             with self._lock:
                 self.owned.clear()  # queued calls are dropped, not started
@@ -319,6 +330,9 @@ class KafkaExecutor(Claiming):
                     partition=jpart)
             self._send_result(result, data)
             self.counters.inc("calls_timed_out")
+            log.info("call %s (%s %s) abandoned after its timeout of %d ms: answered as a "
+                     "TimeoutError", req.call_id, req.kind.value, req.target, req.timeout_ms,
+                     extra=ids(call=req.call_id))
             with self._lock:
                 self._spare += 1
                 self._start_call_thread()
@@ -378,11 +392,16 @@ class KafkaExecutor(Claiming):
             performer = self._per_thread.performer = CallPerformer(self.worker.plan, self.resolver)
         if req.timeout_ms:
             self.deadlines.start(ref, req.timeout_ms, (request, part, offset))
+        began = time.perf_counter()
+        returned = None
         try:
-            value = encode_value(performer.perform(req), f"result of {req.target}")
+            returned = performer.perform(req)
+            value = encode_value(returned, f"result of {req.target}")
             result = result_event(request, CallStatus.OK, value)
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
+        if self.metrics is not None:  # what it took, also if abandoned at its timeout meanwhile
+            self.metrics.call_performed(req, time.perf_counter() - began, returned)
         if req.timeout_ms and not self.deadlines.finish(ref):  # answered as timed out already
             self._per_thread.late = True
             self.counters.inc("results_late")
@@ -414,7 +433,7 @@ class KafkaExecutor(Claiming):
             req = request.payload
             assert isinstance(req, DurableCallRequest)
             log.error("the journaled outcome of call %s cannot be read (%s); answering "
-                      "UNKNOWN", req.call_id, err)
+                      "UNKNOWN", req.call_id, err, extra=ids(call=req.call_id))
             self.counters.inc("outcomes_unreadable")
             return result_event(request, CallStatus.UNKNOWN)
 

@@ -32,11 +32,12 @@ import logging
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.admission import Admission, Misrouted, Refused
 from eddies.connectors.applying import apply_record
 from eddies.connectors.dead_letters import DeadLetters
+from eddies.connectors.json_logs import ids
 from eddies.connectors.records import (
     finished_run_keys,
     header,
@@ -64,6 +65,9 @@ from .membership import group_consumer
 from .outbox import Outbox
 from .positions import Positions
 
+if TYPE_CHECKING:
+    from eddies.connectors.prometheus import WorkerMetrics
+
 log = logging.getLogger("eddies.worker")
 
 #: On stop, how long running calls may take to finish before the worker leaves its group.
@@ -85,7 +89,10 @@ class Orchestrator:
         self.settings = s
         self.names = worker.names
         self.counters = worker.counters
-        self.machine = SessionMachine(worker.plan, max_memory_bytes=s.max_memory_bytes)
+        self.metrics: WorkerMetrics | None = worker.metrics
+        metrics = self.metrics
+        self.machine = SessionMachine(worker.plan, None if metrics is None else metrics.action_metric,
+                                      max_memory_bytes=s.max_memory_bytes)
         self.states: dict[str, SessionState] = {}
         self.dirty: dict[str, int] = {}  # session -> input partition: changed since the last commit
         # Sessions in the middle of a run are not snapshotted at every commit (most runs end
@@ -118,7 +125,14 @@ class Orchestrator:
                                    input_topic=self.names.input)
         self.dead_letters = DeadLetters(self.producer, self.names.dlq, s.max_record_bytes,
                                         self.counters)
-        self.router = Router(s, self.names, self.producer, self.counters, self.dead_letters)
+        router_args = (s, self.names, self.producer, self.counters, self.dead_letters)
+        if metrics is None:
+            self.router = Router(*router_args)
+        else:
+            from eddies.connectors.prometheus import MeteredRouter
+
+            self.router = MeteredRouter(*router_args, metrics=metrics)
+            metrics.watch_sessions(self.machine.stats, self.states)
         self._executor: KafkaExecutor | None = None
         # Wall time (ms) of each session's last record here: an idle session is closed by
         # the earlier of this and its logical clock (a clock set in the future by its
@@ -144,6 +158,8 @@ class Orchestrator:
         limit = self.settings.executor_concurrency * 64
         paused = False
         paused_at = 0
+        metrics = self.metrics
+        next_lag = 0.0  # when consumer lag is sampled next (every second, with metrics)
         try:
             while not stop.is_set():
                 local = self.executor  # set only with role "all": the local executor
@@ -166,6 +182,9 @@ class Orchestrator:
                 now = time.monotonic()
                 if now - self._last_commit >= self._interval and (self.dirty or self._due(now)):
                     self._commit()
+                if metrics is not None and now >= next_lag:
+                    metrics.sample_lag(self.consumer, self.names.input, self._positions.next)
+                    next_lag = now + 1.0
         finally:
             stop.set()  # also when this loop failed: the executor winds down too
             local = self.executor
@@ -205,7 +224,7 @@ class Orchestrator:
                 # partition's other sessions going, and the record where it can be found
                 log.error("session %r: its snapshot in %s cannot be restored (%s: %s); the "
                           "session starts over", sid[:100], self.names.journal,
-                          type(err).__name__, err)
+                          type(err).__name__, err, extra=ids(session=sid))
                 self.counters.inc("snapshots_unreadable")
                 continue
             self.states[sid] = state
@@ -275,6 +294,8 @@ class Orchestrator:
             del self.states[sid]
             self._seen.pop(sid, None)
         self.machine.evict(*gone)
+        if self.metrics is not None:
+            self.metrics.forget(gone)
         self.partitions -= numbers
 
     # --- records -------------------------------------------------------------------------
@@ -378,7 +399,7 @@ class Orchestrator:
             why = f"its state cannot be serialised ({type(err).__name__}: {err})"
         self.counters.inc("sessions_failed")
         log.error("session %r cannot be saved: %s; failing its run and queued inputs",
-                  sid[:100], why)
+                  sid[:100], why, extra=ids(session=sid, run=state.run.number if state.run else None))
         key = sid.encode()
         part = journal_partition(sid, self.settings.partitions)
         self.dead_letters.write(data, key,
@@ -398,7 +419,8 @@ class Orchestrator:
                 continue
             if len(data) <= limit:
                 return data
-        log.error("session %r cannot be saved even empty; it is closed", sid[:100])
+        log.error("session %r cannot be saved even empty; it is closed", sid[:100],
+                  extra=ids(session=sid))
         del self.states[sid]
         self.machine.evict(sid)
         return None
@@ -441,10 +463,15 @@ class Orchestrator:
             return self.router.forward(msg, verdict)
         assert isinstance(verdict, AgentEvent) and key is not None
         sid = verdict.session_id
-        applied = apply_record(self.machine, self.router, self.states.get(sid), verdict, key, msg)
+        state_before = self.states.get(sid)
+        metrics = self.metrics
+        before = None if metrics is None else metrics.before_apply(state_before)
+        applied = apply_record(self.machine, self.router, state_before, verdict, key, msg)
         if applied is None:
             return None
         state, ended = applied
+        if metrics is not None and before is not None:
+            metrics.after_apply(sid, state, before)
         for run in ended:
             self._expire_calls_of(sid, run)
         self.states[sid] = state

@@ -67,6 +67,11 @@ class Settings:
     # The NAME of the environment variable holding the key that executors sign call results
     # with and orchestrators check them against (see results_auth.py); never the key itself.
     result_key_env: str = "EDDIES_RESULT_KEY"
+    # Prometheus metrics (connectors/prometheus.py, the ``metrics`` extra): -1 serves none,
+    # 0 any free port (the worker logs which), else that port, on ``metrics_host``.
+    metrics_port: int = -1
+    metrics_host: str = "0.0.0.0"
+    log_format: str = "text"  # text | json: one JSON object per line (connectors/json_logs.py)
     # The Flink runner (``eddies flink run``; connectors/flink/options.py says what each does).
     flink_parallelism: int = 1
     flink_checkpoint_interval_ms: int = 10_000
@@ -108,6 +113,14 @@ class Settings:
         for key in ("flink_bundle_time_ms", "flink_buffer_timeout_ms"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}: must not be negative, got {getattr(self, key)}")
+        if not -1 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metrics_port: {self.metrics_port} is not a port (0-65535; 0: any "
+                              "free one, -1: no metrics)")
+        if self.metrics_port >= 0 and not self.metrics_host:
+            raise ConfigError("metrics_host: empty; give the address to serve metrics on "
+                              "(0.0.0.0: every interface)")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"log_format: {self.log_format!r} is not one of text, json")
         if self.flink_state_backend not in ("hashmap", "rocksdb"):
             raise ConfigError(f"flink_state_backend: {self.flink_state_backend!r} is not one of "
                               "hashmap, rocksdb")

@@ -3,7 +3,8 @@
 in one process by default (``role``: all, orchestrator, executor). Scale out by starting
 more workers with the same ``app``: partitions move between them incrementally
 (:mod:`.membership`), and a call is started only by its partition's owner after a claim
-in the journal (:mod:`.claims`), so a rebalance never repeats a side effect.
+in the journal (:mod:`.claims`), so a rebalance never repeats a side effect. With
+``metrics_port`` set it serves Prometheus metrics (:mod:`eddies.connectors.prometheus`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.counters import Counters
 from eddies.connectors.signing import ResultSigner
@@ -22,6 +23,9 @@ from .membership import Membership
 from .orchestrator import Orchestrator
 from .settings import Settings, load_agent
 from .topics import TopicNames
+
+if TYPE_CHECKING:
+    from eddies.connectors.prometheus import WorkerMetrics
 
 __all__ = ["Counters", "KafkaExecutor", "Orchestrator", "Worker"]
 
@@ -56,12 +60,21 @@ class Worker:
         self.membership = Membership.for_broker(settings, None)  # until start() asks the broker
         #: Signs call results (executors) and checks them (orchestrators); set by start().
         self.signer: ResultSigner | None = None
+        #: Prometheus metrics (with ``metrics_port``), served from start() until stop().
+        self.metrics: WorkerMetrics | None = (
+            _worker_metrics(settings.app, self.counters) if settings.metrics_port >= 0 else None)
+        #: Where the metrics are served (host, port), once started.
+        self.metrics_address: tuple[str, int] | None = None
 
     def start(self) -> Worker:
         """Create missing topics, then start the role threads."""
         from .preflight import prepare_app
 
         self.membership, self.signer = prepare_app(self.settings)
+        if self.metrics is not None:  # before the roles: a restore can be watched
+            host, port = self.metrics.serve(self.settings.metrics_port, self.settings.metrics_host)
+            self.metrics_address = (host, port)
+            log.info("serving metrics at http://%s:%d/metrics", host, port)
         if self.signer.dev:
             log.info("call results are signed with the development key (no %s set; embedded "
                      "broker only)", self.settings.result_key_env)
@@ -109,8 +122,24 @@ class Worker:
         for thread in self._threads:
             thread.join(timeout)
         self._threads.clear()
+        if self.metrics is not None:
+            self.metrics.close()
 
     @property
     def stopped(self) -> bool:
         """Whether the worker was stopped (or a role failed)."""
         return self._stop.is_set()
+
+
+def _worker_metrics(app: str, counters: Counters) -> WorkerMetrics:
+    """The metrics of a worker; without prometheus-client, a ConfigError naming the extra."""
+    from .settings import ConfigError
+
+    try:
+        from eddies.connectors.prometheus import WorkerMetrics
+    except ModuleNotFoundError as err:
+        if err.name != "prometheus_client":
+            raise
+        raise ConfigError("metrics_port: serving metrics needs the prometheus-client package: "
+                          "pip install 'eddies[metrics]'") from None
+    return WorkerMetrics(app, counters)
