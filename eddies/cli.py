@@ -32,21 +32,18 @@ from rich.table import Table
 
 from eddies import __version__
 from eddies.cli_flink import flink_app
+from eddies.cli_options import AppOpt, BootstrapOpt, ConfigOpt, PartitionsOpt, SessionArg
+from eddies.cli_signals import signals_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Eddies: an event-sourced engine for AI agents on Kafka.")
 topics_app = typer.Typer(no_args_is_help=True, help="Create or describe the application's topics.")
 app.add_typer(topics_app, name="topics")
 app.add_typer(flink_app, name="flink")
+app.add_typer(signals_app)  # signal, approve, reject: top-level commands
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)  # error lines are never cut
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML settings file.",
-                                                envvar="EDDIES_CONFIG")]
-AppOpt = Annotated[str | None, typer.Option("--app", help="Application id (topic prefix).")]
-BootstrapOpt = Annotated[str | None, typer.Option("--bootstrap-servers", "-b",
-                                                  help="Kafka bootstrap servers.")]
-PartitionsOpt = Annotated[int | None, typer.Option("--partitions", help="Partitions per topic.")]
 
 
 def _settings(config: Path | None, **overrides: Any) -> Any:
@@ -289,7 +286,7 @@ def _status(w: Any) -> Table:
 
 @app.command()
 def send(
-    session: Annotated[str, typer.Argument(help="Session id (the record key).")],
+    session: SessionArg,
     value: Annotated[str, typer.Argument(help="The input: text, or JSON with --json.")],
     as_json: Annotated[bool, typer.Option("--json", help="Parse VALUE as JSON.")] = False,
     event_id: Annotated[str, typer.Option(help="Input id (default: from its offset).")] = "",
@@ -452,83 +449,6 @@ def topics_describe(config: ConfigOpt = None, app_id: AppOpt = None,
         for name, count in app_topics(s).items():
             table.add_row(name, "missing" if count is None else str(count))
         console.print(table)
-
-
-@app.command("signal")
-def send_signal(
-    session: Annotated[str, typer.Argument(help="Session id (the record key).")],
-    name: Annotated[str, typer.Argument(help="The signal's name, e.g. approval:<call id>.")],
-    value: Annotated[str, typer.Argument(
-        help="Its value: JSON (true, 42, {\"by\": \"ana\"}), else taken as text.")] = "null",
-    event_id: Annotated[str, typer.Option(help="Signal id (default: from its offset).")] = "",
-    config: ConfigOpt = None,
-    app_id: AppOpt = None,
-    bootstrap_servers: BootstrapOpt = None,
-) -> None:
-    """Send a signal to a session: it answers the session's wait for NAME
-    (ctx.wait_for_signal), or is kept for its next one."""
-    from eddies.connectors.kafka.client import send_event, signal_event
-    from eddies.connectors.kafka.topics import TopicNames
-
-    try:
-        payload: Any = json.loads(value)
-    except ValueError:
-        payload = value
-    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
-    with _kafka(settings, need=(TopicNames(settings.app).input,)) as s:
-        send_event(s, signal_event(session, name, payload, event_id),
-                   f"signal {name!r} for session {session!r}")
-        console.print(f"signalled {escape(name)} = {escape(json.dumps(payload))} to {escape(session)}",
-                      highlight=False)
-
-
-def _answer_approval(session: str, name: str, approved: bool, reason: str | None,
-                     config: Path | None, app_id: str | None, bootstrap_servers: str | None) -> None:
-    from eddies.connectors.kafka.client import send_event, signal_event
-    from eddies.connectors.kafka.topics import TopicNames
-    from eddies.engine import approval
-
-    if not name.startswith(approval.PREFIX):
-        err_console.print(f"[red]{escape(name)!r} is not an approval signal: it starts with "
-                          f"{approval.PREFIX!r} (eddies tail shows it)[/red]")
-        raise typer.Exit(2)
-    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
-    with _kafka(settings, need=(TopicNames(settings.app).input,)) as s:
-        send_event(s, signal_event(session, name, approval.answer(approved, reason)),
-                   f"signal {name!r} for session {session!r}")
-    console.print(f"{'approved' if approved else 'rejected'} {escape(name)} of {escape(session)}",
-                  highlight=False)
-
-
-SignalNameArg = Annotated[str, typer.Argument(
-    help="The approval request's signal, approval:<call id> (eddies tail shows it).")]
-ReasonOpt = Annotated[str | None, typer.Option(help="Why; the model sees it.")]
-
-
-@app.command()
-def approve(
-    session: Annotated[str, typer.Argument(help="Session id (the record key).")],
-    name: SignalNameArg,
-    reason: ReasonOpt = None,
-    config: ConfigOpt = None,
-    app_id: AppOpt = None,
-    bootstrap_servers: BootstrapOpt = None,
-) -> None:
-    """Approve a tool call that waits for approval: the tool runs."""
-    _answer_approval(session, name, True, reason, config, app_id, bootstrap_servers)
-
-
-@app.command()
-def reject(
-    session: Annotated[str, typer.Argument(help="Session id (the record key).")],
-    name: SignalNameArg,
-    reason: ReasonOpt = None,
-    config: ConfigOpt = None,
-    app_id: AppOpt = None,
-    bootstrap_servers: BootstrapOpt = None,
-) -> None:
-    """Reject a tool call that waits for approval: the model gets a tool error instead."""
-    _answer_approval(session, name, False, reason, config, app_id, bootstrap_servers)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,17 +6,16 @@ Nothing here imports PyFlink until a command runs (``eddies[flink]`` is an extra
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-flink_app = typer.Typer(no_args_is_help=True,
-                        help="Run the agents as a PyFlink job on keyed state (eddies[flink]).")
+from .cli_options import AppOpt, ConfigOpt
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML settings file.",
-                                                envvar="EDDIES_CONFIG")]
-AppOpt = Annotated[str | None, typer.Option("--app", help="Application id (topic prefix).")]
+# "\\[": rich markup would take "[flink]" for a style and drop it.
+flink_app = typer.Typer(no_args_is_help=True, help="Run the agents as a PyFlink job on keyed "
+                        "state (the flink extra: pip install 'eddies\\[flink]').")
+
 JobManagerOpt = Annotated[str, typer.Option(
     "--jobmanager", help="HOST:PORT of a Flink cluster's REST endpoint (default: a local "
     "mini-cluster in this process, REST on flink_rest_port).")]
