@@ -25,6 +25,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.call_deadlines import CallDeadlines, timed_out
@@ -337,6 +338,14 @@ class KafkaExecutor(Claiming):
                 self._spare += 1
                 self._start_call_thread()
             self._done.put((part, offset, (req.call_id, req.attempt), True))
+
+    def drop_held(self, refs: Iterable[tuple[str, int]]) -> None:
+        """Stop holding the requests of calls ``refs`` ((call id, attempt)) no run waits
+        for any more (their run ended): a finished run's deadline, or the deadline of an
+        answered wait, no longer waits here until it is due."""
+        with self._lock:
+            for _, part, offset, _ in self.held.drop(refs):
+                self._settle(part, offset)
 
     def _release_due(self) -> None:
         """Dispatch the held requests that are due now."""

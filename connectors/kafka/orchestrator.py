@@ -488,6 +488,12 @@ class Orchestrator:
         return None
 
     def _expire_calls_of(self, sid: str, run: RunState) -> None:
-        """A run is over: its calls' journal records expire after the retention."""
+        """A run is over: its calls' journal records expire after the retention, and this
+        process's executor holds none of its requests any longer (executor processes hold
+        theirs until due, then answer them, and the answer is ignored)."""
         if run.calls:
             self._finished.append((time.monotonic(), sid, finished_run_keys(run.calls)))
+            local = self.executor
+            if local is not None and any(rec.due is not None for rec in run.calls.values()):
+                local.drop_held((cid, rec.attempt) for cid, rec in run.calls.items()
+                                if rec.due is not None)

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from eddies.engine import Agent, AgentPlan, Journal, SessionMachine, SessionState, approval
+from eddies.engine.state import TERMINAL
 from eddies.events import (
     AgentEvent,
     ApprovalRequestEvent,
@@ -117,8 +118,9 @@ class LocalRunner:
             if first is None:
                 return False
             due, request = first
-            self._clock = max(self._clock, due)
-            self._work.append(self.executor.execute(request))
+            if self._waited_for(request):  # else: a deadline of a finished run, say
+                self._clock = max(self._clock, due)
+                self._work.append(self.executor.execute(request))
             return True
         item = self._work.popleft()
         payload = item.payload
@@ -186,6 +188,16 @@ class LocalRunner:
             self._work.extend(requests)
 
     # --- internals -------------------------------------------------------------------------
+    def _waited_for(self, request: AgentEvent) -> bool:
+        """Whether the running run of the request's session still waits for its outcome
+        (a held request of a finished run, or of a wait a signal answered, moves no clock)."""
+        payload = request.payload
+        assert isinstance(payload, DurableCallRequest)
+        state = self.states.get(request.session_id)
+        run = None if state is None else state.run
+        rec = None if run is None else run.calls.get(payload.call_id)
+        return rec is not None and rec.status not in TERMINAL and rec.attempt == payload.attempt
+
     def _apply(self, event: AgentEvent) -> None:
         sid = event.session_id
         self.journal.append(event)  # write-ahead: the log is what recovery re-applies

@@ -165,3 +165,14 @@ def test_decisions() -> None:
     assert approval.decision(approval.answer(True, "ok by ana")) == (True, None)
     assert approval.decision(approval.answer(False)) == (False, None)
     assert approval.decision(False) == (False, None)
+
+
+def test_an_answered_wait_leaves_the_clock_alone() -> None:
+    """The deadline of an approved call is no longer waited for: the next input's clock
+    is not an hour later."""
+    runner, ask = _started(shop_agent(3_600_000))
+    runner.approve("s1", ask.signal)
+    runner.run_until_idle()
+    runner.submit("s1", {"sleep_s": 0})
+    runner.run_until_idle()
+    assert runner.outputs_for("s1")[-1]["at"] < 1_000 + 3_600_000
