@@ -19,7 +19,7 @@ from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames
 from eddies.engine import AgentPlan
 from eddies.events import AgentEvent, ApprovalRequestEvent, OutputEvent
-from tests.integration.workers import ROOT, start_worker, stop_worker
+from tests.integration.workers import ROOT, start_worker, stop_worker, wait_until
 from tests.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.integration
@@ -36,16 +36,6 @@ def _cli(settings: Settings, *args: str) -> str:
          settings.bootstrap_servers], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
-
-
-def _until(what: str, check: object, timeout: float, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"the worker exited with {proc.returncode}: {log.read_text()[-3000:]}"
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{what} within {timeout} s; worker log: {log.read_text()[-3000:]}")
 
 
 def test_approved_rejected_and_unanswered_tool_calls(settings: Settings, tmp_path: Path,
@@ -69,7 +59,7 @@ def test_approved_rejected_and_unanswered_tool_calls(settings: Settings, tmp_pat
             return {e.session_id: e.payload for e in _output(settings)
                     if isinstance(e.payload, ApprovalRequestEvent)}
 
-        _until("three approval requests in APP.output", lambda: len(asks()) == 3, 60, worker, log)
+        wait_until("three approval requests in APP.output", lambda: len(asks()) == 3, worker, log, timeout=60)
         got = asks()
         assert {s: (a.tool, a.arguments) for s, a in got.items()} == {
             "yes": ("add", {"a": 2, "b": 3}), "no": ("add", {"a": 4, "b": 5}),
@@ -80,8 +70,8 @@ def test_approved_rejected_and_unanswered_tool_calls(settings: Settings, tmp_pat
         assert "APPROVAL NEEDED by " in shown and f"eddies approve yes {got['yes'].signal}" in shown
         assert "approved" in _cli(settings, "approve", "yes", got["yes"].signal)
         assert "rejected" in _cli(settings, "reject", "no", got["no"].signal, "--reason", "too big")
-        _until("three answers", lambda: sum(isinstance(e.payload, OutputEvent)
-                                            for e in _output(settings)) >= 3, 60, worker, log)
+        wait_until("three answers", lambda: sum(isinstance(e.payload, OutputEvent)
+                                            for e in _output(settings)) >= 3, worker, log, timeout=60)
         time.sleep(0.5)  # anything repeated would arrive now
     finally:
         stop_worker(worker)

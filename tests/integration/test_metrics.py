@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
 import urllib.request
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from eddies.connectors.kafka.topics import TopicNames
 from eddies.events import OutputEvent
 from tests.integration.metered import INPUT_COST, OUTPUT_COST
 from tests.integration.sessions import sessions_on_every_partition
-from tests.integration.workers import start_worker, stop_worker
+from tests.integration.workers import start_worker, stop_worker, wait_until
 from tests.openai_server import OpenAIServer
 
 pytest.importorskip("prometheus_client", reason="the metrics extra is not installed")
@@ -49,18 +48,6 @@ def scrape(url: str, app: str) -> Samples:
 
 def value(samples: Samples, metric: str, /, **labels: str) -> float | None:
     return samples.get((metric, frozenset(labels.items())))
-
-
-def _until(what: str, check: Callable[[], Any], proc: subprocess.Popen[bytes], log: Path,
-           timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"the worker exited: {log.read_text()[-3000:]}"
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"no {what} within {timeout} s; worker log: {log.read_text()[-3000:]}")
 
 
 def _when(samples: Samples, check: Callable[[Samples], bool]) -> Samples | None:
@@ -90,7 +77,7 @@ def test_the_metrics_endpoint_shows_what_the_worker_did(settings: Settings, tmp_
 
     try:
         # Port 0: the worker picked one and logged where, as JSON.
-        started = _until("start line", lambda: [
+        started = wait_until("start line", lambda: [
             line for line in _json_lines(log) if line["message"].startswith("worker for app")],
             worker, log)[0]
         assert started["level"] == "INFO" and started["logger"] == "eddies.cli" and started["time"]
@@ -105,21 +92,22 @@ def test_the_metrics_endpoint_shows_what_the_worker_did(settings: Settings, tmp_
             send_input(settings, sid, {"chat": {"a": i, "b": 40}}, prod=prod)
         send_input(settings, "failing", {"fail": "boom"}, prod=prod)
         prod.flush(30)
-        _until("five answers", lambda: len(outputs()) >= 5, worker, log, timeout=90)
+        wait_until("five answers", lambda: len(outputs()) >= 5, worker, log, timeout=90)
 
         # While a timer and a signal wait are pending.
         send_input(settings, "sleeper", {"sleep_s": 4}, prod=prod)
         send_input(settings, "waiter", {"signal": "go"}, prod=prod)
         prod.flush(30)
-        during = _until("a pending timer and a waiting signal", lambda: _when(scrape(url, app), lambda s: (
+        during = wait_until("a pending timer and a waiting signal", lambda: _when(
+            scrape(url, app), lambda s: (
             value(s, "eddies_timers_pending", kind="TIMER") == 1
             and value(s, "eddies_signals_waiting") == 1)), worker, log, timeout=30)
         assert value(during, "eddies_runs_running") == 2
         assert value(during, "eddies_runs_started_total") == 7
         send_event(settings, signal_event("waiter", "go", "yes"), "signal", prod=prod)
         prod.flush(30)
-        _until("seven answers", lambda: len(outputs()) >= 7, worker, log, timeout=60)
-        _until("every run ended", lambda: _when(scrape(url, app), lambda s: (
+        wait_until("seven answers", lambda: len(outputs()) >= 7, worker, log, timeout=60)
+        wait_until("every run ended", lambda: _when(scrape(url, app), lambda s: (
             value(s, "eddies_runs_running") == 0
             and value(s, "eddies_timers_pending", kind="TIMER") == 0)), worker, log)
         time.sleep(1.5)  # a lag sample after the last record

@@ -29,7 +29,7 @@ from eddies.events import (
     headers,
 )
 from tests.integration.agents import Waiter
-from tests.integration.workers import ROOT, start_worker, stop_worker
+from tests.integration.workers import ROOT, start_worker, stop_worker, wait_until
 
 pytestmark = pytest.mark.integration
 AGENT = "tests.integration.agents:Waiter"
@@ -37,16 +37,6 @@ AGENT = "tests.integration.agents:Waiter"
 
 def _events(settings: Settings) -> list[AgentEvent]:
     return list(read_events(settings, TopicNames(settings.app).events))
-
-
-def _until(what: str, check: object, timeout: float, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"the worker exited with {proc.returncode}: {log.read_text()[-3000:]}"
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{what} within {timeout} s; worker log: {log.read_text()[-3000:]}")
 
 
 def _outputs(settings: Settings) -> dict[str, AgentEvent]:
@@ -62,17 +52,17 @@ def test_a_timer_fires_once_across_a_sigkill_and_a_restart(settings: Settings, t
         for s in sessions:
             send_input(settings, s, {"sleep_s": 6}, prod=prod)
         prod.flush(30)
-        _until("every timer issued", lambda: sum(
+        wait_until("every timer issued", lambda: sum(
             isinstance(e.payload, DurableCallRequest) and e.payload.kind is CallKind.TIMER
-            for e in _events(settings)) >= len(sessions), 60, first, log)
+            for e in _events(settings)) >= len(sessions), first, log, timeout=60)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(10)
     assert not _outputs(settings), "the timers fired before they were due"
     second = start_worker(settings, AGENT, log, EDDIES_INSTANCE_ID="slot-0")
     try:
-        _until("every session answered", lambda: len(_outputs(settings)) >= len(sessions), 90,
-               second, log)
+        wait_until("every session answered", lambda: len(_outputs(settings)) >= len(sessions),
+               second, log, timeout=90)
         time.sleep(1.0)  # anything repeated would arrive now
     finally:
         stop_worker(second)
@@ -106,10 +96,10 @@ def test_signals_from_a_plain_producer_and_the_cli_answer_waits(settings: Settin
         send_input(settings, "cli", {"signal": "approve", "timeout_s": 120}, prod=prod)
         send_input(settings, "late", {"signal": "approve", "timeout_s": 1}, prod=prod)
         prod.flush(30)
-        _until("both waits issued", lambda: {e.session_id for e in _events(settings)
+        wait_until("both waits issued", lambda: {e.session_id for e in _events(settings)
                                              if isinstance(e.payload, DurableCallRequest)
                                              and e.payload.kind is CallKind.SIGNAL} >= {"plain", "cli"},
-               60, worker, log)
+               worker, log, timeout=60)
         # What a user's service does: the Avro envelope, keyed by the session, with the
         # Java client's partitioner (murmur2), no Eddies code in the loop but the encoder.
         plain = Producer({"bootstrap.servers": settings.bootstrap_servers,
@@ -124,7 +114,7 @@ def test_signals_from_a_plain_producer_and_the_cli_answer_waits(settings: Settin
             cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         assert "signalled approve" in done.stdout
-        _until("three answers", lambda: len(_outputs(settings)) >= 3, 60, worker, log)
+        wait_until("three answers", lambda: len(_outputs(settings)) >= 3, worker, log, timeout=60)
     finally:
         stop_worker(worker)
     answers = {o.session_id: o.payload.output for o in _outputs(settings).values()
@@ -146,7 +136,7 @@ def test_waits_of_a_session_on_an_old_clock_are_due_at_once(settings: Settings, 
         send_event(settings, input_event("waited", {"signal": "go", "timeout_s": 2},
                                          timestamp=old), "input", prod)
         prod.flush(30)
-        _until("two answers", lambda: len(_outputs(settings)) >= 2, 60, worker, log)
+        wait_until("two answers", lambda: len(_outputs(settings)) >= 2, worker, log, timeout=60)
     finally:
         stop_worker(worker)
     answers = {o.session_id: o.payload.output for o in _outputs(settings).values()

@@ -7,7 +7,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames, ensure_topics
@@ -36,3 +39,17 @@ def stop_worker(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(10)
+
+
+def wait_until(what: str, check: Callable[[], Any], proc: subprocess.Popen[bytes], log: Path,
+               timeout: float = 60) -> Any:
+    """The first truthy value of ``check()`` within ``timeout`` s; fails naming ``what``,
+    with the end of the worker's log, if the worker exits first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the worker exited with {proc.returncode}: {log.read_text()[-3000:]}"
+        got = check()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError(f"waited {timeout} s for: {what}; worker log: {log.read_text()[-3000:]}")
