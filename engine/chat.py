@@ -17,6 +17,7 @@ from eddies.events import (
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
+    ErrorCategory,
     ErrorInfo,
     MessageRole,
     TokenUsage,
@@ -144,12 +145,15 @@ async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
     results: list[ToolResult | None] = [None] * len(calls)
     waits: list[tuple[int, _CallSpec]] = []  # approval waits
     ready: list[tuple[int, _CallSpec]] = []  # calls that need none
+    offered = _offered(plan.resources.get(event.model))
     for i, tc in enumerate(calls):
-        entry = plan.resources.get(tc.name)
-        if entry is None or entry[0] is not ResourceType.TOOL:
-            results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo("KeyError", f"no tool {tc.name!r}"))
+        if tc.name not in offered:
+            # A model may ask for anything; it gets only what its setup offers.
+            results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(
+                "ToolNotOfferedError", f"no tool {tc.name!r} is offered to model {event.model!r}"
+                f" (it offers: {', '.join(offered) or 'none'})", category=ErrorCategory.PERMANENT))
             continue
-        tool: FunctionTool = entry[1]
+        tool = plan.tool(tc.name)
         if tool.requires_approval:
             # The waits are issued first: each signal names the call id its wait gets.
             waits.append((i, ctx._approval_wait(tc.name, tool, tc.arguments, tc.id, len(waits))))
@@ -174,6 +178,13 @@ async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
                 results[i] = ToolResult(tc.id, tc.name, None, refused)
     # Ids and names from a checked ToolRequestEvent, values decoded from JSON: valid.
     ctx.sent.append(ToolResponseEvent(event.request_id, results))  # type: ignore[arg-type]
+
+
+def _offered(model: tuple[ResourceType, Any] | None) -> tuple[str, ...]:
+    """The tools a chat model's setup offers (none for a name that is no chat model)."""
+    if model is None or model[0] is not ResourceType.CHAT_MODEL:
+        return ()
+    return tuple(model[1].tools)
 
 
 def _tool_call(tc: ToolCall, tool: FunctionTool) -> _CallSpec:
