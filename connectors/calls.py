@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from eddies.engine import AgentPlan
-from eddies.engine.context import message_from_value
+from eddies.engine.handles import message_from_value
 from eddies.events import (
     AgentEvent,
     CallKind,

@@ -10,29 +10,24 @@ So a user's action only sends ``ChatRequestEvent`` and handles ``ChatResponseEve
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eddies.events import (
-    CallKind,
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
-    ErrorCategory,
-    ErrorInfo,
     MessageRole,
     TokenUsage,
-    ToolCall,
     ToolRequestEvent,
     ToolResponseEvent,
-    ToolResult,
     encode_value,
 )
 
-from . import approval
 from .agent import ActionSpec
-from .context import RunnerContext, _CallSpec, message_from_value
-from .durable import DurableCallError, Outcome
-from .resources import FunctionTool, ResourceType
+from .resources import ResourceType
+
+if TYPE_CHECKING:
+    from .context import RunnerContext
 
 CHAT_ACTION = "eddies.chat_model"
 TOOL_ACTION = "eddies.tool_call"
@@ -71,18 +66,18 @@ async def chat_model_action(
     event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerContext
 ) -> None:
     """Call the chat model for a request, or again with the results of its tool calls."""
-    plan = ctx._machine.plan
     sensory = ctx.sensory_memory
     saved_messages = 0  # messages already in sensory memory, one entry each
     if isinstance(event, ChatRequestEvent):
         request_id = ctx.event_id
         model = event.model
-        setup = plan.chat_model(model)
+        llm = ctx.get_resource(model, ResourceType.CHAT_MODEL)
+        prompt = llm.setup.prompt
         # Messages as ChatMessage objects or, restored from sensory memory, as the JSON
         # objects they were saved as: both encode to the same call arguments.
         messages: list[ChatMessage | dict[str, Any]] = list(event.messages)
-        if setup.prompt and not any(m.role is MessageRole.SYSTEM for m in event.messages):
-            messages.insert(0, ChatMessage(MessageRole.SYSTEM, setup.prompt))
+        if prompt and not any(m.role is MessageRole.SYSTEM for m in event.messages):
+            messages.insert(0, ChatMessage(MessageRole.SYSTEM, prompt))
         rounds = 0
         usage = TokenUsage(cost_usd=0.0)
     else:
@@ -91,7 +86,7 @@ async def chat_model_action(
         if saved is None:
             return  # a ToolResponseEvent sent by a user action, not for a chat request
         model = saved["model"]
-        setup = plan.chat_model(model)
+        llm = ctx.get_resource(model, ResourceType.CHAT_MODEL)
         saved_messages = saved["messages"]
         messages = [sensory.get(_message_key(request_id, n)) for n in range(saved_messages)]
         rounds = saved["rounds"]
@@ -103,10 +98,8 @@ async def chat_model_action(
                 else f"error: {r.error.type}: {r.error.message}"
             )
             messages.append(ChatMessage(MessageRole.TOOL, content, [], r.tool_call_id))
-    spec = _CallSpec(CallKind.CHAT_MODEL, model, (), {"messages": messages},
-                     idempotent=setup.idempotent)
-    reply = message_from_value(await ctx._call_async(spec))
-    usage.attempts += ctx._run.calls[spec.cid].attempt
+    reply = await llm.chat_async(messages)
+    usage.attempts += llm.attempts
     add_usage(usage, reply.extra_args.get("usage"))
     if reply.tool_calls:
         limit = int(ctx.config["max_tool_rounds"])
@@ -127,77 +120,21 @@ async def chat_model_action(
                           usage.latency_ms, usage.attempts],
             },
         )
-        # message_from_value checked the reply's types: valid, so not validated again.
-        ctx.sent.append(ToolRequestEvent(request_id, model, reply.tool_calls))
+        # The chat handle checked the reply's types: valid, so not checked again.
+        ctx.send_event(ToolRequestEvent(request_id, model, reply.tool_calls), checked=True)
         return
     if saved_messages:
         for n in range(saved_messages):
             sensory.delete(_message_key(request_id, n))
         sensory.delete(_conversation_key(request_id))
-    ctx.sent.append(ChatResponseEvent(request_id, reply, usage))  # checked, as above
+    ctx.send_event(ChatResponseEvent(request_id, reply, usage), checked=True)  # as above
 
 
 async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
-    """Execute a batch of tool calls in parallel, each a durable TOOL call. A call of a tool
-    that requires approval waits for it (beside the other calls) and runs once approved."""
-    plan = ctx._machine.plan
-    calls = event.tool_calls
-    results: list[ToolResult | None] = [None] * len(calls)
-    waits: list[tuple[int, _CallSpec]] = []  # approval waits
-    ready: list[tuple[int, _CallSpec]] = []  # calls that need none
-    offered = _offered(plan.resources.get(event.model))
-    for i, tc in enumerate(calls):
-        if tc.name not in offered:
-            # A model may ask for anything; it gets only what its setup offers.
-            results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(
-                "ToolNotOfferedError", f"no tool {tc.name!r} is offered to model {event.model!r}"
-                f" (it offers: {', '.join(offered) or 'none'})", category=ErrorCategory.PERMANENT))
-            continue
-        tool = plan.tool(tc.name)
-        if tool.requires_approval:
-            # The waits are issued first: each signal names the call id its wait gets.
-            waits.append((i, ctx._approval_wait(tc.name, tool, tc.arguments, tc.id, len(waits))))
-        else:
-            ready.append((i, _tool_call(tc, tool)))
-    approved: list[tuple[int, _CallSpec]] = []
-    for batch in (waits + ready, approved):  # approved: filled while the first is read
-        if not batch:
-            continue
-        outcomes = await ctx._calls_async([spec for _, spec in batch])
-        for (i, spec), outcome in zip(batch, outcomes, strict=True):
-            tc = calls[i]
-            if spec.kind is not CallKind.SIGNAL:
-                results[i] = _tool_result(tc, outcome)
-                continue
-            tool = plan.tool(tc.name)
-            refused = approval.refusal(tc.name, outcome.value, outcome.error,
-                                       approval.timeout_ms(tool, plan.config))
-            if refused is None:
-                approved.append((i, _tool_call(tc, tool)))
-            else:
-                results[i] = ToolResult(tc.id, tc.name, None, refused)
+    """Execute a batch of tool calls in parallel (see ``ctx.call_tools_async``)."""
+    results = await ctx.call_tools_async(event.model, event.tool_calls)
     # Ids and names from a checked ToolRequestEvent, values decoded from JSON: valid.
-    ctx.sent.append(ToolResponseEvent(event.request_id, results))  # type: ignore[arg-type]
-
-
-def _offered(model: tuple[ResourceType, Any] | None) -> tuple[str, ...]:
-    """The tools a chat model's setup offers (none for a name that is no chat model)."""
-    if model is None or model[0] is not ResourceType.CHAT_MODEL:
-        return ()
-    return tuple(model[1].tools)
-
-
-def _tool_call(tc: ToolCall, tool: FunctionTool) -> _CallSpec:
-    return _CallSpec(CallKind.TOOL, tc.name, (), tc.arguments, idempotent=tool.idempotent)
-
-
-def _tool_result(tc: ToolCall, outcome: Outcome) -> ToolResult:
-    err = outcome.error
-    if err is None:
-        return ToolResult(tc.id, tc.name, outcome.value)
-    if isinstance(err, DurableCallError):
-        return ToolResult(tc.id, tc.name, None, ErrorInfo(err.error_type, err.message))
-    return ToolResult(tc.id, tc.name, None, ErrorInfo.of(err))
+    ctx.send_event(ToolResponseEvent(event.request_id, results), checked=True)
 
 
 def builtin_actions() -> list[ActionSpec]:

@@ -9,46 +9,44 @@ completes, so a suspended or replayed execution leaves no trace.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from eddies.events import (
-    ApprovalRequestEvent,
     CallKind,
-    ChatMessage,
     DurableCallRequest,
     Event,
-    MessageRole,
     ToolCall,
+    ToolResult,
     decode_value,
     encode_value,
 )
 from eddies.events.codec import validate_payload
 from eddies.events.ids import call_digest, call_id, scope_path
 
-from . import approval
+from .calls import (
+    CallAwaitable,
+    CallSpec,
+    Suspend,
+    duration_ms,
+    signal_wait_spec,
+    timer_spec,
+)
 from .durable import (
     DurableCall,
     JournalMismatchError,
-    Outcome,
     durable_error,
     function_name,
 )
-from .resources import FunctionTool, ResourceType
+from .handles import ChatModelHandle, ToolHandle, call_tools
+from .resources import ResourceType
 from .state import OK, TERMINAL, CallRecord, Invocation, RunState, SessionState
 
 if TYPE_CHECKING:
     from .machine import SessionMachine
 
 _MISSING = object()
-
-
-class Suspend(BaseException):
-    """Unwinds a sync action at its first call without an outcome (never seen by users)."""
-
-
-SUSPEND = object()  # what an async action's awaitable yields to the machine
 
 
 def _utf8_len(text: str) -> int:
@@ -135,75 +133,6 @@ class Metrics:
     def observe(self, name: str, value: float) -> None:
         """Record one observation of histogram ``name``."""
         self.updates.append(("histogram", name, value))
-
-
-class _Awaitable:
-    """Awaitable of ``durable_execute_async``/``durable_execute_all_async``."""
-
-    __slots__ = ("_batch", "_ctx", "_specs")
-
-    def __init__(self, ctx: RunnerContext, specs: list[_CallSpec], batch: bool) -> None:
-        self._ctx = ctx
-        self._specs = specs
-        self._batch = batch
-
-    def __await__(self) -> Generator[Any, None, Any]:
-        ctx = self._ctx
-        if not self._batch:  # one call: the common case, without the lists
-            spec = self._specs[0]
-            rec = ctx._record(spec)
-            if rec is None:
-                yield SUSPEND
-                rec = ctx._run.calls[spec.cid]
-            return ctx._unwrap(rec, spec.cid)
-        records = [ctx._record(spec) for spec in self._specs]
-        pending = False
-        for r in records:
-            if r is None:
-                pending = True
-        if pending:
-            yield SUSPEND
-            # The machine resumes a live action only once every call has its outcome.
-            calls = ctx._run.calls
-            records = [calls[spec.cid] for spec in self._specs]
-        outcomes = []
-        for rec, spec in zip(records, self._specs, strict=True):
-            try:
-                outcomes.append(Outcome(value=ctx._unwrap(rec, spec.cid)))  # type: ignore[arg-type]
-            except Exception as err:
-                outcomes.append(Outcome(error=err))
-        return outcomes
-
-
-class _CallSpec:
-    __slots__ = ("args", "cid", "due_after", "due_at", "fn", "idempotent", "kind", "kwargs",
-                 "notice", "reconciler", "target")
-
-    def __init__(
-        self,
-        kind: CallKind,
-        target: str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        fn: Callable[..., Any] | None = None,
-        reconciler: Callable[..., Any] | None = None,
-        idempotent: bool = False,
-    ) -> None:
-        self.kind = kind
-        self.target = target
-        self.args = args
-        self.kwargs = kwargs
-        self.fn = fn
-        self.reconciler = reconciler
-        self.idempotent = idempotent
-        self.cid = ""
-        # When an executor may perform it: at a logical time, or this many ms after the
-        # clock when it is first issued (then recorded: a replay does not move it).
-        self.due_at: int | None = None
-        self.due_after: int | None = None
-        # An event announcing the call (an approval request), emitted once, when the call
-        # is first issued.
-        self.notice: Event | None = None
 
 
 class RunnerContext:
@@ -302,12 +231,17 @@ class RunnerContext:
             f".r{self._run.number}.i{self._inv.number}.s{self._children}"
 
     # --- events and resources -----------------------------------------------------------
-    def send_event(self, event: Event) -> None:
-        """Emit ``event`` when this action completes; it may trigger other actions."""
-        if not isinstance(event, Event):
-            raise TypeError(f"send_event expects an Event, got {type(event).__name__}")
-        # Fail the action now, with the field named, rather than the runner at write time.
-        validate_payload(event)
+    def send_event(self, event: Event, *, checked: bool = False) -> None:
+        """Emit ``event`` when this action completes; it may trigger other actions.
+
+        It is checked now (an action that sends what no record can hold fails, naming the
+        field, rather than the runner at write time); ``checked=True`` skips that for an
+        event built only from values that were decoded or checked already (a model's
+        reply, tool results), as the built-in chat loop does on its hot path."""
+        if not checked:
+            if not isinstance(event, Event):
+                raise TypeError(f"send_event expects an Event, got {type(event).__name__}")
+            validate_payload(event)
         self.sent.append(event)
 
     def get_resource(self, name: str, resource_type: ResourceType | None = None) -> Any:
@@ -320,10 +254,22 @@ class RunnerContext:
         if resource_type is not None and rtype is not resource_type:
             raise KeyError(f"resource {name!r} is a {rtype.value}, not a {resource_type.value}")
         if rtype is ResourceType.CHAT_MODEL:
-            return ChatModelHandle(self, name)
+            return ChatModelHandle(self, name, obj)
         if rtype is ResourceType.TOOL:
             return ToolHandle(self, name, obj.idempotent)
         return obj
+
+    def call_tools_async(self, model: str, tool_calls: list[ToolCall]
+                         ) -> Coroutine[Any, Any, list[ToolResult]]:
+        """Run the tool calls chat model ``model`` asked for, in parallel, each a durable
+        TOOL call; awaitable, in ``async def`` actions. The results come in the order of
+        ``tool_calls``, a failure as a result with its error (what the model should see):
+        a tool the model's setup does not offer is a ``ToolNotOfferedError``, and a tool
+        that ``requires_approval`` runs only once a person approves that call. Example::
+
+            results = await ctx.call_tools_async("llm", reply.tool_calls)
+        """
+        return call_tools(self, model, tool_calls)
 
     # --- durable calls ------------------------------------------------------------------
     def durable_execute(
@@ -342,7 +288,7 @@ class RunnerContext:
         ``idempotent`` call is run again; any other call fails closed with
         :class:`DurableCallUnknownError`.
         """
-        spec = _CallSpec(
+        spec = CallSpec(
             CallKind.FUNCTION, function_name(func), args, kwargs, func, reconciler, idempotent
         )
         return self._call_now(spec)
@@ -354,17 +300,17 @@ class RunnerContext:
         reconciler: Callable[..., Any] | None = None,
         idempotent: bool = False,
         **kwargs: Any,
-    ) -> _Awaitable:
+    ) -> CallAwaitable:
         """Awaitable form of :meth:`durable_execute`, for ``async def`` actions."""
-        spec = _CallSpec(
+        spec = CallSpec(
             CallKind.FUNCTION, function_name(func), args, kwargs, func, reconciler, idempotent
         )
-        return _Awaitable(self, [spec], batch=False)
+        return CallAwaitable(self, [spec], batch=False)
 
-    def durable_execute_all_async(self, calls: list[DurableCall]) -> _Awaitable:
+    def durable_execute_all_async(self, calls: list[DurableCall]) -> CallAwaitable:
         """Run several calls in parallel; resolves to a list of :class:`Outcome` in order."""
         specs = [
-            _CallSpec(
+            CallSpec(
                 CallKind.FUNCTION,
                 function_name(c.func),
                 c.args,
@@ -375,7 +321,7 @@ class RunnerContext:
             )
             for c in calls
         ]
-        return _Awaitable(self, specs, batch=True)
+        return CallAwaitable(self, specs, batch=True)
 
     # --- timers and signals ---------------------------------------------------------------
     def sleep(self, duration: float | timedelta) -> None:
@@ -389,15 +335,15 @@ class RunnerContext:
             ctx.sleep(timedelta(minutes=5))
             ctx.send_event(OutputEvent(output="five minutes later"))
         """
-        self._call_now(_timer(due_after=_duration_ms(duration, "sleep")))
+        self._call_now(timer_spec(due_after=duration_ms(duration, "sleep")))
 
     def sleep_until(self, due_ms: int) -> None:
         """Wait until logical time ``due_ms`` (ms since the epoch), durably (see :meth:`sleep`)."""
-        self._call_now(_timer(due_at=int(due_ms)))
+        self._call_now(timer_spec(due_at=int(due_ms)))
 
-    def sleep_async(self, duration: float | timedelta) -> _Awaitable:
+    def sleep_async(self, duration: float | timedelta) -> CallAwaitable:
         """Awaitable form of :meth:`sleep`, for ``async def`` actions."""
-        return _Awaitable(self, [_timer(due_after=_duration_ms(duration, "sleep"))], batch=False)
+        return CallAwaitable(self, [timer_spec(due_after=duration_ms(duration, "sleep"))], batch=False)
 
     def wait_for_signal(self, name: str, timeout: float | timedelta | None = None) -> Any:
         """Wait for a signal ``name`` sent to this session from outside and return its value.
@@ -413,24 +359,24 @@ class RunnerContext:
             except TimeoutError:
                 approved = False
         """
-        return self._call_now(_signal_wait(name, timeout))
+        return self._call_now(signal_wait_spec(name, timeout))
 
-    def wait_for_signal_async(self, name: str, timeout: float | timedelta | None = None) -> _Awaitable:
+    def wait_for_signal_async(self, name: str, timeout: float | timedelta | None = None) -> CallAwaitable:
         """Awaitable form of :meth:`wait_for_signal`, for ``async def`` actions."""
-        return _Awaitable(self, [_signal_wait(name, timeout)], batch=False)
+        return CallAwaitable(self, [signal_wait_spec(name, timeout)], batch=False)
 
     # --- internals shared with handles and built-in actions ----------------------------
-    def _call_now(self, spec: _CallSpec) -> Any:
+    def _call_now(self, spec: CallSpec) -> Any:
         rec = self._record(spec)
         if rec is None:
             raise Suspend()
         return self._unwrap(rec, spec.cid)
 
-    def _calls_async(self, specs: list[_CallSpec]) -> _Awaitable:
-        return _Awaitable(self, specs, batch=True)
+    def _calls_async(self, specs: list[CallSpec]) -> CallAwaitable:
+        return CallAwaitable(self, specs, batch=True)
 
-    def _call_async(self, spec: _CallSpec) -> _Awaitable:
-        return _Awaitable(self, [spec], batch=False)
+    def _call_async(self, spec: CallSpec) -> CallAwaitable:
+        return CallAwaitable(self, [spec], batch=False)
 
     def _next_call_id(self, ahead: int = 0) -> str:
         """The id the call made ``ahead`` calls from now will have."""
@@ -438,20 +384,7 @@ class RunnerContext:
         return call_id(self._state.session_id, inv.trigger.scope, self._run.number, inv.number,
                        self._ordinal + ahead)
 
-    def _approval_wait(self, name: str, tool: FunctionTool, arguments: dict[str, Any],
-                       tool_call_id: str, ahead: int = 0) -> _CallSpec:
-        """The wait for a person's approval of one call of ``tool`` (the call made
-        ``ahead`` calls from now), announced by an ApprovalRequestEvent."""
-        waited = approval.timeout_ms(tool, self._machine.plan.config)
-        signal = approval.signal_name(self._next_call_id(ahead))
-        spec = _signal_wait(signal, timedelta(milliseconds=waited))
-        # The deadline _record gives the wait when it issues it (the notice is emitted then
-        # only: a replay neither re-emits it nor recomputes it).
-        spec.notice = ApprovalRequestEvent(signal, name, tool_call_id, arguments,
-                                           self._state.clock + waited)
-        return spec
-
-    def _record(self, spec: _CallSpec) -> CallRecord | None:
+    def _record(self, spec: CallSpec) -> CallRecord | None:
         """The call's journal record if it has an outcome; else register it and return None."""
         run = self._run
         cid = self._next_call_id()
@@ -512,112 +445,6 @@ class RunnerContext:
         if rec.error is not None:
             raise durable_error(cid, rec.error)
         return decode_value(rec.value)
-
-
-def _duration_ms(duration: float | timedelta, what: str) -> int:
-    seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
-    if not isinstance(seconds, int | float) or not seconds >= 0:
-        raise ValueError(f"{what}: the duration must be a number of seconds >= 0 or a "
-                         f"timedelta, got {duration!r}")
-    return round(seconds * 1000)
-
-
-def _timer(*, due_after: int | None = None, due_at: int | None = None) -> _CallSpec:
-    # The call's identity is what was asked (so a replay matches it); its due time is
-    # decided once, when it is first issued.
-    asked = {"after_ms": due_after} if due_at is None else {"at_ms": due_at}
-    spec = _CallSpec(CallKind.TIMER, "sleep", (), asked, idempotent=True)
-    spec.due_after, spec.due_at = due_after, due_at
-    return spec
-
-
-def _signal_wait(name: str, timeout: float | timedelta | None) -> _CallSpec:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"wait_for_signal: the name must be non-empty text, got {name!r}")
-    after = None if timeout is None else _duration_ms(timeout, "wait_for_signal timeout")
-    spec = _CallSpec(CallKind.SIGNAL, name, (), {"timeout_ms": after}, idempotent=True)
-    spec.due_after = after
-    return spec
-
-
-class ChatModelHandle:
-    """A CHAT_MODEL resource seen from an action: each ``chat`` is a durable call."""
-
-    __slots__ = ("_ctx", "name")
-
-    def __init__(self, ctx: RunnerContext, name: str) -> None:
-        self._ctx = ctx
-        self.name = name
-
-    def chat(self, messages: list[ChatMessage], **arguments: Any) -> ChatMessage:
-        """Ask the model; returns its message (usage in ``extra_args["usage"]``)."""
-        setup = self._ctx._machine.plan.chat_model(self.name)
-        spec = _CallSpec(CallKind.CHAT_MODEL, self.name, (), {"messages": messages, **arguments},
-                         idempotent=setup.idempotent)
-        return message_from_value(self._ctx._call_now(spec))
-
-
-class ToolHandle:
-    """A TOOL resource seen from an action: each ``call`` is a durable call."""
-
-    __slots__ = ("_ctx", "_idempotent", "name")
-
-    def __init__(self, ctx: RunnerContext, name: str, idempotent: bool) -> None:
-        self._ctx = ctx
-        self.name = name
-        self._idempotent = idempotent
-
-    def call(self, **arguments: Any) -> Any:
-        """Call the tool with keyword arguments; returns its (JSON) result. A tool that
-        ``requires_approval`` first waits for it, and raises
-        :class:`~eddies.engine.approval.ToolNotApprovedError` if it is refused."""
-        ctx = self._ctx
-        tool = ctx._machine.plan.tool(self.name)
-        if tool.requires_approval:
-            wait = ctx._approval_wait(self.name, tool, arguments, "")
-            value, error = None, None
-            try:
-                value = ctx._call_now(wait)
-            except Exception as err:  # a deadline passed (Suspend is not an Exception)
-                error = err
-            refused = approval.refusal(self.name, value, error, approval.timeout_ms(
-                tool, ctx._machine.plan.config))
-            if refused is not None:
-                raise approval.ToolNotApprovedError(f"{refused.type}: {refused.message}")
-        spec = _CallSpec(CallKind.TOOL, self.name, (), arguments, idempotent=self._idempotent)
-        return ctx._call_now(spec)
-
-
-_ROLES = {role.value: role for role in MessageRole}
-
-
-def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
-    """A ChatMessage from its JSON value (as returned by a CHAT_MODEL call).
-
-    A model connection can return anything: a reply whose parts are not of the schema's
-    types raises TypeError naming the part (the chat action fails, not the worker that
-    would write the event). Null content (common beside tool calls) reads as "".
-    """
-    if not isinstance(value, Mapping):
-        raise TypeError(f"chat model reply: expected a message object, got {type(value).__name__}")
-    content = value.get("content")
-    if content is None:
-        content = ""
-    elif not isinstance(content, str):
-        raise TypeError(f"chat model reply: content: expected text, got {type(content).__name__}")
-    calls = value.get("tool_calls") or []
-    tool_calls = []
-    for k, t in enumerate(calls):
-        call = ToolCall(t["id"], t["name"], t.get("arguments") or {})
-        if not isinstance(call.id, str) or not isinstance(call.name, str):
-            raise TypeError(f"chat model reply: tool_calls[{k}]: id and name must be text, got "
-                            f"{type(call.id).__name__} and {type(call.name).__name__}")
-        tool_calls.append(call)
-    answered = value.get("tool_call_id")
-    if answered is not None and not isinstance(answered, str):
-        raise TypeError(f"chat model reply: tool_call_id: expected text, got {type(answered).__name__}")
-    return ChatMessage(_ROLES[value.get("role", "assistant")], content, tool_calls, answered,
-                       value.get("extra_args", {}))
 
 
 __all__ = ["ChatModelHandle", "Memory", "Metrics", "RunnerContext", "ToolHandle"]

@@ -39,7 +39,8 @@ from eddies.events import (
 from eddies.events.ids import event_id, session_of_call
 
 from .agent import Agent
-from .context import SUSPEND, RunnerContext, Suspend
+from .calls import SUSPEND, Suspend
+from .context import RunnerContext
 from .durable import JournalMismatchError
 from .outcomes import CallOutcomes
 from .plan import AgentPlan

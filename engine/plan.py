@@ -16,6 +16,7 @@ from eddies.events import CallKind, Event
 
 from .agent import ActionSpec, Agent
 from .budgets import Budget, budgets
+from .chat import builtin_actions
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
 
@@ -60,8 +61,6 @@ class AgentPlan:
         """Validate ``agent`` and build its plan; raises :class:`PlanError`."""
         specs = list(agent.actions)
         if agent.builtin_actions:
-            from .chat import builtin_actions
-
             specs.extend(builtin_actions())
         actions: dict[str, ActionSpec] = {}
         by_type: dict[str, list[ActionSpec]] = {}

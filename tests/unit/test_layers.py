@@ -73,3 +73,25 @@ def test_a_worker_imports_no_model_library_before_it_joins() -> None:
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
                          cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def _runtime_relative_imports(path: Path) -> set[str]:
+    """Modules of its own package that ``path`` imports when it runs (not under
+    ``if TYPE_CHECKING:``)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and getattr(node.test, "id", "") == "TYPE_CHECKING" for n in ast.walk(node)}
+    return {node.module or "" for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and id(node) not in typing_only}
+
+
+def test_the_built_in_actions_use_only_the_public_context() -> None:
+    """The chat and tool loop is written as a user could write it: no private attribute
+    of the context, and no import of the machine, the plan or the context (so no circle)."""
+    chat = ROOT / "engine" / "chat.py"
+    private = [node.attr for node in ast.walk(ast.parse(chat.read_text()))
+               if isinstance(node, ast.Attribute) and node.attr.startswith("_")
+               and isinstance(node.value, ast.Name) and node.value.id == "ctx"]
+    assert private == []
+    assert not _runtime_relative_imports(chat) & {"context", "machine", "plan", "calls", "handles"}
+    assert "chat" not in _runtime_relative_imports(ROOT / "engine" / "context.py")

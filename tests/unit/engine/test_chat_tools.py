@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from eddies import LocalRunner
+from eddies import Agent, InputEvent, LocalRunner, OutputEvent, action
+from eddies.connectors.kafka.replay import replay
 from eddies.connectors.models.scripted import ScriptedChatModel
 from eddies.demo import Calculator
 from eddies.engine import ChatModelSetup, ResourceType
@@ -46,3 +48,39 @@ def test_a_model_gets_only_the_tools_its_setup_offers() -> None:
     assert answer == ("3 | error: ToolNotOfferedError: no tool 'wipe' is offered to model 'llm' "
                       "(it offers: add) | error: ToolNotOfferedError: no tool 'nope' is offered "
                       "to model 'llm' (it offers: add)")
+
+
+class OwnLoop(Agent):
+    """A tool loop of a user's own, on the public API only: ask, run the tools, repeat."""
+
+    @action(InputEvent)
+    async def loop(event: InputEvent, ctx: Any) -> None:
+        llm = ctx.get_resource("llm", ResourceType.CHAT_MODEL)
+        messages = [ChatMessage(content=event.input)]
+        attempts = 0
+        for _ in range(3):
+            reply = await llm.chat_async(messages)
+            attempts += llm.attempts
+            if not reply.tool_calls:
+                ctx.send_event(OutputEvent(output={"answer": reply.content, "attempts": attempts}))
+                return
+            messages.append(reply)
+            for r in await ctx.call_tools_async("llm", reply.tool_calls):
+                content = json.dumps(r.result) if r.error is None else f"error: {r.error.type}"
+                messages.append(ChatMessage(MessageRole.TOOL, content, [], r.tool_call_id))
+        ctx.send_event(OutputEvent(output="gave up"))
+
+
+def test_a_loop_of_ones_own_on_the_public_api() -> None:
+    agent = OwnLoop("own")
+    agent.add_resource("add", ResourceType.TOOL, add)
+    agent.add_resource("wipe", ResourceType.TOOL, wipe)
+    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(greedy))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["add"]))
+    CALLED.clear()
+    runner = LocalRunner(agent)
+    [out] = runner.run([("s1", "go")])
+    assert CALLED == ["add"]
+    assert out == {"answer": "3 | error: ToolNotOfferedError | error: ToolNotOfferedError", "attempts": 2}
+    history = [(n, e) for n, e in enumerate(runner.history)]
+    assert replay(runner.plan, history, "s1").ok  # the same calls again, none performed

@@ -1,0 +1,123 @@
+"""What an action's durable calls are before the machine records them: call specs, the
+awaitable an ``async def`` action awaits, and the specs of timers and signal waits.
+
+An action's ``ctx`` builds a :class:`CallSpec` per call; :meth:`RunnerContext._record`
+gives it its id and journal record. Example (what ``ctx.sleep(5)`` asks for)::
+
+    spec = timer_spec(due_after=5_000)   # a TIMER call due 5 s after the session's clock
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from eddies.events import CallKind, Event
+
+from .durable import Outcome
+
+if TYPE_CHECKING:
+    from .context import RunnerContext
+
+
+class Suspend(BaseException):
+    """Unwinds a sync action at its first call without an outcome (never seen by users)."""
+
+
+SUSPEND = object()  # what an async action's awaitable yields to the machine
+
+
+class CallAwaitable:
+    """Awaitable of ``durable_execute_async``/``durable_execute_all_async``."""
+
+    __slots__ = ("_batch", "_ctx", "_specs")
+
+    def __init__(self, ctx: RunnerContext, specs: list[CallSpec], batch: bool) -> None:
+        self._ctx = ctx
+        self._specs = specs
+        self._batch = batch
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        ctx = self._ctx
+        if not self._batch:  # one call: the common case, without the lists
+            spec = self._specs[0]
+            rec = ctx._record(spec)
+            if rec is None:
+                yield SUSPEND
+                rec = ctx._run.calls[spec.cid]
+            return ctx._unwrap(rec, spec.cid)
+        records = [ctx._record(spec) for spec in self._specs]
+        pending = False
+        for r in records:
+            if r is None:
+                pending = True
+        if pending:
+            yield SUSPEND
+            # The machine resumes a live action only once every call has its outcome.
+            calls = ctx._run.calls
+            records = [calls[spec.cid] for spec in self._specs]
+        outcomes = []
+        for rec, spec in zip(records, self._specs, strict=True):
+            try:
+                outcomes.append(Outcome(value=ctx._unwrap(rec, spec.cid)))  # type: ignore[arg-type]
+            except Exception as err:
+                outcomes.append(Outcome(error=err))
+        return outcomes
+
+
+class CallSpec:
+    __slots__ = ("args", "cid", "due_after", "due_at", "fn", "idempotent", "kind", "kwargs",
+                 "notice", "reconciler", "target")
+
+    def __init__(
+        self,
+        kind: CallKind,
+        target: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        fn: Callable[..., Any] | None = None,
+        reconciler: Callable[..., Any] | None = None,
+        idempotent: bool = False,
+    ) -> None:
+        self.kind = kind
+        self.target = target
+        self.args = args
+        self.kwargs = kwargs
+        self.fn = fn
+        self.reconciler = reconciler
+        self.idempotent = idempotent
+        self.cid = ""
+        # When an executor may perform it: at a logical time, or this many ms after the
+        # clock when it is first issued (then recorded: a replay does not move it).
+        self.due_at: int | None = None
+        self.due_after: int | None = None
+        # An event announcing the call (an approval request), emitted once, when the call
+        # is first issued.
+        self.notice: Event | None = None
+
+
+def duration_ms(duration: float | timedelta, what: str) -> int:
+    seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
+    if not isinstance(seconds, int | float) or not seconds >= 0:
+        raise ValueError(f"{what}: the duration must be a number of seconds >= 0 or a "
+                         f"timedelta, got {duration!r}")
+    return round(seconds * 1000)
+
+
+def timer_spec(*, due_after: int | None = None, due_at: int | None = None) -> CallSpec:
+    # The call's identity is what was asked (so a replay matches it); its due time is
+    # decided once, when it is first issued.
+    asked = {"after_ms": due_after} if due_at is None else {"at_ms": due_at}
+    spec = CallSpec(CallKind.TIMER, "sleep", (), asked, idempotent=True)
+    spec.due_after, spec.due_at = due_after, due_at
+    return spec
+
+
+def signal_wait_spec(name: str, timeout: float | timedelta | None) -> CallSpec:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"wait_for_signal: the name must be non-empty text, got {name!r}")
+    after = None if timeout is None else duration_ms(timeout, "wait_for_signal timeout")
+    spec = CallSpec(CallKind.SIGNAL, name, (), {"timeout_ms": after}, idempotent=True)
+    spec.due_after = after
+    return spec

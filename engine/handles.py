@@ -1,0 +1,217 @@
+"""Resources seen from an action: chat models and tools as handles whose calls are
+durable, and the parallel tool calls of a model's request (with approvals).
+
+``ctx.get_resource("llm", ResourceType.CHAT_MODEL)`` returns a :class:`ChatModelHandle`,
+a TOOL a :class:`ToolHandle`; ``ctx.call_tools_async(model, tool_calls)`` runs what a
+model asked for. Example::
+
+    reply = await ctx.get_resource("llm", ResourceType.CHAT_MODEL).chat_async(messages)
+    results = await ctx.call_tools_async("llm", reply.tool_calls)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from eddies.events import (
+    ApprovalRequestEvent,
+    CallKind,
+    ChatMessage,
+    ErrorCategory,
+    ErrorInfo,
+    MessageRole,
+    ToolCall,
+    ToolResult,
+)
+
+from . import approval
+from .calls import CallSpec, signal_wait_spec
+from .durable import DurableCallError, Outcome
+from .resources import ChatModelSetup, FunctionTool, ResourceType
+
+if TYPE_CHECKING:
+    from .context import RunnerContext
+
+
+class ChatModelHandle:
+    """A CHAT_MODEL resource seen from an action: each ``chat`` is a durable call.
+
+    Example (in an ``async def`` action)::
+
+        llm = ctx.get_resource("llm", ResourceType.CHAT_MODEL)
+        reply = await llm.chat_async([ChatMessage(content="hi")])
+        reply.tool_calls, llm.attempts   # what it asked for; 2 if it was retried once
+    """
+
+    __slots__ = ("_ctx", "attempts", "name", "setup")
+
+    def __init__(self, ctx: RunnerContext, name: str, setup: ChatModelSetup) -> None:
+        self._ctx = ctx
+        self.name = name
+        #: The model's setup: connection, model name, the tools it offers, its prompt.
+        self.setup = setup
+        #: How many attempts this handle's last call took (1 unless it was retried).
+        self.attempts = 0
+
+    def chat(self, messages: list[ChatMessage], **arguments: Any) -> ChatMessage:
+        """Ask the model; returns its message (usage in ``extra_args["usage"]``)."""
+        spec = self._spec(messages, arguments)
+        return self._reply(spec, self._ctx._call_now(spec))
+
+    async def chat_async(self, messages: list[ChatMessage] | list[Any], **arguments: Any) -> ChatMessage:
+        """Awaitable form of :meth:`chat`, for ``async def`` actions. ``messages`` may also
+        be messages as the JSON objects they are saved as (in memory, say)."""
+        spec = self._spec(messages, arguments)
+        return self._reply(spec, await self._ctx._call_async(spec))
+
+    def _spec(self, messages: list[Any], arguments: dict[str, Any]) -> CallSpec:
+        return CallSpec(CallKind.CHAT_MODEL, self.name, (), {"messages": messages, **arguments},
+                        idempotent=self.setup.idempotent)
+
+    def _reply(self, spec: CallSpec, value: Any) -> ChatMessage:
+        self.attempts = self._ctx._run.calls[spec.cid].attempt
+        return message_from_value(value)
+
+
+class ToolHandle:
+    """A TOOL resource seen from an action: each ``call`` is a durable call."""
+
+    __slots__ = ("_ctx", "_idempotent", "name")
+
+    def __init__(self, ctx: RunnerContext, name: str, idempotent: bool) -> None:
+        self._ctx = ctx
+        self.name = name
+        self._idempotent = idempotent
+
+    def call(self, **arguments: Any) -> Any:
+        """Call the tool with keyword arguments; returns its (JSON) result. A tool that
+        ``requires_approval`` first waits for it, and raises
+        :class:`~eddies.engine.approval.ToolNotApprovedError` if it is refused."""
+        ctx = self._ctx
+        plan = ctx._machine.plan
+        tool = plan.tool(self.name)
+        if tool.requires_approval:
+            wait = approval_wait(ctx, self.name, tool, arguments, "")
+            value, error = None, None
+            try:
+                value = ctx._call_now(wait)
+            except Exception as err:  # a deadline passed (Suspend is not an Exception)
+                error = err
+            refused = approval.refusal(self.name, value, error, approval.timeout_ms(tool, plan.config))
+            if refused is not None:
+                raise approval.ToolNotApprovedError(f"{refused.type}: {refused.message}")
+        spec = CallSpec(CallKind.TOOL, self.name, (), arguments, idempotent=self._idempotent)
+        return ctx._call_now(spec)
+
+
+def approval_wait(ctx: RunnerContext, name: str, tool: FunctionTool, arguments: dict[str, Any],
+                  tool_call_id: str, ahead: int = 0) -> CallSpec:
+    """The wait for a person's approval of one call of ``tool`` (the call ``ctx`` makes
+    ``ahead`` calls from now), announced by an ApprovalRequestEvent."""
+    waited = approval.timeout_ms(tool, ctx._machine.plan.config)
+    signal = approval.signal_name(ctx._next_call_id(ahead))
+    spec = signal_wait_spec(signal, timedelta(milliseconds=waited))
+    # The deadline the wait gets when it is issued (the notice is emitted then only: a
+    # replay neither emits it again nor recomputes it).
+    spec.notice = ApprovalRequestEvent(signal, name, tool_call_id, arguments, ctx.now() + waited)
+    return spec
+
+
+async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> list[ToolResult]:
+    """What ``ctx.call_tools_async`` does: the tools ``calls`` ask for, in parallel, each a
+    durable TOOL call; one the model's setup does not offer is a ToolNotOfferedError, and
+    one that requires approval waits for it (beside the other calls) and runs once
+    approved. The results in the order of ``calls``; errors are results the model sees."""
+    plan = ctx._machine.plan
+    results: list[ToolResult | None] = [None] * len(calls)
+    waits: list[tuple[int, CallSpec]] = []  # approval waits
+    ready: list[tuple[int, CallSpec]] = []  # calls that need none
+    offered = _offered(plan.resources.get(model))
+    for i, tc in enumerate(calls):
+        if tc.name not in offered:
+            # A model may ask for anything; it gets only what its setup offers.
+            results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(
+                "ToolNotOfferedError", f"no tool {tc.name!r} is offered to model {model!r}"
+                f" (it offers: {', '.join(offered) or 'none'})", category=ErrorCategory.PERMANENT))
+            continue
+        tool = plan.tool(tc.name)
+        if tool.requires_approval:
+            # The waits are issued first: each signal names the call id its wait gets.
+            waits.append((i, approval_wait(ctx, tc.name, tool, tc.arguments, tc.id, len(waits))))
+        else:
+            ready.append((i, _tool_call(tc, tool)))
+    approved: list[tuple[int, CallSpec]] = []
+    for batch in (waits + ready, approved):  # approved: filled while the first is read
+        if not batch:
+            continue
+        outcomes = await ctx._calls_async([spec for _, spec in batch])
+        for (i, spec), outcome in zip(batch, outcomes, strict=True):
+            tc = calls[i]
+            if spec.kind is not CallKind.SIGNAL:
+                results[i] = _tool_result(tc, outcome)
+                continue
+            tool = plan.tool(tc.name)
+            refused = approval.refusal(tc.name, outcome.value, outcome.error,
+                                       approval.timeout_ms(tool, plan.config))
+            if refused is None:
+                approved.append((i, _tool_call(tc, tool)))
+            else:
+                results[i] = ToolResult(tc.id, tc.name, None, refused)
+    return results  # type: ignore[return-value]  # every slot was filled above
+
+
+def _offered(model: tuple[ResourceType, Any] | None) -> tuple[str, ...]:
+    """The tools a chat model's setup offers (none for a name that is no chat model)."""
+    if model is None or model[0] is not ResourceType.CHAT_MODEL:
+        return ()
+    return tuple(model[1].tools)
+
+
+def _tool_call(tc: ToolCall, tool: FunctionTool) -> CallSpec:
+    return CallSpec(CallKind.TOOL, tc.name, (), tc.arguments, idempotent=tool.idempotent)
+
+
+def _tool_result(tc: ToolCall, outcome: Outcome) -> ToolResult:
+    err = outcome.error
+    if err is None:
+        return ToolResult(tc.id, tc.name, outcome.value)
+    if isinstance(err, DurableCallError):
+        return ToolResult(tc.id, tc.name, None, ErrorInfo(err.error_type, err.message))
+    return ToolResult(tc.id, tc.name, None, ErrorInfo.of(err))
+
+
+_ROLES = {role.value: role for role in MessageRole}
+
+
+def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
+    """A ChatMessage from its JSON value (as returned by a CHAT_MODEL call).
+
+    A model connection can return anything: a reply whose parts are not of the schema's
+    types raises TypeError naming the part (the chat action fails, not the worker that
+    would write the event). Null content (common beside tool calls) reads as "".
+    """
+    if not isinstance(value, Mapping):
+        raise TypeError(f"chat model reply: expected a message object, got {type(value).__name__}")
+    content = value.get("content")
+    if content is None:
+        content = ""
+    elif not isinstance(content, str):
+        raise TypeError(f"chat model reply: content: expected text, got {type(content).__name__}")
+    calls = value.get("tool_calls") or []
+    tool_calls = []
+    for k, t in enumerate(calls):
+        call = ToolCall(t["id"], t["name"], t.get("arguments") or {})
+        if not isinstance(call.id, str) or not isinstance(call.name, str):
+            raise TypeError(f"chat model reply: tool_calls[{k}]: id and name must be text, got "
+                            f"{type(call.id).__name__} and {type(call.name).__name__}")
+        tool_calls.append(call)
+    answered = value.get("tool_call_id")
+    if answered is not None and not isinstance(answered, str):
+        raise TypeError(f"chat model reply: tool_call_id: expected text, got {type(answered).__name__}")
+    return ChatMessage(_ROLES[value.get("role", "assistant")], content, tool_calls, answered,
+                       value.get("extra_args", {}))
+
+
+__all__ = ["ChatModelHandle", "ToolHandle", "approval_wait", "call_tools", "message_from_value"]
