@@ -16,6 +16,10 @@ DLQ_MAX_HEADER_BYTES = 16_384
 
 Headers = list[tuple[str, bytes]]
 
+#: On an APP.requests record whose value lists calls ([[call id, attempt], ...]) that no
+#: run waits for any more (their run ended): executors stop holding their requests.
+CANCEL_HEADER = "eddies.cancel"
+
 
 #: The headers of every event record: the writer schema and its fingerprint.
 HEADERS: Headers = headers()

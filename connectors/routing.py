@@ -18,6 +18,8 @@ import logging
 import time
 from typing import Protocol
 
+import orjson
+
 from eddies.connectors.admission import FORWARDED_HEADER, Misrouted
 from eddies.engine import SessionMachine, SessionState
 from eddies.engine.state import RunState
@@ -35,7 +37,7 @@ from .counters import Counters
 from .dead_letters import DeadLetters
 from .kafka.settings import Settings
 from .kafka.topics import TopicNames
-from .records import HEADERS
+from .records import CANCEL_HEADER, HEADERS
 from .sink import TIMESTAMP_NOT_AVAILABLE, RecordSink, SourceRecord, produce
 
 log = logging.getLogger("eddies.worker")
@@ -46,6 +48,9 @@ class LocalExecutor(Protocol):
 
     def submit(self, request: AgentEvent) -> None:
         """Perform ``request`` (a DurableCallRequest event) and answer it."""
+
+    def drop_held(self, refs: list[tuple[str, int]]) -> None:
+        """Stop holding the requests of calls ``refs`` ((call id, attempt))."""
 
 #: At most one warning per this many seconds about a producer with another partitioner.
 FORWARD_WARN_EVERY_S = 60.0
@@ -132,6 +137,23 @@ class Router:
         elif isinstance(payload, ApprovalRequestEvent):
             produce(prod, self.names.output, data, key, headers=HEADERS)
             self.counters.inc("approval_requests")
+
+    def cancel_held(self, key: bytes, runs: list[RunState]) -> None:
+        """Runs of a session that ended: executors stop holding the requests of their calls
+        that wait for a due time (a run deadline, an answered wait's deadline, a retry's
+        back-off), instead of keeping each in memory, and its offset uncommitted, until it
+        is due. The in-process executor is told directly; executor processes by a record on
+        APP.requests (CANCEL_HEADER), behind the requests it cancels."""
+        refs = [(cid, rec.attempt) for run in runs for cid, rec in run.calls.items()
+                if rec.due is not None]
+        if not refs:
+            return
+        if self.executor is not None:
+            self.executor.drop_held(refs)
+        else:
+            produce(self.producer, self.names.requests, orjson.dumps(refs), key,
+                    headers=[(CANCEL_HEADER, b"1")])
+        self.counters.inc("cancels")
 
     def request(self, ev: AgentEvent) -> None:
         """A request issued again after a restore, for executor processes."""

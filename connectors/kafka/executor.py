@@ -16,7 +16,8 @@ call is about to run (a :class:`.journal_tail.JournalTail` follows the owned par
   (:mod:`.claims`). A crash from then on leaves the outcome unknown, never repeated.
 
 Calls already running when their partition is revoked finish and journal their outcome;
-the new owner waits for it.
+the new owner waits for it. A request due later (a timer, a deadline, a retry's back-off)
+is held until then, and one whose run ended is dropped (:mod:`.timekeeping`).
 """
 
 from __future__ import annotations
@@ -25,16 +26,15 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from eddies.connectors.call_deadlines import CallDeadlines, timed_out
+from eddies.connectors.call_deadlines import CallDeadlines
 from eddies.connectors.calls import CallPerformer, Resolver, result_event
 from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.error_classes import describe_error
 from eddies.connectors.held_requests import HeldRequests
 from eddies.connectors.json_logs import ids
-from eddies.connectors.records import HEADERS, journal_partition, outcome_key
+from eddies.connectors.records import CANCEL_HEADER, HEADERS, header, journal_partition, outcome_key
 from eddies.connectors.signing import SIGNATURE_HEADER, ResultSigner
 from eddies.connectors.sink import produce
 from eddies.events import (
@@ -55,6 +55,7 @@ from .client import next_batch
 from .journal import CallRef, JournalView, read_journal
 from .journal_tail import JournalTail
 from .outbox import Outbox
+from .timekeeping import Timekeeping
 
 if TYPE_CHECKING:
     from eddies.connectors.prometheus import WorkerMetrics
@@ -73,7 +74,7 @@ def _kafka() -> Any:
 Item = tuple[AgentEvent, int | None, int]
 
 
-class KafkaExecutor(Claiming):
+class KafkaExecutor(Claiming, Timekeeping):
     """Performs requests on ``executor_concurrency`` call threads: those of APP.requests
     (its own consumer group), or with ``local`` those its process's orchestrator hands it
     in memory (:meth:`submit`, with partitions gained through :meth:`restore` and lost
@@ -242,6 +243,9 @@ class KafkaExecutor(Claiming):
         if part not in self.owned:
             return  # revoked while this request waited: its next owner reads it again
         self._offsets.setdefault(part, {})[offset] = False
+        if header(msg.headers(), CANCEL_HEADER) is not None:
+            self._cancel(msg, part, offset)
+            return
         try:
             request = decode(msg.value() or b"")
             req = request.payload
@@ -315,46 +319,6 @@ class KafkaExecutor(Claiming):
                                   name=f"eddies-call-{len(self._call_threads)}")
         thread.start()
         self._call_threads.append(thread)
-
-    def _abandon_expired(self) -> None:
-        """Calls past their timeout_ms: answered as a transient TimeoutError (journaled, so a
-        restart does not run them again), their late results to be dropped; a new call
-        thread takes the place of each one they still hold."""
-        for request, part, offset in self.deadlines.expired():
-            req = request.payload
-            assert isinstance(req, DurableCallRequest)
-            result = result_event(request, CallStatus.ERROR, "null",
-                                  describe_error(timed_out(req)))
-            data = encode(result)
-            jpart = journal_partition(request.session_id, self.settings.partitions)
-            produce(self.producer, self.names.journal, data, outcome_key(req.call_id, req.attempt),
-                    partition=jpart)
-            self._send_result(result, data)
-            self.counters.inc("calls_timed_out")
-            log.info("call %s (%s %s) abandoned after its timeout of %d ms: answered as a "
-                     "TimeoutError", req.call_id, req.kind.value, req.target, req.timeout_ms,
-                     extra=ids(call=req.call_id))
-            with self._lock:
-                self._spare += 1
-                self._start_call_thread()
-            self._done.put((part, offset, (req.call_id, req.attempt), True))
-
-    def drop_held(self, refs: Iterable[tuple[str, int]]) -> None:
-        """Stop holding the requests of calls ``refs`` ((call id, attempt)) no run waits
-        for any more (their run ended): a finished run's deadline, or the deadline of an
-        answered wait, no longer waits here until it is due."""
-        with self._lock:
-            for _, part, offset, _ in self.held.drop(refs):
-                self._settle(part, offset)
-
-    def _release_due(self) -> None:
-        """Dispatch the held requests that are due now."""
-        due = self.held.next_due
-        if due is None or due > time.time() * 1000:
-            return
-        with self._lock:
-            for request, part, offset, produced_ms in self.held.pop_due(time.time() * 1000):
-                self._dispatch(request, part, offset, produced_ms)
 
     # --- call threads ------------------------------------------------------------------------
     def _call_loop(self) -> None:

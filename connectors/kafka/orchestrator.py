@@ -408,6 +408,7 @@ class Orchestrator:
         for clear in (False, True):
             if state.run is not None:
                 self._expire_calls_of(sid, state.run)
+                self.router.cancel_held(key, [state.run])
             state, failed = self.machine.fail_session(state, ErrorInfo(
                 "SessionStateTooLargeError",
                 f"session {sid!r}: {why}; its running run and queued inputs were failed"
@@ -488,12 +489,6 @@ class Orchestrator:
         return None
 
     def _expire_calls_of(self, sid: str, run: RunState) -> None:
-        """A run is over: its calls' journal records expire after the retention, and this
-        process's executor holds none of its requests any longer (executor processes hold
-        theirs until due, then answer them, and the answer is ignored)."""
+        """A run is over: its calls' journal records expire after the retention."""
         if run.calls:
             self._finished.append((time.monotonic(), sid, finished_run_keys(run.calls)))
-            local = self.executor
-            if local is not None and any(rec.due is not None for rec in run.calls.values()):
-                local.drop_held((cid, rec.attempt) for cid, rec in run.calls.items()
-                                if rec.due is not None)

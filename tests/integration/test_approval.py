@@ -94,30 +94,38 @@ def test_approved_rejected_and_unanswered_tool_calls(settings: Settings, tmp_pat
         assert report.ok and not report.extra, session
 
 
-def test_an_ended_run_leaves_nothing_held_in_the_executor(settings: Settings) -> None:
-    """The hour-long deadline of an approved call is not kept (nor its request's place in
-    memory) once its run has ended."""
+@pytest.mark.parametrize("roles", [("all",), ("orchestrator", "executor")], ids=["one", "separate"])
+def test_an_ended_run_leaves_nothing_held_in_the_executor(settings: Settings, roles: tuple[str, ...]
+                                                          ) -> None:
+    """The hour-long deadline of an approved call is not kept (nor, in an executor process,
+    its request's offset uncommitted) once its run has ended: the worker's own executor is
+    told directly, an executor process by a cancel record on APP.requests."""
+    from dataclasses import replace
+
     from eddies.connectors.kafka.client import signal_event
     from eddies.connectors.kafka.worker import Worker
     from eddies.engine import approval
     from tests.agents import shop_agent
 
-    w = Worker(settings, shop_agent(3_600_000)).start()
+    workers = [Worker(replace(settings, role=role), shop_agent(3_600_000)).start() for role in roles]
+    executor = workers[-1].executor
     try:
-        assert w.wait_assigned(60)
+        assert all(w.wait_assigned(60) for w in workers)
         send_event(settings, input_event("s1", "refund o-1"), "input")
         deadline = time.monotonic() + 60
         while not (asks := [e.payload for e in _output(settings)
-                            if isinstance(e.payload, ApprovalRequestEvent)]):
-            assert time.monotonic() < deadline, "no approval request"
+                            if isinstance(e.payload, ApprovalRequestEvent)]) or not len(executor.held):
+            assert time.monotonic() < deadline, "no approval request held"
             time.sleep(0.2)
-        assert len(w.executor.held) == 1  # the approval's deadline
+        assert len(executor.held) == 1  # the approval's deadline
         send_event(settings, signal_event("s1", asks[0].signal, approval.answer(True)), "signal")
         while not any(isinstance(e.payload, OutputEvent) for e in _output(settings)):
             assert time.monotonic() < deadline, "no answer"
             time.sleep(0.2)
-        while len(w.executor.held) and time.monotonic() < deadline:
+        while len(executor.held) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(w.executor.held) == 0
+        assert len(executor.held) == 0
+        assert workers[0].counters.get("cancels") == 1
     finally:
-        w.stop()
+        for w in reversed(workers):
+            w.stop()
