@@ -67,6 +67,9 @@ class CallAwaitable:
 
 
 class CallSpec:
+    """One durable call an action asks for: its kind, target and arguments (what the
+    journal records and a replay compares), and how the call may be performed."""
+
     __slots__ = ("args", "cid", "due_after", "due_at", "fn", "idempotent", "kind", "kwargs",
                  "notice", "reconciler", "target")
 
@@ -98,6 +101,8 @@ class CallSpec:
 
 
 def duration_ms(duration: float | timedelta, what: str) -> int:
+    """``duration`` (seconds, or a timedelta) in ms; ValueError naming ``what`` if it is
+    not a duration >= 0."""
     seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
     if not isinstance(seconds, int | float) or not seconds >= 0:
         raise ValueError(f"{what}: the duration must be a number of seconds >= 0 or a "
@@ -106,6 +111,7 @@ def duration_ms(duration: float | timedelta, what: str) -> int:
 
 
 def timer_spec(*, due_after: int | None = None, due_at: int | None = None) -> CallSpec:
+    """A TIMER call: due ``due_after`` ms after the clock when first issued, or at ``due_at``."""
     # The call's identity is what was asked (so a replay matches it); its due time is
     # decided once, when it is first issued.
     asked = {"after_ms": due_after} if due_at is None else {"at_ms": due_at}
@@ -115,6 +121,8 @@ def timer_spec(*, due_after: int | None = None, due_at: int | None = None) -> Ca
 
 
 def signal_wait_spec(name: str, timeout: float | timedelta | None) -> CallSpec:
+    """A SIGNAL call: a wait for signal ``name``, with a deadline ``timeout`` after the
+    clock when first issued (None: none)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"wait_for_signal: the name must be non-empty text, got {name!r}")
     after = None if timeout is None else duration_ms(timeout, "wait_for_signal timeout")
