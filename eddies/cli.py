@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import shlex
 import signal
 import sys
@@ -81,8 +82,12 @@ def _kafka(settings: Any, *, need: tuple[str, ...] = (), check: bool = True) -> 
         from eddies.connectors.kafka.broker import EmbeddedBroker
 
         with EmbeddedBroker() as broker:
-            err_console.print(f"[yellow]no bootstrap servers configured: started the embedded "
-                              f"broker at {broker.bootstrap} (in memory, stopped on exit)[/yellow]")
+            notice = (f"no bootstrap servers configured: started the embedded broker at "
+                      f"{broker.bootstrap} (in memory, stopped on exit)")
+            if getattr(settings, "log_format", "text") == "json":  # every line JSON there
+                logging.getLogger("eddies.cli").warning(notice)
+            else:
+                err_console.print(f"[yellow]{notice}[/yellow]", highlight=False)
             settings.bootstrap_servers = address = broker.bootstrap
             yield settings
     except (KafkaException, TimeoutError, DeliveryFailedError, LookupError) as err:
@@ -206,8 +211,6 @@ def worker(
         help="text, or json: one JSON object per line.")] = None,
 ) -> None:
     """Run a worker until Ctrl-C or SIGTERM."""
-    import logging
-
     from eddies.connectors.kafka.settings import ConfigError, load_agent
     from eddies.connectors.kafka.worker import Worker
 
@@ -453,7 +456,6 @@ def topics_describe(config: ConfigOpt = None, app_id: AppOpt = None,
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``eddies`` console script."""
-    import logging
     import os
 
     level = os.environ.get("EDDIES_LOG_LEVEL", "WARNING").upper()

@@ -163,3 +163,32 @@ def test_flink_run_without_the_jars_or_java_says_what_to_install(tmp_path: Path)
                        "make install-flink", "flink_jars")
     proc, _ = eddies("flink", "run", "-b", address, PATH=str(tmp_path), JAVA_HOME="")
     assert_short_error(proc, "the Flink runner needs Java 11 or newer")
+
+
+def test_a_json_logging_worker_writes_only_json_lines_on_the_embedded_broker() -> None:
+    """With no broker configured, even the notice that the embedded one started is JSON."""
+    import json
+    import signal
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("EDDIES_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eddies", "worker", "--log-format", "json", "--app", "jsonlogs"],
+        cwd=ROOT, env={**base, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line, f"the worker exited: {lines}"
+            lines.append(line)
+            if "worker for app jsonlogs" in line:
+                break
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=60)
+    lines += rest.splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]  # each line is JSON
+    assert any("started the embedded broker" in r["message"] for r in records), records
+    assert any("worker stopped" in r["message"] for r in records), records
