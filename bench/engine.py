@@ -1,4 +1,4 @@
-"""Per-input time of the engine in-process, with durability on, for three workloads.
+"""Per-input time of the engine in-process, with durability on, for four workloads.
 
 Run: ``.venv/bin/python bench/engine.py`` (``make bench``). Each workload drives a
 LocalRunner: the session machine, the in-process executor and the journal (every input
@@ -7,7 +7,8 @@ calls marked started, a state snapshot every 64 events per session). Two journal
 variants: in-memory objects (the LocalRunner default) and Avro bytes (what a topic
 holds: every logged event and outcome encoded on write). Also measures Avro
 encode+decode of a ~1 KB ChatResponseEvent. Reference: Apache Flink Agents 0.3.1's local
-runner, measured on this machine without durability: 33, 177 and 420 us per input.
+runner, measured on this machine without durability: 33, 177 and 420 us per input (none
+measured for the three-round ReAct workload).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from eddies import (
     OutputEvent,
     action,
 )
+from eddies.connectors.models.scripted import ScriptedChatModel
 from eddies.demo import calculator_agent
 from eddies.engine import Journal
-from eddies.events import TokenUsage, decode, encode
+from eddies.events import TokenUsage, ToolCall, decode, encode
 
 FLINK_AGENTS_US = {"input->output": 33.0, "input->chat->output": 177.0, "react-1-tool": 420.0}
 
@@ -41,10 +43,21 @@ class Echo(Agent):
         ctx.send_event(OutputEvent(output=event.input))
 
 
+def three_rounds(messages: list[ChatMessage], tools: list[Any]) -> ChatMessage:
+    """A model that adds three times (one tool call per round), then answers."""
+    results = [m for m in messages if m.role is MessageRole.TOOL]
+    if len(results) < 3:
+        return ChatMessage(MessageRole.ASSISTANT, "", [
+            ToolCall(f"call-{len(results)}", tools[0].name, {"a": len(results), "b": 1})])
+    return ChatMessage(MessageRole.ASSISTANT, f"sums: {', '.join(m.content for m in results)}")
+
+
 WORKLOADS = {
     "input->output": (lambda: Echo(), lambda i: f"hello {i}"),
     "input->chat->output": (lambda: calculator_agent(tools=False), lambda i: f"hello {i}"),
     "react-1-tool": (lambda: calculator_agent(), lambda i: f'{{"a": {i}, "b": 2}}'),
+    # Four model calls and three tool calls per input, the conversation growing each round.
+    "react-3-tools": (lambda: calculator_agent(ScriptedChatModel(three_rounds)), lambda i: f"go {i}"),
 }
 
 
@@ -89,14 +102,15 @@ def main() -> None:
           f"{'us/input':>13}")
     for name in WORKLOADS:
         per_input_us(name, 200, 10)  # warm-up
-        ref = FLINK_AGENTS_US[name]
+        ref = FLINK_AGENTS_US.get(name)
         row = [f"{name:24}"]
         for serialize in (False, True):
             us = statistics.median(
                 per_input_us(name, args.inputs, args.sessions, serialize) for _ in range(args.repeats)
             )
-            row.append(f"{us:9.1f} {ref / us:9.1f}x" + (" " if serialize else ""))
-        print(" ".join(row), f"{ref:12.0f}")
+            ratio = f"{ref / us:9.1f}x" if ref else f"{'-':>10}"
+            row.append(f"{us:9.1f} {ratio}" + (" " if serialize else ""))
+        print(" ".join(row), f"{ref:12.0f}" if ref else f"{'-':>12}")
     rate, size = avro_roundtrips_per_s()
     print(f"Avro encode+decode of a {size}-byte ChatResponseEvent: {rate:,.0f}/s (target 50,000/s)")
 

@@ -16,3 +16,16 @@ def test_worker_cpu_bench_runs_every_session_to_its_output() -> None:
     times, outputs = module.measure(sessions=60, rounds=2)
     assert outputs == 120
     assert len(times) == 2 and all(t > 0 for t in times)
+
+
+def test_engine_bench_workloads_answer_every_input() -> None:
+    spec = importlib.util.spec_from_file_location("bench_engine", BENCH / "engine.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in module.WORKLOADS:
+        assert module.per_input_us(name, 20, 5) > 0  # it asserts an output per input
+    from eddies import LocalRunner
+
+    make_agent, make_input = module.WORKLOADS["react-3-tools"]
+    assert LocalRunner(make_agent()).run([("s", make_input(0))]) == ["sums: 1, 2, 3"]
