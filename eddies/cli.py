@@ -1,5 +1,5 @@
 """The ``eddies`` command: demo, broker, worker, send, tail, replay, topics, signal, approve,
-reject, flink.
+reject, resume, flink.
 
 Every command that needs Kafka uses ``bootstrap_servers`` from the config file,
 ``EDDIES_BOOTSTRAP_SERVERS`` or ``--bootstrap-servers``; with none it starts the embedded
@@ -41,7 +41,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 topics_app = typer.Typer(no_args_is_help=True, help="Create or describe the application's topics.")
 app.add_typer(topics_app, name="topics")
 app.add_typer(flink_app, name="flink")
-app.add_typer(signals_app)  # signal, approve, reject: top-level commands
+app.add_typer(signals_app)  # signal, approve, reject, resume: top-level commands
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)  # error lines are never cut
 

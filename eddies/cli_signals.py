@@ -1,5 +1,6 @@
-"""``eddies signal``, ``eddies approve`` and ``eddies reject``: a SignalEvent sent to a
-session (the answer to a ``ctx.wait_for_signal``, or to a tool call waiting for approval)."""
+"""``eddies signal``, ``approve``, ``reject`` and ``resume``: a SignalEvent sent to a
+session (the answer to a ``ctx.wait_for_signal``, to a tool call waiting for approval, or
+to a halted session)."""
 
 from __future__ import annotations
 
@@ -93,3 +94,36 @@ def reject(
 ) -> None:
     """Reject a tool call that waits for approval: the model gets a tool error instead."""
     _answer(session, name, False, reason, config, app_id, bootstrap_servers)
+
+
+@signals_app.command()
+def resume(
+    session: SessionArg,
+    config: ConfigOpt = None,
+    app_id: AppOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+) -> None:
+    """Resume a halted session (a ReActAgent with handle_exception FAIL, or any
+    ctx.halt_async): its run tries its input again, then its waiting inputs follow."""
+    from eddies.cli import _fail, _kafka, _settings, console
+    from eddies.connectors.kafka.client import read_events, send_event, signal_event
+    from eddies.connectors.kafka.preflight import require_topics
+    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.engine import halts
+    from eddies.events import OutputEvent, partition_for
+
+    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
+    names = TopicNames(settings.app)
+    with _kafka(settings, need=(names.output, names.input)) as s:
+        # The session's outputs are on its partition; its last one says whether it halted.
+        part = partition_for(session, require_topics(s, [names.output])[names.output])
+        last: OutputEvent | None = None
+        for ev in read_events(s, names.output, partitions=[part]):
+            if ev.session_id == session and isinstance(ev.payload, OutputEvent):
+                last = ev.payload
+        signal = None if last is None else halts.resume_signal(last)
+        if signal is None:
+            _fail(f"session {session!r} of app {s.app} is not halted (its last output in "
+                  f"{names.output} announces no halt)")
+        send_event(s, signal_event(session, signal, None), f"resume of session {session!r}")
+    console.print(f"resumed {escape(session)} ({escape(signal)})", highlight=False)

@@ -4,7 +4,7 @@ No Kafka, no network, no threads, no event loop: ``apply(state, event) -> (state
 emitted)`` is deterministic and testable in microseconds.
 """
 
-from . import approval
+from . import approval, halts
 from .agent import ActionSpec, Agent, action
 from .approval import ToolNotApprovedError
 from .context import Memory, Metrics, RunnerContext
@@ -19,6 +19,7 @@ from .durable import (
 from .journal import Journal
 from .machine import SessionMachine, UnsupportedEventError
 from .plan import AgentPlan, PlanError
+from .react import ReActAgent, ReActOptions
 from .resources import ChatModelConnection, ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .state import SessionState
 
@@ -38,6 +39,8 @@ __all__ = [
     "Metrics",
     "Outcome",
     "PlanError",
+    "ReActAgent",
+    "ReActOptions",
     "ResourceType",
     "RunnerContext",
     "SessionMachine",
@@ -48,4 +51,5 @@ __all__ = [
     "action",
     "approval",
     "function_name",
+    "halts",
 ]

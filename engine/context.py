@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from eddies.events import (
     CallKind,
     DurableCallRequest,
+    ErrorInfo,
     Event,
     ToolCall,
     ToolResult,
@@ -25,6 +26,7 @@ from eddies.events import (
 from eddies.events.codec import validate_payload
 from eddies.events.ids import call_digest, call_id, scope_path
 
+from . import halts
 from .calls import (
     CallAwaitable,
     CallSpec,
@@ -360,6 +362,19 @@ class RunnerContext:
                 approved = False
         """
         return self._call_now(signal_wait_spec(name, timeout))
+
+    def halt_async(self, error: ErrorInfo) -> CallAwaitable:
+        """Halt this session on ``error`` until someone resumes it; awaitable, returns when
+        resumed (see :mod:`eddies.engine.halts`). A failed OutputEvent announces the halt;
+        the session's later inputs wait; ``eddies resume SESSION`` resumes it, and the run's
+        deadline no longer applies. Example::
+
+            await ctx.halt_async(ErrorInfo("ModelError", "no answer after 3 tries"))
+        """
+        signal = halts.PREFIX + self._next_call_id()
+        spec = signal_wait_spec(signal, None)
+        spec.notice = halts.notice(self.session_id, signal, error)
+        return CallAwaitable(self, [spec], batch=False)
 
     def wait_for_signal_async(self, name: str, timeout: float | timedelta | None = None) -> CallAwaitable:
         """Awaitable form of :meth:`wait_for_signal`, for ``async def`` actions."""

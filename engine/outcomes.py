@@ -29,6 +29,7 @@ from eddies.events.ids import call_digest, call_id
 
 from .budgets import spent
 from .durable import JournalMismatchError
+from .halts import halted
 from .state import (
     ERROR,
     OK,
@@ -131,7 +132,7 @@ class CallOutcomes:
                         f"{state.session_id} went over the budget {over}",
                         category=ErrorCategory.PERMANENT), out)
                     return
-            if rec.target == RUN_DEADLINE and rec.kind == "TIMER":
+            if rec.target == RUN_DEADLINE and rec.kind == "TIMER" and not halted(run):
                 self._end_run(state, run, ev, ErrorInfo(
                     "RunDeadlineError", f"run {run.number} of session {state.session_id} did not "
                     f"finish within request_timeout_ms={self._deadline_ms}; its calls still "

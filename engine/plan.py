@@ -94,7 +94,7 @@ class AgentPlan:
                             f"got {deadline!r}")
         if not agent.name:
             raise PlanError("agent: the name is empty")
-        return cls(
+        plan = cls(
             agent_name=agent.name,
             agent_version=agent.version,
             actions=actions,
@@ -105,6 +105,11 @@ class AgentPlan:
             timeouts=timeouts,
             budgets=limits,
         )
+        # An agent class may check what it needs of the whole plan (a ReActAgent: its model).
+        check = getattr(agent, "check_plan", None)
+        if callable(check):
+            check(plan)
+        return plan
 
     def actions_for(self, type_name: str) -> tuple[ActionSpec, ...]:
         """Actions triggered by events of ``type_name``, in declaration order."""

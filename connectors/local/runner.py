@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from eddies.engine import Agent, AgentPlan, Journal, SessionMachine, SessionState, approval
+from eddies.engine import Agent, AgentPlan, Journal, SessionMachine, SessionState, approval, halts
 from eddies.engine.state import TERMINAL
 from eddies.events import (
     AgentEvent,
@@ -98,6 +98,17 @@ class LocalRunner:
     def reject(self, session_id: str, signal: str, reason: str | None = None) -> str:
         """Reject the tool call that waits on ``signal``; the model sees ``reason``."""
         return self.signal(session_id, signal, approval.answer(False, reason))
+
+    def resume(self, session_id: str) -> str:
+        """Resume the halted session ``session_id`` (what ``eddies resume`` does): its run
+        tries its input again. ValueError if it is not halted."""
+        for ev in reversed(self.outputs):
+            if ev.session_id == session_id:
+                signal = halts.resume_signal(_output(ev))
+                if signal is not None:
+                    return self.signal(session_id, signal)
+                break
+        raise ValueError(f"session {session_id!r} is not halted")
 
     def approval_requests(self, session_id: str | None = None) -> list[ApprovalRequestEvent]:
         """The approval requests emitted so far (of one session), in order; each names the

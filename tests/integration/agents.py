@@ -64,6 +64,20 @@ def approving_calculator() -> Calculator:
     return calculator_agent(conn, model_name="openai/test-model", tool=tool)
 
 
+def react_http() -> Agent:
+    """A ReActAgent on litellm (the test's OpenAI-compatible server) with the counted
+    ``add`` tool; a failed model call (not retried) halts the session (FAIL)."""
+    from eddies import ReActAgent
+
+    agent = ReActAgent("react-http", model="llm", config={"retry": {"CHAT_MODEL": {"max_attempts": 1}}})
+    agent.add_resource("add", ResourceType.TOOL, counted_add)
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("conn", model="openai/test-model", tools=["add"]))
+    return agent
+
+
 class Effects(Agent):
     """input {"a", "b"} -> charge (a function) -> the model -> counted_add (a tool) ->
     the model -> output: two slow non-idempotent side effects per run."""
