@@ -143,3 +143,30 @@ def shop_agent(approval_timeout_ms: int | None = 60_000) -> Waits:
     agent.add_resource("llm", ResourceType.CHAT_MODEL,
                        ChatModelSetup("offline", tools=["lookup", "refund"]))
     return agent
+
+
+def react_or_loop(messages: list[Any], tools: list[Any]) -> Any:
+    """The scripted default (a tool call, then an answer), except for a prompt that says
+    "loop": then a tool call every time (a runaway loop)."""
+    from eddies.connectors.models.scripted import tool_then_answer
+    from eddies.events import ChatMessage, MessageRole, ToolCall
+
+    prompt = next(m.content for m in messages if m.role is MessageRole.USER)
+    if "loop" in prompt:
+        return ChatMessage(MessageRole.ASSISTANT, "", [
+            ToolCall(f"call-{len(messages)}", "add", {"a": len(messages), "b": 1})])
+    return tool_then_answer(messages, tools)
+
+
+def react_calculator() -> Any:
+    """A ReActAgent with ``add``: answers in two model calls, or runs away into
+    max_iterations=3. Its deadline is far off: conformance inputs are stamped in 2023."""
+    from eddies import ReActAgent, ReActOptions
+    from eddies.engine import ChatModelSetup, ResourceType
+
+    agent = ReActAgent("react-calc", model="llm",
+                       options=ReActOptions(max_iterations=3, request_timeout=2e9))
+    agent.add_resource("add", ResourceType.TOOL, add)
+    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(react_or_loop))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["add"]))
+    return agent

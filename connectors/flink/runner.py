@@ -181,8 +181,9 @@ class Progress:
             f" (last {latest.get('end_to_end_duration')} ms, {latest.get('state_size', 0):,} bytes)"
             if latest else "")
         dead = f", {counts['dlq']:,.0f} dead letters" if counts.get("dlq") else ""
-        return (f"job {state.lower()}: {show('outputs', 'answers')}, {show('inputs', 'inputs')}, "
-                f"{show('events', 'events')}{dead}; {cp}"), state
+        failed = f" ({counts['outputs_failed']:,.0f} failed)" if counts.get("outputs_failed") else ""
+        return (f"job {state.lower()}: {show('outputs', 'answers')}{failed}, "
+                f"{show('inputs', 'inputs')}, {show('events', 'events')}{dead}; {cp}"), state
 
     def _counters(self, job: dict[str, Any]) -> dict[str, float]:
         if not self._vertex:

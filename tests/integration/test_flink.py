@@ -53,6 +53,10 @@ CONFORMANCE = [
         ("wait-signal", [{"signal": "go", "timeout_s": 2}]),
         ("wait-approval", ["refund o-1"]),  # its approval request is an output too
     ]),
+    ("tests.agents:react_calculator", [
+        ("rx-1", [{"a": 1, "b": 2}, {"a": 3, "b": 4}]),
+        ("rx-loop", ["loop"]),  # stopped at max_iterations
+    ]),
 ]
 #: The logical time of the first input _send_all sends (2023-11-14).
 SENT_AT = 1_700_000_000_000
@@ -163,7 +167,10 @@ def test_flink_job_writes_the_history_the_worker_writes(
         flink_dlq = _dead_letters(flink_app, 2)
         # Its progress lines count what the session machine did (its Flink metrics).
         deadline = time.monotonic() + 20
-        while f"job running: {expected} answers" not in log.read_text():
+        failed = sum(1 for e in {e.event_id: e for e in by_worker}.values()
+                     if isinstance(e.payload, OutputEvent) and e.payload.error is not None)
+        shown = f"job running: {expected - failed} answers" + (f" ({failed} failed)" if failed else "")
+        while shown not in log.read_text():
             assert time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.5)
     finally:
@@ -187,6 +194,10 @@ def test_flink_job_writes_the_history_the_worker_writes(
         asks = {e.event_id: e.session_id for e in by_flink if isinstance(e.payload, ApprovalRequestEvent)}
         # Once each, after dropping seen ids ("misrouted" asks the model too).
         assert sorted(asks.values()) == ["misrouted", "wait-approval"]
+    if agent.endswith("react_calculator"):
+        errors = {e.session_id: p.error.type for e in by_flink
+                  if isinstance(p := e.payload, OutputEvent) and p.error is not None}
+        assert errors.get("rx-loop") == "MaxIterationsError" and "rx-1" not in errors, errors
     # A ten-round ReAct run really ran ten tool rounds.
     if agent.endswith("react_agent"):
         outs = [e.payload for e in by_flink
