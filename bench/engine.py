@@ -1,4 +1,4 @@
-"""Per-input time of the engine in-process, with durability on, for four workloads.
+"""Per-input time of the engine in-process, with durability on, for five workloads.
 
 Run: ``.venv/bin/python bench/engine.py`` (``make bench``). Each workload drives a
 LocalRunner: the session machine, the in-process executor and the journal (every input
@@ -22,15 +22,18 @@ from eddies import (
     Agent,
     AgentEvent,
     ChatMessage,
+    ChatModelSetup,
     ChatResponseEvent,
     InputEvent,
     LocalRunner,
     MessageRole,
     OutputEvent,
+    ReActAgent,
+    ResourceType,
     action,
 )
 from eddies.connectors.models.scripted import ScriptedChatModel
-from eddies.demo import calculator_agent
+from eddies.demo import add, calculator_agent
 from eddies.engine import Journal
 from eddies.events import TokenUsage, ToolCall, decode, encode
 
@@ -58,7 +61,17 @@ WORKLOADS = {
     "react-1-tool": (lambda: calculator_agent(), lambda i: f'{{"a": {i}, "b": 2}}'),
     # Four model calls and three tool calls per input, the conversation growing each round.
     "react-3-tools": (lambda: calculator_agent(ScriptedChatModel(three_rounds)), lambda i: f"go {i}"),
+    # The same on ReActAgent's loop (its deadline a timer request per input, too).
+    "ReActAgent-3-tools": (lambda: react_agent(), lambda i: f"go {i}"),
 }
+
+
+def react_agent() -> ReActAgent:
+    agent = ReActAgent("bench", model="llm")
+    agent.add_resource("add", ResourceType.TOOL, add)
+    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(three_rounds))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["add"]))
+    return agent
 
 
 def per_input_us(name: str, n: int, sessions: int, serialize: bool = False) -> float:

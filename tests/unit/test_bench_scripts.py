@@ -27,5 +27,6 @@ def test_engine_bench_workloads_answer_every_input() -> None:
         assert module.per_input_us(name, 20, 5) > 0  # it asserts an output per input
     from eddies import LocalRunner
 
-    make_agent, make_input = module.WORKLOADS["react-3-tools"]
-    assert LocalRunner(make_agent()).run([("s", make_input(0))]) == ["sums: 1, 2, 3"]
+    for name in ("react-3-tools", "ReActAgent-3-tools"):
+        make_agent, make_input = module.WORKLOADS[name]
+        assert LocalRunner(make_agent()).run([("s", make_input(0))]) == ["sums: 1, 2, 3"], name
