@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from eddies import Agent, InputEvent, LocalRunner, OutputEvent, action
 from eddies.connectors.kafka.replay import replay
@@ -13,6 +13,7 @@ from eddies.engine import ChatModelSetup, ResourceType
 from eddies.events import ChatMessage, MessageRole, ToolCall
 
 CALLED: list[str] = []
+A = TypeVar("A", bound=Agent)
 
 
 def add(a: int, b: int) -> int:
@@ -36,13 +37,18 @@ def greedy(messages: list[ChatMessage], tools: list[Any]) -> ChatMessage:
         ToolCall("1", "add", {"a": 1, "b": 2}), ToolCall("2", "wipe", {}), ToolCall("3", "nope", {})])
 
 
-def test_a_model_gets_only_the_tools_its_setup_offers() -> None:
-    agent = Calculator("tools")
+def _greedy_with_tools(agent: A) -> A:
+    """``agent`` on the greedy model, offered only ``add`` of its tools add and wipe."""
     agent.add_resource("add", ResourceType.TOOL, add)
     agent.add_resource("wipe", ResourceType.TOOL, wipe)
     agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(greedy))
     agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["add"]))
     CALLED.clear()
+    return agent
+
+
+def test_a_model_gets_only_the_tools_its_setup_offers() -> None:
+    agent = _greedy_with_tools(Calculator("tools"))
     [answer] = LocalRunner(agent).run([("s1", "go")])
     assert CALLED == ["add"]
     assert answer == ("3 | error: ToolNotOfferedError: no tool 'wipe' is offered to model 'llm' "
@@ -72,12 +78,7 @@ class OwnLoop(Agent):
 
 
 def test_a_loop_of_ones_own_on_the_public_api() -> None:
-    agent = OwnLoop("own")
-    agent.add_resource("add", ResourceType.TOOL, add)
-    agent.add_resource("wipe", ResourceType.TOOL, wipe)
-    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(greedy))
-    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["add"]))
-    CALLED.clear()
+    agent = _greedy_with_tools(OwnLoop("own"))
     runner = LocalRunner(agent)
     [out] = runner.run([("s1", "go")])
     assert CALLED == ["add"]
