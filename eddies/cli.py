@@ -374,7 +374,10 @@ def _output_line(ev: Any) -> str:
 
     p = ev.payload
     if not isinstance(p, ApprovalRequestEvent):
-        return f"{ev.session_id} run {ev.run}: {json.dumps(getattr(p, 'output', None))}"
+        error = getattr(p, "error", None)
+        shown = json.dumps(getattr(p, "output", None)) if error is None else \
+            f"ERROR {error.type}: {error.message}"
+        return f"{ev.session_id} run {ev.run}: {shown}"
     deadline = "" if p.deadline is None else time.strftime(
         " by %Y-%m-%d %H:%M:%S UTC", time.gmtime(p.deadline / 1000))
     who = f"{shlex.quote(ev.session_id)} {shlex.quote(p.signal)}"

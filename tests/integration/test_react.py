@@ -48,6 +48,11 @@ def test_a_halted_session_waits_and_resumes(settings: Settings, tmp_path: Path,
         assert halt.error is not None and halt.error.type == "SessionHaltedError"
         assert "eddies resume s1" in halt.error.message
         assert len(server.requests) == 1  # the second input waits behind the halted run
+        tail = subprocess.run(
+            [sys.executable, "-m", "eddies", "tail", "--from-beginning", "--no-follow", "--app",
+             settings.app, "--bootstrap-servers", settings.bootstrap_servers],
+            cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert "s1 run 1: ERROR SessionHaltedError: session s1 halted on ModelFailedError" in tail.stdout
         done = subprocess.run(
             [sys.executable, "-m", "eddies", "resume", "s1", "--app", settings.app,
              "--bootstrap-servers", settings.bootstrap_servers],
