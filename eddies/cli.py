@@ -232,6 +232,11 @@ def worker(
     except ConfigError as err:
         err_console.print(f"[red]configuration error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from None
+    # From here on SIGTERM stops the worker cleanly (and the embedded broker with it), also
+    # while it is still starting: a supervisor may signal as soon as it sees the start line.
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
     with _kafka(settings, check=False) as s:  # Worker.start checks the broker
         w = Worker(s, agent_obj).start()
         # Started: from now on a broker that goes away is worth the client's error lines.
@@ -245,9 +250,6 @@ def worker(
             ", metrics at http://{}:{}/metrics".format(*w.metrics_address))
         say(f"worker for app {s.app}, agent {w.plan.agent_name!r}, role {s.role}, broker "
             f"{s.bootstrap_servers}{served}")
-        done = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: done.set())
         if err_console.is_terminal and not json_logs:
             from rich.live import Live
 
