@@ -16,16 +16,21 @@ from typing import Any
 
 from eddies.engine import AgentPlan
 from eddies.engine.handles import message_from_value
+from eddies.engine.tokens import BUDGET_ARG, REPORT_KEY
 from eddies.events import (
     AgentEvent,
     CallKind,
     CallStatus,
+    ChatMessage,
     DurableCallRequest,
     DurableCallResult,
     ErrorInfo,
+    MessageRole,
     decode_value,
 )
 from eddies.events.ids import call_digest, result_event_id
+
+from .token_budget import fit
 
 Resolver = Callable[[DurableCallRequest], Callable[..., Any] | None]
 
@@ -93,9 +98,20 @@ class CallPerformer:
             conn = self.plan.resource(setup.connection)
             messages = [message_from_value(m) for m in kwargs.pop("messages")]
             tools = self.plan.tool_specs(req.target)
-            return self.call(
-                conn.chat, [messages], {"model": setup.model, "tools": tools, **setup.arguments, **kwargs}
-            )
+            budget = kwargs.pop(BUDGET_ARG, None)
+            if budget is None:
+                return self.call(
+                    conn.chat, [messages], {"model": setup.model, "tools": tools, **setup.arguments, **kwargs}
+                )
+            fitted = fit(conn, messages, setup.model, kwargs.get("tools", tools), budget)
+            if not fitted.send:  # over the budget: the loop summarises, then asks again
+                return ChatMessage(MessageRole.ASSISTANT, "", [], None, {REPORT_KEY: fitted.report})
+            reply = self.call(conn.chat, [fitted.messages],
+                              {"model": setup.model, "tools": tools, **setup.arguments, **kwargs})
+            extras = (reply.extra_args if isinstance(reply, ChatMessage)
+                      else reply.setdefault("extra_args", {}))
+            extras[REPORT_KEY] = fitted.report
+            return reply
         if kind is CallKind.TOOL:
             return self.call(self.plan.tool(req.target).fn, args, kwargs)
         if kind is CallKind.TIMER:  # performed at its due time: nothing else to do

@@ -20,6 +20,7 @@ from .journal import Journal
 from .machine import SessionMachine, UnsupportedEventError
 from .plan import AgentPlan, PlanError
 from .react import ReActAgent, ReActOptions
+from .reflection import ReflectionAgent, ReflectionOptions
 from .resources import ChatModelConnection, ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .state import SessionState
 
@@ -41,6 +42,8 @@ __all__ = [
     "PlanError",
     "ReActAgent",
     "ReActOptions",
+    "ReflectionAgent",
+    "ReflectionOptions",
     "ResourceType",
     "RunnerContext",
     "SessionMachine",

@@ -11,7 +11,7 @@ model asked for. Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +65,10 @@ class ChatModelHandle:
         be messages as the JSON objects they are saved as (in memory, say)."""
         spec = self._spec(messages, arguments)
         return self._reply(spec, await self._ctx._call_async(spec))
+
+    def call_tools_async(self, tool_calls: list[ToolCall]) -> Coroutine[Any, Any, list[ToolResult]]:
+        """Run the tool calls this model asked for: ``ctx.call_tools_async(name, ...)``."""
+        return call_tools(self._ctx, self.name, tool_calls)
 
     def _spec(self, messages: list[Any], arguments: dict[str, Any]) -> CallSpec:
         return CallSpec(CallKind.CHAT_MODEL, self.name, (), {"messages": messages, **arguments},

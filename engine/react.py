@@ -29,21 +29,24 @@ from __future__ import annotations
 import enum
 import json
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eddies.events import ChatMessage, ErrorCategory, ErrorInfo, InputEvent, MessageRole, OutputEvent
 
 from .agent import Agent
 from .durable import DurableCallError
+from .plan import AgentPlan, PlanError
 from .resources import ResourceType
+from .tokens import BUDGET_ARG, REPORT_KEY, split, summarised, summary_request
 
 if TYPE_CHECKING:
     from .context import RunnerContext
     from .handles import ChatModelHandle
-    from .plan import AgentPlan
 
 ACTION = "react"
+T = TypeVar("T")
 
 
 class HandleException(enum.StrEnum):
@@ -109,10 +112,6 @@ class ReActOptions:
                              ("tokens_management_strategy", TokensManagement),
                              ("summarization_prompt", SummarizationPrompt)):
             object.__setattr__(self, option, _choice(option, getattr(self, option), kind))
-        if self.tokens_management_strategy is not TokensManagement.NONE:
-            raise ValueError(f"ReActOptions.tokens_management_strategy: "
-                             f"{self.tokens_management_strategy} is not available yet in this "
-                             "release; use NONE")
 
 
 class MaxIterationsError(RuntimeError):
@@ -146,69 +145,123 @@ class ReActAgent(Agent):
 
     def check_plan(self, plan: AgentPlan) -> None:
         """Called by ``AgentPlan.compile``: the model must be a CHAT_MODEL resource."""
-        from .plan import PlanError
+        config = plan.actions[ACTION].config
+        check_model(plan, f"ReActAgent {self.name!r}", config["model"], config["options"])
 
-        model = plan.actions[ACTION].config["model"]
-        entry = plan.resources.get(model)
-        if entry is None or entry[0] is not ResourceType.CHAT_MODEL:
-            raise PlanError(f"ReActAgent {self.name!r}: model {model!r} is not a CHAT_MODEL resource")
+
+def check_model(plan: AgentPlan, who: str, model: str, options: ReActOptions) -> None:
+    """PlanError unless ``model`` is a CHAT_MODEL resource whose connection can keep the
+    token budget ``options`` ask for."""
+    entry = plan.resources.get(model)
+    if entry is None or entry[0] is not ResourceType.CHAT_MODEL:
+        raise PlanError(f"{who}: model {model!r} is not a CHAT_MODEL resource")
+    if options.tokens_management_strategy is TokensManagement.NONE:
+        return
+    name = entry[1].connection
+    conn = plan.resources.get(name)
+    if conn is not None and not callable(getattr(conn[1], "count_tokens", None)):
+        raise PlanError(f"{who}: tokens_management_strategy {options.tokens_management_strategy} needs "
+                        f"a connection that counts tokens; {name!r} ({type(conn[1]).__name__}) has "
+                        "no count_tokens method")
 
 
 async def react_action(event: InputEvent, ctx: RunnerContext) -> None:
     """One input's loop; after a halt is resumed, the input is tried again from its start."""
     config = ctx.action_config
     opts: ReActOptions = config["options"]
-    while True:
-        failure = await _loop(event, ctx, config)
-        if failure is None:
-            return
-        if opts.handle_exception is HandleException.CONTINUE or isinstance(failure, MaxIterationsError):
-            raise failure  # the run ends with a failed OutputEvent naming it
-        await ctx.halt_async(ErrorInfo(type(failure).__name__, str(failure),
-                                       category=ErrorCategory.UNCLASSIFIED))
-
-
-async def _loop(event: InputEvent, ctx: RunnerContext, config: Any) -> Exception | None:
-    """Ask, run tools, repeat: None once answered, else the failure that stopped it."""
-    opts: ReActOptions = config["options"]
     model: str = config["model"]
     schema = config["output_schema"]
+    parse = None if schema is None else (lambda text: parse_output(text, schema))
     llm: ChatModelHandle = ctx.get_resource(model, ResourceType.CHAT_MODEL)
-    messages = _opening(event, config, llm)
-    failures = 0
-    for _ in range(opts.max_iterations):
+    value = await under_policy(ctx, opts, lambda: answer(llm, _opening(event, config, llm), opts, parse))
+    ctx.send_event(OutputEvent(output=value), checked=schema is None)
+
+
+async def under_policy(ctx: RunnerContext, options: ReActOptions,
+                       attempt: Callable[[], Awaitable[T]]) -> T:
+    """``attempt()``'s value, under ``handle_exception``: a MaxIterationsError, or under
+    CONTINUE any failure, propagates (the run ends with a failed OutputEvent naming it);
+    under FAIL a ModelFailedError or OutputParseError halts the session, and once it is
+    resumed ``attempt()`` runs again from its start."""
+    while True:
         try:
-            reply = await llm.chat_async(messages)
+            return await attempt()
+        except (ModelFailedError, OutputParseError) as failure:
+            if options.handle_exception is HandleException.CONTINUE:
+                raise
+            await ctx.halt_async(ErrorInfo(type(failure).__name__, str(failure),
+                                           category=ErrorCategory.UNCLASSIFIED))
+
+
+async def answer(llm: ChatModelHandle, messages: list[ChatMessage], options: ReActOptions,
+                 parse: Callable[[str], Any] | None = None) -> Any:
+    """Ask ``llm``, run the tools it asks for, repeat: its final answer (``parse``d: an
+    OutputParseError is shown to the model, which answers again). ``messages`` is the
+    conversation so far, kept within the token budget of ``options``. Raises
+    MaxIterationsError, ModelFailedError, or the last OutputParseError."""
+    failures, iterations = 0, 0
+    budget = _budget(options)
+    while iterations < options.max_iterations:
+        try:
+            reply = await llm.chat_async(messages, **budget)
         except DurableCallError as err:
+            iterations += 1
             failures += 1
-            if failures >= opts.max_consecutive_failures:
-                return ModelFailedError(f"model {model!r} failed {failures} time(s) in a row: {err}")
+            if failures >= options.max_consecutive_failures:
+                raise ModelFailedError(f"model {llm.name!r} failed {failures} time(s) in a row: "
+                                       f"{err}") from None
             continue
+        kept = reply.extra_args.pop(REPORT_KEY, None) if budget else None
+        if kept is not None:
+            if kept.get("summarize"):  # over the budget, nothing was sent: summarise first
+                try:
+                    messages = await _summarise(llm, messages, options)
+                except DurableCallError as err:
+                    failures += 1
+                    if failures >= options.max_consecutive_failures:
+                        raise ModelFailedError(f"model {llm.name!r} failed {failures} time(s) in a "
+                                               f"row (a summary): {err}") from None
+                continue
+            if kept["trimmed"]:  # what the executor dropped is gone for good
+                head, _ = split(messages)
+                del messages[head:head + kept["trimmed"]]
+        iterations += 1
         if reply.tool_calls:
             failures = 0
             messages.append(reply)
-            for r in await ctx.call_tools_async(model, reply.tool_calls):
+            for r in await llm.call_tools_async(reply.tool_calls):
                 content = (json.dumps(r.result) if r.error is None
                            else f"error: {r.error.type}: {r.error.message}")
                 messages.append(ChatMessage(MessageRole.TOOL, content, [], r.tool_call_id))
             continue
-        if schema is None:
-            ctx.send_event(OutputEvent(output=reply.content))
-            return None
+        if parse is None:
+            return reply.content
         try:
-            value = parse_output(reply.content, schema)
+            return parse(reply.content)
         except OutputParseError as err:
             failures += 1
-            if failures >= opts.max_consecutive_failures:
-                return err
+            if failures >= options.max_consecutive_failures:
+                raise
             messages += [reply, ChatMessage(MessageRole.USER, f"That answer cannot be used: {err}. "
                                             "Answer again with only a JSON object that matches "
                                             "the schema.")]
-            continue
-        ctx.send_event(OutputEvent(output=value))
-        return None
-    return MaxIterationsError(f"no final answer from model {model!r} within max_iterations="
-                              f"{opts.max_iterations} model calls")
+    raise MaxIterationsError(f"no final answer from model {llm.name!r} within max_iterations="
+                             f"{options.max_iterations} model calls")
+
+
+def _budget(options: ReActOptions) -> dict[str, Any]:
+    if options.tokens_management_strategy is TokensManagement.NONE:
+        return {}
+    return {BUDGET_ARG: {"strategy": str(options.tokens_management_strategy),
+                         "threshold": options.max_tokens_threshold}}
+
+
+async def _summarise(llm: ChatModelHandle, messages: list[ChatMessage],
+                     options: ReActOptions) -> list[ChatMessage]:
+    """``messages`` with the turns before the latest context replaced by a summary, from
+    a durable model call offered no tools."""
+    reply = await llm.chat_async(summary_request(messages, str(options.summarization_prompt)), tools=[])
+    return summarised(messages, reply.content)
 
 
 def _opening(event: InputEvent, config: Any, llm: ChatModelHandle) -> list[ChatMessage]:
@@ -229,14 +282,27 @@ def parse_output(text: str, schema: Any) -> Any:
     """``text`` (JSON, or JSON in a fenced code block) validated by pydantic model class
     ``schema``, as JSON values; OutputParseError saying why not. Example:
     ``parse_output('```json\\n{"city": "Oslo"}\\n```', City)`` -> ``{"city": "Oslo"}``."""
-    fenced = _FENCED.search(text)
-    body = (fenced.group(1) if fenced else text).strip()
     try:
-        return schema.model_validate_json(body).model_dump(mode="json")
+        return schema.model_validate_json(_json_body(text)).model_dump(mode="json")
     except Exception as err:  # pydantic's ValidationError, and JSON errors
         first = str(err).strip().splitlines()
         raise OutputParseError(f"not a valid {schema.__name__}: {' '.join(first[:3])[:500]}") from None
 
 
+def parse_json(text: str, what: str = "JSON") -> Any:
+    """The JSON value ``text`` holds (also in a fenced code block); OutputParseError
+    naming ``what`` was expected otherwise. Example: ``parse_json('{"ok": true}')``."""
+    try:
+        return json.loads(_json_body(text))
+    except ValueError as err:
+        raise OutputParseError(f"not {what}: {err}") from None
+
+
+def _json_body(text: str) -> str:
+    fenced = _FENCED.search(text)
+    return (fenced.group(1) if fenced else text).strip()
+
+
 __all__ = ["HandleException", "MaxIterationsError", "ModelFailedError", "OutputParseError", "ReActAgent",
-           "ReActOptions", "SummarizationPrompt", "TokensManagement", "parse_output"]
+           "ReActOptions", "SummarizationPrompt", "TokensManagement", "answer", "check_model", "parse_json",
+           "parse_output", "under_policy"]

@@ -96,6 +96,15 @@ class LiteLLMChatModel:
             usage["cost_usd"] = self._cost(litellm, response, usage)
         return reply
 
+    def count_tokens(self, messages: list[ChatMessage], *, model: str, tools: list[ToolSpec]) -> int:
+        """The request's prompt tokens by litellm's counter (the model's tokenizer where
+        litellm knows it, else its default one; offline either way)."""
+        import litellm
+
+        specs: Any = [{"type": "function", "function": t.to_dict()} for t in tools] or None
+        return int(litellm.token_counter(model=model, messages=[to_openai(m) for m in messages],
+                                         tools=specs))
+
     def _cost(self, litellm: Any, response: Any, usage: dict[str, Any]) -> float | None:
         """The call's cost in USD: from the registered prices, else litellm's local price
         table (None when it does not know the model)."""

@@ -62,3 +62,13 @@ class ScriptedChatModel:
             {"prompt_tokens": 25 * len(messages), "completion_tokens": len(reply.content) // 4 + 1},
         )
         return reply
+
+    def count_tokens(self, messages: list[ChatMessage], *, model: str = "",
+                     tools: list[ToolSpec] | None = None) -> int:
+        """A fixed estimate, so token budgets can be tested: 4 tokens per message and one
+        per 4 characters of its content and tool calls."""
+        total = 0
+        for m in messages:
+            chars = len(m.content) + sum(len(c.name) + len(orjson.dumps(c.arguments)) for c in m.tool_calls)
+            total += 4 + chars // 4
+        return total

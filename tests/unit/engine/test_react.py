@@ -174,7 +174,8 @@ def test_fail_halts_the_session_until_it_is_resumed() -> None:
     ({"request_timeout": "1m"}, "request_timeout: expected a positive number"),
     ({"handle_exception": "RETRY"}, "handle_exception: 'RETRY' is not one of FAIL, CONTINUE"),
     ({"summarization_prompt": "SHORT"}, "summarization_prompt: 'SHORT' is not one of"),
-    ({"tokens_management_strategy": "TRIM"}, "TRIM is not available yet"),
+    ({"tokens_management_strategy": "SHRINK"}, "'SHRINK' is not one of NONE, TRIM, SUMMARIZE"),
+    ({"max_tokens_threshold": -5}, "max_tokens_threshold: expected a positive integer"),
 ])
 def test_options_are_checked_naming_the_option(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
