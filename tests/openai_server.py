@@ -13,6 +13,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -20,9 +21,16 @@ from typing import Any
 class OpenAIServer:
     """Serves POST /v1/chat/completions on 127.0.0.1 in a background thread."""
 
-    def __init__(self, port: int = 0, delay: float = 0.0, log_path: str | None = None) -> None:
+    def __init__(self, port: int = 0, delay: float = 0.0, log_path: str | None = None, *,
+                 responder: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 context_chars: int | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
         self.delay = delay
+        # The assistant message of a request body, instead of the default policy.
+        self.responder = responder
+        # A request whose messages' contents are longer than this is refused as a
+        # provider refuses one over its context window (HTTP 400).
+        self.context_chars = context_chars
         # Statuses (and headers) the next requests get instead of an answer, in order.
         self.failures: list[tuple[int, dict[str, str]]] = []
         self.log_path = log_path
@@ -39,9 +47,14 @@ class OpenAIServer:
                 if server.delay:
                     time.sleep(server.delay)
                 failure = server.next_failure()
+                too_long = failure is None and server.too_long(body)
+                if too_long:
+                    failure = (400, {})
                 if failure is not None:
                     status, headers = failure
-                    data = json.dumps({"error": {"message": f"test failure {status}",
+                    text = ("This model's maximum context length is exceeded: context_length_exceeded"
+                            if too_long else f"test failure {status}")
+                    data = json.dumps({"error": {"message": text,
                                                  "type": "test", "code": status}}).encode()
                     self.send_response(status)
                     for name, value in headers.items():
@@ -87,7 +100,20 @@ class OpenAIServer:
                 with open(self.log_path, "a") as fh:
                     fh.write(json.dumps(body["messages"], sort_keys=True) + "\n")
 
+    def too_long(self, body: dict[str, Any]) -> bool:
+        limit = self.context_chars
+        return limit is not None and sum(len(m.get("content") or "") for m in body["messages"]) > limit
+
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.responder is not None:
+            message = self.responder(body)
+            return {
+                "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion",
+                "created": int(time.time()), "model": body.get("model", "test"),
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            }
         messages = body["messages"]
         last = messages[-1]
         tools = body.get("tools") or []
