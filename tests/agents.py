@@ -160,13 +160,51 @@ def react_or_loop(messages: list[Any], tools: list[Any]) -> Any:
 
 def react_calculator() -> Any:
     """A ReActAgent with ``add``: answers in two model calls, or runs away into
-    max_iterations=3. Its deadline is far off: conformance inputs are stamped in 2023."""
+    max_iterations=3, its oldest tool round trimmed on the way (TRIM at 20 tokens of the
+    scripted count). Its deadline is far off: conformance inputs are stamped in 2023."""
     from eddies import ReActAgent, ReActOptions
     from eddies.engine import ChatModelSetup, ResourceType
 
-    agent = ReActAgent("react-calc", model="llm",
-                       options=ReActOptions(max_iterations=3, request_timeout=2e9))
+    agent = ReActAgent("react-calc", model="llm", options=ReActOptions(
+        max_iterations=3, request_timeout=2e9, tokens_management_strategy="TRIM", max_tokens_threshold=20))
     agent.add_resource("add", ResourceType.TOOL, add)
     agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(react_or_loop))
     agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["add"]))
+    return agent
+
+
+def draft_by_version(messages: list[Any], tools: list[Any]) -> str:
+    """A drafter: "draft v1: TASK" first, then each refinement one version up."""
+    import re
+
+    ask = messages[-1].content
+    last = re.search(r"Your previous draft:\ndraft v(\d+): ", ask)
+    if last is None:
+        return f"draft v1: {ask}"
+    task = ask.split("\n")[1]
+    return f"draft v{int(last.group(1)) + 1}: {task}"
+
+
+def critic_by_version(messages: list[Any], tools: list[Any]) -> str:
+    """A critic: a v2 draft passes (with confidence 0.3 for a task that says "unsure",
+    else 0.9); a task that says "never" never passes."""
+    ask = messages[-1].content
+    if "draft v2:" in ask and "never" not in ask:
+        return f"APPROVED: good. confidence: {0.3 if 'unsure' in ask else 0.9}"
+    return "REVISE: make it v2."
+
+
+def reflect_agent() -> Any:
+    """A ReflectionAgent on two offline models: passes on the second draft, or never
+    ("never": NOT_APPROVED at max_iterations=3), or with too little confidence
+    ("unsure", confidence_value=0.5). Its deadline is far off (inputs stamped in 2023)."""
+    from eddies import ReActOptions, ReflectionAgent, ReflectionOptions
+    from eddies.engine import ChatModelSetup, ResourceType
+
+    agent = ReflectionAgent("reflect", drafter="writer", critic="editor", options=ReflectionOptions(
+        max_iterations=3, confidence_value=0.5, loop=ReActOptions(request_timeout=2e9)))
+    agent.add_resource("w", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(draft_by_version))
+    agent.add_resource("c", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(critic_by_version))
+    agent.add_resource("writer", ResourceType.CHAT_MODEL, ChatModelSetup("w", prompt="You draft."))
+    agent.add_resource("editor", ResourceType.CHAT_MODEL, ChatModelSetup("c", prompt="You review."))
     return agent

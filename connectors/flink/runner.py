@@ -171,9 +171,9 @@ class Progress:
             rates = {k: (v - self._last[1].get(k, 0)) / dt for k, v in counts.items()}
         self._last = (now, counts)
 
-        def show(name: str, label: str) -> str:
+        def show(name: str, label: str, after: str = "") -> str:
             rate = f" ({rates[name]:,.0f}/s)" if name in rates else ""
-            return f"{counts.get(name, 0):,.0f} {label}{rate}"
+            return f"{counts.get(name, 0):,.0f} {label}{after}{rate}"
 
         done = int(cps.get("counts", {}).get("completed", 0))
         latest = (cps.get("latest") or {}).get("completed") or {}
@@ -182,7 +182,8 @@ class Progress:
             if latest else "")
         dead = f", {counts['dlq']:,.0f} dead letters" if counts.get("dlq") else ""
         failed = f" ({counts['outputs_failed']:,.0f} failed)" if counts.get("outputs_failed") else ""
-        return (f"job {state.lower()}: {show('outputs', 'answers')}{failed}, "
+        # The failed count next to the answers' (a rate after both): "3 answers (1 failed)".
+        return (f"job {state.lower()}: {show('outputs', 'answers', failed)}, "
                 f"{show('inputs', 'inputs')}, {show('events', 'events')}{dead}; {cp}"), state
 
     def _counters(self, job: dict[str, Any]) -> dict[str, float]:

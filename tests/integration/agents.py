@@ -199,3 +199,21 @@ def budgeted_calculator() -> Calculator:
     agent = http_calculator()
     agent.config["budget"] = {"run": {"max_total_tokens": 20}}
     return agent
+
+
+def reflection_http() -> Agent:
+    """A ReflectionAgent whose drafter ("openai/writer") and critic ("openai/editor") are
+    models of the test's OpenAI-compatible server, reached through litellm; at most two
+    drafts, a pass needs confidence 0.8."""
+    from eddies import ReflectionAgent, ReflectionOptions
+
+    agent = ReflectionAgent("reflect-http", drafter="writer", critic="editor",
+                            options=ReflectionOptions(max_iterations=2, confidence_value=0.8),
+                            config={"retry": {"CHAT_MODEL": {"max_attempts": 1}}})
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
+    agent.add_resource("writer", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("conn", model="openai/writer", prompt="You write taglines."))
+    agent.add_resource("editor", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("conn", model="openai/editor", prompt="You review taglines."))
+    return agent

@@ -57,6 +57,11 @@ CONFORMANCE = [
         ("rx-1", [{"a": 1, "b": 2}, {"a": 3, "b": 4}]),
         ("rx-loop", ["loop"]),  # stopped at max_iterations
     ]),
+    ("tests.agents:reflect_agent", [
+        ("rf-pass", ["a tagline", "another"]),  # each approved on its second draft
+        ("rf-never", ["never good"]),  # NOT_APPROVED after three
+        ("rf-unsure", ["unsure one"]),  # approved, but not confidently enough
+    ]),
 ]
 #: The logical time of the first input _send_all sends (2023-11-14).
 SENT_AT = 1_700_000_000_000
@@ -198,6 +203,15 @@ def test_flink_job_writes_the_history_the_worker_writes(
         errors = {e.session_id: p.error.type for e in by_flink
                   if isinstance(p := e.payload, OutputEvent) and p.error is not None}
         assert errors.get("rx-loop") == "MaxIterationsError" and "rx-1" not in errors, errors
+    if agent.endswith("react_calculator"):  # the runaway's oldest round was trimmed
+        trims = {sid for sid, events in flink_history.items() for _, _, kind, payload in events
+                 if kind == "DurableCallResult" and '\\"trimmed\\":2' in payload}  # JSON in JSON
+        assert trims == {"rx-loop"}, trims
+    if agent.endswith("reflect_agent"):
+        outs = {(e.session_id, e.run): (p.output["status"], p.output["iterations"]) for e in by_flink
+                if isinstance(p := e.payload, OutputEvent) and e.session_id.startswith("rf-")}
+        assert outs == {("rf-pass", 1): ("APPROVED", 2), ("rf-pass", 2): ("APPROVED", 2),
+                        ("rf-never", 1): ("NOT_APPROVED", 3), ("rf-unsure", 1): ("NOT_APPROVED", 3)}, outs
     # A ten-round ReAct run really ran ten tool rounds.
     if agent.endswith("react_agent"):
         outs = [e.payload for e in by_flink
