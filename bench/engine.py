@@ -1,4 +1,4 @@
-"""Per-input time of the engine in-process, with durability on, for five workloads.
+"""Per-input time of the engine in-process, with durability on, for six workloads.
 
 Run: ``.venv/bin/python bench/engine.py`` (``make bench``). Each workload drives a
 LocalRunner: the session machine, the in-process executor and the journal (every input
@@ -8,7 +8,7 @@ variants: in-memory objects (the LocalRunner default) and Avro bytes (what a top
 holds: every logged event and outcome encoded on write). Also measures Avro
 encode+decode of a ~1 KB ChatResponseEvent. Reference: Apache Flink Agents 0.3.1's local
 runner, measured on this machine without durability: 33, 177 and 420 us per input (none
-measured for the three-round ReAct workload).
+measured for the three-round ReAct and the two-draft reflection workloads).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from eddies import (
     MessageRole,
     OutputEvent,
     ReActAgent,
+    ReflectionAgent,
+    ReflectionOptions,
     ResourceType,
     action,
 )
@@ -63,7 +65,29 @@ WORKLOADS = {
     "react-3-tools": (lambda: calculator_agent(ScriptedChatModel(three_rounds)), lambda i: f"go {i}"),
     # The same on ReActAgent's loop (its deadline a timer request per input, too).
     "ReActAgent-3-tools": (lambda: react_agent(), lambda i: f"go {i}"),
+    # Two drafts, each reviewed: four model calls and four loop events per input.
+    "reflection-2-drafts": (lambda: reflection_agent(), lambda i: f"tagline {i}"),
 }
+
+
+def second_draft(messages: list[ChatMessage], tools: list[Any]) -> str:
+    """A drafter whose refinement (asked with the feedback) is its second draft."""
+    return "draft 2" if "feedback" in messages[-1].content else "draft 1"
+
+
+def passes_the_second(messages: list[ChatMessage], tools: list[Any]) -> str:
+    """A critic that passes a second draft."""
+    return "APPROVED confidence: 0.9" if "draft 2" in messages[-1].content else "REVISE: shorter."
+
+
+def reflection_agent() -> ReflectionAgent:
+    agent = ReflectionAgent("bench", drafter="writer", critic="editor",
+                            options=ReflectionOptions(confidence_value=0.8))
+    agent.add_resource("w", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(second_draft))
+    agent.add_resource("c", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(passes_the_second))
+    agent.add_resource("writer", ResourceType.CHAT_MODEL, ChatModelSetup("w"))
+    agent.add_resource("editor", ResourceType.CHAT_MODEL, ChatModelSetup("c"))
+    return agent
 
 
 def react_agent() -> ReActAgent:

@@ -30,3 +30,6 @@ def test_engine_bench_workloads_answer_every_input() -> None:
     for name in ("react-3-tools", "ReActAgent-3-tools"):
         make_agent, make_input = module.WORKLOADS[name]
         assert LocalRunner(make_agent()).run([("s", make_input(0))]) == ["sums: 1, 2, 3"], name
+    make_agent, make_input = module.WORKLOADS["reflection-2-drafts"]
+    [out] = LocalRunner(make_agent()).run([("s", make_input(0))])
+    assert out["status"] == "APPROVED" and out["iterations"] == 2
