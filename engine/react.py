@@ -29,7 +29,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,6 +37,7 @@ from eddies.events import ChatMessage, ErrorCategory, ErrorInfo, InputEvent, Mes
 
 from .agent import Agent
 from .durable import DurableCallError
+from .options import from_mapping
 from .plan import AgentPlan, PlanError
 from .resources import ResourceType
 from .tokens import BUDGET_ARG, REPORT_KEY, split, summarised, summary_request
@@ -102,6 +103,13 @@ class ReActOptions:
     max_tokens_threshold: int = 100_000
     tokens_management_strategy: TokensManagement | str = TokensManagement.NONE
     summarization_prompt: SummarizationPrompt | str = SummarizationPrompt.CONCISE
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> ReActOptions:
+        """The options a declarative definition gives (text values read as their types,
+        an unknown key a ValueError naming it). Example:
+        ``ReActOptions.from_mapping({"max_iterations": "5"})``."""
+        return from_mapping(cls, values)
 
     def __post_init__(self) -> None:
         _positive("max_iterations", self.max_iterations)

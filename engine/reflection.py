@@ -39,13 +39,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from eddies.events import ChatMessage, Event, InputEvent, MessageRole, OutputEvent
 
 from .agent import Agent
+from .options import from_mapping
 from .plan import AgentPlan, PlanError
 from .react import OutputParseError, ReActOptions, answer, check_model, parse_json, under_policy
 from .resources import ResourceType
@@ -192,6 +193,13 @@ class ReflectionOptions:
     confidence_value: float | None = None
     loop: ReActOptions = field(default_factory=ReActOptions)
     condition: PassCondition = field(init=False, repr=False, compare=False, default=PassCondition())
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> ReflectionOptions:
+        """The options a declarative definition gives (text values read as their types,
+        an unknown key a ValueError naming it). Example:
+        ``ReflectionOptions.from_mapping({"max_iterations": "5"})``."""
+        return from_mapping(cls, values)
 
     def __post_init__(self) -> None:
         n = self.max_iterations

@@ -78,6 +78,18 @@ def react_agent() -> Calculator:
     return agent
 
 
+def react_loop_agent() -> Any:
+    """:func:`react_agent`'s run on ReActAgent's loop instead of the built-in chat action."""
+    from eddies import ReActAgent
+    from eddies.engine import ChatModelSetup, ResourceType
+
+    agent = ReActAgent("react-loop", model="llm")
+    agent.add_resource("lookup", ResourceType.TOOL, lookup)
+    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(react_rounds))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["lookup"]))
+    return agent
+
+
 #: How often each tool of ``shop_agent`` ran (a side effect a person must approve first).
 RAN: Counter[str] = Counter()
 

@@ -189,3 +189,14 @@ def test_the_model_must_be_a_chat_model_and_the_schema_a_pydantic_model() -> Non
     with pytest.raises(TypeError, match="output_schema must be a pydantic model class"):
         ReActAgent("react", model="llm", output_schema=dict)
     assert ReActOptions(handle_exception="continue").handle_exception == "CONTINUE"
+
+
+def test_options_from_a_declarative_definition() -> None:
+    opts = ReActOptions.from_mapping({"max_iterations": "5", "request-timeout": "30",
+                                      "handle_exception": "continue", "tokens_management_strategy": "trim"})
+    assert opts == ReActOptions(max_iterations=5, request_timeout=30.0, handle_exception="CONTINUE",
+                                tokens_management_strategy="TRIM")
+    with pytest.raises(ValueError, match=r"unknown option 'max_iteration' \(options: max_iterations, "):
+        ReActOptions.from_mapping({"max_iteration": "5"})
+    with pytest.raises(ValueError, match=r"ReActOptions.max_iterations: '5.5' is not a number"):
+        ReActOptions.from_mapping({"max_iterations": "5.5"})

@@ -170,3 +170,13 @@ def test_drafter_and_critic_must_be_chat_models() -> None:
         a.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel())
         a.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn"))
         LocalRunner(a)
+
+
+def test_options_from_a_declarative_definition() -> None:
+    opts = ReflectionOptions.from_mapping({"max_iterations": "2", "confidence_value": "0.75",
+                                           "pass_condition": "$.ok", "loop": {"max_iterations": "4"}})
+    assert opts == ReflectionOptions(max_iterations=2, confidence_value=0.75, pass_condition="$.ok",
+                                     loop=ReActOptions(max_iterations=4))
+    assert ReflectionOptions.from_mapping({"confidence_value": "none"}).confidence_value is None
+    with pytest.raises(ValueError, match="ReflectionOptions: unknown option 'condition'"):
+        ReflectionOptions.from_mapping({"condition": "x"})
