@@ -12,8 +12,8 @@ No broker, no JVM: the bytes are the same as in the job (its ``state_bytes`` cou
 from __future__ import annotations
 
 import sys
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

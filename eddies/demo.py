@@ -1,26 +1,51 @@
-"""The bundled example: a calculator agent on the offline scripted model.
+"""The bundled examples, each on an offline scripted model (no network, no key).
 
-It sends each prompt to the model; the model calls the ``add`` tool once and answers with
-its result. Everything is a durable call, so the printed trace is the session's history.
+- The calculator (:func:`calculator_agent`): a plain agent sends each prompt to the
+  model; the model calls the ``add`` tool once and answers with its result.
+- A travel helper (:func:`travel_agent`), a built-in ReAct loop: the model asks for the
+  ``weather`` of each city named in the prompt (parallel tool calls), then answers from
+  the results.
+- A tagline writer (:func:`tagline_agent`), a built-in reflection loop: a drafter writes,
+  a critic reviews; the first draft is sent back (``REVISE: ...``), the second, written
+  from the critic's feedback, is approved.
+
+Every model and tool call is a durable call, so a session's history is the trace that
+``eddies demo`` prints, and a replay recomputes it without calling anything.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from eddies.engine import Agent, ChatModelSetup, ResourceType, action
+from eddies.engine import (
+    Agent,
+    ChatModelSetup,
+    FunctionTool,
+    ReActAgent,
+    ReActOptions,
+    ReflectionAgent,
+    ReflectionOptions,
+    ResourceType,
+    ToolSpec,
+    action,
+)
+from eddies.engine.reflection import ReflectionCritique, ReflectionDraft
 from eddies.events import (
     AgentEvent,
     ApprovalRequestEvent,
+    CallKind,
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
     DurableCallRequest,
     DurableCallResult,
     InputEvent,
+    MessageRole,
     OutputEvent,
     SignalEvent,
+    ToolCall,
 )
 
 
@@ -65,27 +90,191 @@ PROMPTS = [
     ("alice", '{"a": 7, "b": 8}'),
 ]
 
+# --- the travel helper: a ReAct loop ------------------------------------------------------
+
+_WEATHER = {
+    "Oslo": {"sky": "rain", "high_c": 9},
+    "Lisbon": {"sky": "sun", "high_c": 24},
+    "Tokyo": {"sky": "clouds", "high_c": 18},
+    "Reykjavik": {"sky": "snow", "high_c": -2},
+}
+_PACK = {"rain": "a raincoat", "sun": "sunglasses", "clouds": "a light jacket", "snow": "warm boots"}
+
+
+def weather(city: str) -> dict[str, Any]:
+    """Today's weather in ``city`` (fake data: Oslo, Lisbon, Tokyo or Reykjavik)."""
+    found = _WEATHER.get(city.strip().title())
+    if found is None:
+        raise LookupError(f"no weather for {city!r}")
+    return {"city": city.strip().title(), **found}
+
+
+def travel_model(messages: list[ChatMessage], tools: list[ToolSpec]) -> ChatMessage | str:
+    """The travel helper's scripted model: first it asks for the weather of each city the
+    question names (one tool call each, in parallel), then it answers from the results."""
+    results = [m.content for m in messages if m.role is MessageRole.TOOL]
+    if not results:
+        question = next((m.content for m in reversed(messages) if m.role is MessageRole.USER), "")
+        cities = sorted((c for c in _WEATHER if c.lower() in question.lower()),
+                        key=lambda c: question.lower().index(c.lower()))
+        if not cities or not any(t.name == "weather" for t in tools):
+            return f"I know the weather of {', '.join(_WEATHER)} only: name one of them."
+        calls = [ToolCall(f"call-{i}-{c.lower()}", "weather", {"city": c}) for i, c in enumerate(cities, 1)]
+        return ChatMessage(MessageRole.ASSISTANT, "", calls)
+    parts = []
+    for text in results:
+        try:
+            w = json.loads(text)
+            parts.append(f"{w['city']}: {w['sky']}, up to {w['high_c']} C, so pack {_PACK[w['sky']]}")
+        except (ValueError, KeyError, TypeError):
+            parts.append(f"no forecast ({text[:60]})")
+    return "; ".join(parts) + "."
+
+
+TRAVEL_PROMPTS = [("carol", "I fly to Oslo, then Lisbon. What should I pack?")]
+
+
+def travel_agent(model: Any = None) -> ReActAgent:
+    """The travel helper: a ReActAgent with the ``weather`` tool on connection ``model``
+    (default: :func:`travel_model` on the offline scripted model)."""
+    from eddies.connectors.models.scripted import ScriptedChatModel
+
+    agent = ReActAgent("travel", model="llm", prompt="You help travellers pack. Check the weather first.",
+                       options=ReActOptions(max_iterations=5))
+    agent.add_resource("weather", ResourceType.TOOL, FunctionTool(weather, idempotent=True))
+    connection = model or ScriptedChatModel(travel_model)
+    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, connection)
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["weather"]))
+    return agent
+
+
+# --- the tagline writer: a reflection loop ------------------------------------------------
+
+_SUBJECT = re.compile(r"tagline for (?:an? |the )?(.+?)(?: (?:that|which|who) (.+?))?[.!?]*$", re.I | re.S)
+_ASKED = re.compile(r"what sets it apart: '([^']+)'")
+
+
+def _task_parts(text: str) -> tuple[str, str]:
+    """(what the tagline is for, what sets it apart) in a task or a prompt holding one."""
+    task = text.split("\n\n")[0].removeprefix("The task:\n").strip()
+    found = _SUBJECT.search(task)
+    if found is None:
+        return "place", ""
+    return found.group(1).strip(), (found.group(2) or "").strip()
+
+
+def tagline_drafter(messages: list[ChatMessage], tools: list[ToolSpec]) -> str:
+    """Scripted drafter: a generic first draft; from a refinement prompt, a draft built on
+    the detail the reviewer asked for."""
+    ask = messages[-1].content
+    subject, _ = _task_parts(ask)
+    wanted = _ASKED.search(ask)
+    if wanted is None:
+        return f"The {subject} you deserve."
+    detail = wanted.group(1)
+    return f"{detail[:1].upper()}{detail[1:]}: the {subject} worth waking up for."
+
+
+def tagline_critic(messages: list[ChatMessage], tools: list[ToolSpec]) -> str:
+    """Scripted critic: sends back a draft that misses what sets the subject apart (the
+    task's "that ..." clause), approves one that has it."""
+    ask = messages[-1].content
+    _, detail = _task_parts(ask)
+    draft = ask.partition("The draft to review:\n")[2]
+    if detail and detail.lower() not in draft.lower():
+        return f"REVISE: too generic. Say what sets it apart: '{detail}'."
+    return "APPROVED - specific and short.\nconfidence: 0.9"
+
+
+TAGLINE_PROMPTS = [("dave", "Write a tagline for a bakery that opens at 5 am.")]
+
+
+def tagline_agent(drafter: Any = None, critic: Any = None) -> ReflectionAgent:
+    """The tagline writer: a ReflectionAgent whose drafter and critic are connections
+    ``drafter`` and ``critic`` (default: :func:`tagline_drafter` and :func:`tagline_critic`
+    on the offline scripted model)."""
+    from eddies.connectors.models.scripted import ScriptedChatModel
+
+    agent = ReflectionAgent("tagline", drafter="writer", critic="editor",
+                            drafter_prompt="You write short taglines.",
+                            critic_prompt="You review taglines: they must be short and specific.",
+                            options=ReflectionOptions(max_iterations=3, confidence_value=0.8))
+    agent.add_resource("writer_model", ResourceType.CHAT_MODEL_CONNECTION,
+                       drafter or ScriptedChatModel(tagline_drafter))
+    agent.add_resource("editor_model", ResourceType.CHAT_MODEL_CONNECTION,
+                       critic or ScriptedChatModel(tagline_critic))
+    agent.add_resource("writer", ResourceType.CHAT_MODEL, ChatModelSetup("writer_model"))
+    agent.add_resource("editor", ResourceType.CHAT_MODEL, ChatModelSetup("editor_model"))
+    return agent
+
+
+# --- traces -------------------------------------------------------------------------------
+
+
+def _cut(text: str, n: int = 60) -> str:
+    """``text`` on one line, at most ``n`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= n else line[:n - 3] + "..."
+
+
+def _call(name: str, args: list[Any], kwargs: dict[str, Any]) -> str:
+    shown = [json.dumps(a) for a in args] + [f"{k}={json.dumps(v)}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(shown)})"
+
+
+def _request(p: DurableCallRequest) -> str:
+    detail = f"{p.kind.value} {p.target}"
+    if p.kind is CallKind.TOOL:
+        try:
+            decoded = json.loads(p.args)
+            detail = f"TOOL {_call(p.target, decoded.get('args', []), decoded.get('kwargs', {}))}"
+        except (ValueError, AttributeError):
+            detail += f" {p.args}"
+    return _cut(detail, 70)
+
+
+def _result(p: DurableCallResult) -> str:
+    if p.error is not None:
+        return _cut(f"{p.status.value} {p.error.type}: {p.error.message}")
+    value = p.value
+    if p.kind is CallKind.CHAT_MODEL:
+        try:
+            reply = json.loads(p.value)
+            calls = reply.get("tool_calls") or []
+            value = ("asks for " + ", ".join(_call(c["name"], [], c.get("arguments", {})) for c in calls)
+                     if calls else json.dumps(_cut(str(reply.get("content", "")), 52)))
+        except (ValueError, AttributeError, KeyError, TypeError):
+            pass
+    return _cut(f"{p.status.value} {value}")
+
 
 def describe(ev: AgentEvent) -> str:
     """One line of a trace."""
     p = ev.payload
     detail = ""
     if isinstance(p, InputEvent):
-        detail = json.dumps(p.input)
+        detail = _cut(json.dumps(p.input))
     elif isinstance(p, OutputEvent):
-        detail = json.dumps(p.output) if p.error is None else f"ERROR {p.error.type}: {p.error.message}"
+        detail = _cut(json.dumps(p.output) if p.error is None else f"ERROR {p.error.type}: {p.error.message}")
     elif isinstance(p, DurableCallRequest):
-        detail = f"{p.kind.value} {p.target}"
-        if p.not_before is not None:
-            detail += f" (due {p.not_before})"
+        detail = _request(p)
+        if p.not_before is not None:  # logical ms, as the event's timestamp
+            wait = p.not_before - ev.timestamp
+            detail += f" (due in {wait / 1000:g} s)" if wait >= 0 else f" (due {p.not_before})"
     elif isinstance(p, SignalEvent):
         detail = f"{p.name} = {json.dumps(p.value)}"
     elif isinstance(p, ApprovalRequestEvent):
         detail = f"{p.tool}({json.dumps(p.arguments)}) awaits {p.signal}"
     elif isinstance(p, DurableCallResult):
-        detail = f"{p.status.value} {p.value[:36]}"
+        detail = _result(p)
     elif isinstance(p, ChatResponseEvent):
         detail = json.dumps(p.response.content)
+    elif isinstance(p, ReflectionDraft):
+        detail = f"draft {p.iteration}: {json.dumps(_cut(p.draft))}"
+    elif isinstance(p, ReflectionCritique):
+        sure = "no confidence" if p.confidence is None else f"confidence {p.confidence:g}"
+        verdict = "passed" if p.passed else "failed"
+        detail = f"draft {p.iteration} {verdict} ({sure}): {json.dumps(_cut(p.feedback, 64))}"
     return f"#{ev.seq:<3} run {ev.run}  {ev.type:<19} {ev.action or '':<18} {detail}"
 
 

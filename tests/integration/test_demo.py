@@ -1,0 +1,37 @@
+"""``eddies demo`` as a user runs it: on the embedded broker, all three parts answer and
+replay, and the command exits 0."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_demo_agents import TAGLINE, TRAVEL_ANSWER
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_demo_runs_its_three_parts() -> None:
+    env = {k: v for k, v in os.environ.items()  # no EDDIES_ setting: the embedded broker
+           if not k.startswith("EDDIES_") or k == "EDDIES_RESULT_KEY"}
+    env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true", COLUMNS="200")
+    proc = subprocess.run([sys.executable, "-m", "eddies", "demo"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    out = proc.stdout
+    for part in ("1/3 calculator", "2/3 travel helper", "3/3 tagline writer"):
+        assert part in out
+    assert "<- alice (run 2): The result is 15." in out
+    assert f"<- carol (run 1): {TRAVEL_ANSWER}" in out
+    assert "status: APPROVED" in out and f"draft: {TAGLINE}" in out and "iterations: 2" in out
+    assert 'TOOL weather(city="Lisbon")' in out
+    assert "ReflectionCritique" in out and "draft 1 failed" in out
+    for session in ("alice", "carol", "dave"):
+        assert f"Replay of session {session!r}" in out
+    assert out.count("replay: ids match") == 3
+    assert "DIFFERS" not in out and "MISMATCH" not in out
