@@ -1,0 +1,116 @@
+"""``eddies demo``: the bundled agents end to end on Kafka with offline models, each
+part a worker on its own app, its answers and the replay of one session."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from .cli_options import BootstrapOpt, ConfigOpt
+
+demo_app = typer.Typer()
+
+
+@demo_app.command()
+def demo(
+    config: ConfigOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the answers.")] = 60.0,
+) -> None:
+    """Run the bundled agents end to end on Kafka with offline models: a calculator, a
+    ReAct travel helper and a reflection (drafter and critic) tagline writer."""
+    import dataclasses
+
+    from eddies import demo as d
+    from eddies.cli import _kafka, _settings, console, err_console
+
+    settings = _settings(config, app="demo", bootstrap_servers=bootstrap_servers)
+    with _kafka(settings, check=False) as s:  # Worker.start checks the broker
+        parts = [
+            (s, d.calculator_agent(), d.PROMPTS, "1/3 calculator",
+             "An agent of two actions: the model calls the add tool, then answers."),
+            (dataclasses.replace(s, app="demo-travel"), d.travel_agent(), d.TRAVEL_PROMPTS,
+             "2/3 travel helper", "A ReActAgent: the model asks for the weather of each city "
+             "(tool calls run in parallel), then answers from the results."),
+            (dataclasses.replace(s, app="demo-tagline"), d.tagline_agent(), d.TAGLINE_PROMPTS,
+             "3/3 tagline writer", "A ReflectionAgent: a drafter writes, a critic reviews; "
+             "drafts go back with its feedback until it approves one."),
+        ]
+        ok = [_demo_part(on, agent, prompts, title, about, timeout)
+              for on, agent, prompts, title, about in parts]
+    console.print("To run them against a broker that outlives one command:\n"
+                  "  eddies broker                       # terminal 1; prints the address\n"
+                  "  export EDDIES_BOOTSTRAP_SERVERS=...  # then, in terminal 2:\n"
+                  "  eddies worker --app demo &\n"
+                  "  eddies send alice '{\"a\": 2, \"b\": 3}' --json --app demo\n"
+                  "  eddies tail --app demo\n"
+                  "  eddies replay --session alice --app demo\n"
+                  "  eddies worker --app travel --agent eddies.demo:travel_agent &\n"
+                  "  eddies worker --app tagline --agent eddies.demo:tagline_agent &",
+                  highlight=False, markup=False)
+    if not all(ok):
+        err_console.print(f"[red]{ok.count(False)} of {len(ok)} demo parts failed[/red]")
+        raise typer.Exit(1)
+
+
+def _demo_part(s: Any, agent: Any, prompts: list[tuple[str, str]], title: str, about: str,
+               timeout: float) -> bool:
+    """One part of ``eddies demo``: a worker of ``agent`` on app ``s.app`` answers
+    ``prompts`` (session, text); print the answers, then the replay of the first prompt's
+    session from its history. Whether every answer came and the replay matched."""
+    from eddies.cli import console, err_console
+    from eddies.connectors.kafka.client import producer, read_events, send_input
+    from eddies.connectors.kafka.replay import load_history, replay
+    from eddies.connectors.kafka.worker import Worker
+    from eddies.demo import describe
+
+    console.rule(f"[bold]{escape(title)}[/bold] (app {escape(s.app)})")
+    console.print(escape(about))
+    worker = Worker(s, agent).start()
+    try:
+        with console.status("worker joining its consumer groups ..."):
+            if not worker.wait_assigned(60):
+                err_console.print("[red]the worker did not get its partitions[/red]")
+                raise typer.Exit(1)
+        prod = producer(s)
+        for session, prompt in prompts:
+            send_input(s, session, prompt, prod=prod)
+            console.print(f"-> [bold]{escape(session)}[/bold]: {escape(prompt)}")
+        prod.flush(30)
+        got = 0
+        start = time.monotonic()
+        with console.status("waiting for answers ..."):
+            for ev in read_events(s, worker.names.output, follow=True, timeout=timeout):
+                text = _demo_answer(ev.payload)
+                sep = "" if text.startswith("\n") else " "  # a dict: one field a line
+                console.print(f"<- [bold]{escape(ev.session_id)}[/bold] (run {ev.run}):{sep}{escape(text)}")
+                got += 1
+                if got == len(prompts):
+                    break
+        counters = " ".join(f"{k}={v}" for k, v in worker.counters.snapshot().items() if v)
+        console.print(f"{got} answer{'' if got == 1 else 's'} in {time.monotonic() - start:.2f}s; "
+                      f"worker counters: {counters}", highlight=False)
+        session = prompts[0][0]
+        report = replay(worker.plan, load_history(s, session), session, max_memory_bytes=s.max_memory_bytes)
+        console.print(f"\nReplay of session {session!r} from its history (no model or tool call):")
+        for step in report.steps:
+            mark = "[green]ok[/green]" if step.matches else "[red]DIFFERS[/red]"
+            console.print(f"{escape(describe(step.recorded))}  {mark}", soft_wrap=True)
+        console.print(f"replay: {'ids match' if report.ok else 'MISMATCH'}\n")
+        return got == len(prompts) and report.ok
+    finally:
+        worker.stop()
+
+
+def _demo_answer(out: Any) -> str:
+    """An answer of ``eddies demo``: a text, a dict one field a line, or the error."""
+    error = getattr(out, "error", None)
+    if error is not None:
+        return f"ERROR {error.message}"
+    value = getattr(out, "output", None)
+    if isinstance(value, dict):
+        return "".join(f"\n     {k}: {' '.join(str(v).split())}" for k, v in value.items())
+    return str(value)
