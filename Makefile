@@ -12,7 +12,15 @@ FLINK_STAMP := $(VENV)/.flink-installed
 # The Kafka connector jars and the helper jar, outside PyFlink's own lib directory.
 FLINK_JARS := $(VENV)/share/eddies/flink
 
-.PHONY: install install-flink demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-waiting clean
+# Apache Flink Agents, the reference for bench/engine.py's speed-ups, in a venv of its own
+# (its pins, e.g. pydantic==2.11.4, are not ours). Its local runner imports PyFlink, which
+# flink-agents does not declare: the same apache-flink as eddies[flink]. Its sdist's build
+# fetches the jars for running on a Flink cluster from Maven Central; the local runner
+# loads none, so that download is skipped.
+FLINK_AGENTS_VENV := .venv-flink-agents
+FLINK_AGENTS_STAMP := $(FLINK_AGENTS_VENV)/.installed
+
+.PHONY: install install-flink demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-waiting clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,8 +67,20 @@ bench-rebalance: install
 bench-flink: install-flink
 	$(BIN)/python bench/flink.py
 
+$(FLINK_AGENTS_STAMP):
+	test -x $(FLINK_AGENTS_VENV)/bin/python || $(PYTHON) -m venv $(FLINK_AGENTS_VENV)
+	$(FLINK_AGENTS_VENV)/bin/python -m pip install -q --upgrade pip
+	FLINK_AGENTS_SKIP_JAR_DOWNLOAD=1 $(FLINK_AGENTS_VENV)/bin/python -m pip install -q \
+		flink-agents==0.3.1 apache-flink==2.3.0
+	touch $(FLINK_AGENTS_STAMP)
+
+# Flink Agents 0.3.1's local runner on bench/engine.py's workloads (which, once this venv
+# exists, measures it in its own runs too).
+bench-flink-agents: $(FLINK_AGENTS_STAMP)
+	$(FLINK_AGENTS_VENV)/bin/python bench/flink_agents.py
+
 bench-waiting: install
 	$(BIN)/python bench/waiting.py
 
 clean:
-	rm -rf $(VENV) .typecheck .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FLINK_AGENTS_VENV) .typecheck .pytest_cache .mypy_cache .ruff_cache

@@ -6,16 +6,26 @@ and call result logged before it is applied, every call outcome recorded, non-id
 calls marked started, a state snapshot every 64 events per session). Two journal
 variants: in-memory objects (the LocalRunner default) and Avro bytes (what a topic
 holds: every logged event and outcome encoded on write). Also measures Avro
-encode+decode of a ~1 KB ChatResponseEvent. Reference: Apache Flink Agents 0.3.1's local
-runner, measured on this machine without durability: 33, 177 and 420 us per input (none
-measured for the three-round ReAct and the two-draft reflection workloads).
+encode+decode of a ~1 KB ChatResponseEvent.
+
+Reference: Apache Flink Agents 0.3.1's local runner (no durability) on the first three
+workloads. With ``--reference``, or by default when ``.venv-flink-agents`` exists (``make
+bench-flink-agents`` creates it), it is measured in this run: bench/flink_agents.py in that
+virtualenv, same --inputs/--sessions/--repeats, each workload just before Eddies' own, so
+the speed-ups compare one machine state. Otherwise (or with ``--no-reference``) the
+numbers from bench/RESULTS.md: 33, 177 and 420 us per input, measured on another day (wall
+time here drifts 2-3x between days). None exists for the other three workloads.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from eddies import (
@@ -40,6 +50,8 @@ from eddies.engine import Journal
 from eddies.events import TokenUsage, ToolCall, decode, encode
 
 FLINK_AGENTS_US = {"input->output": 33.0, "input->chat->output": 177.0, "react-1-tool": 420.0}
+ROOT = Path(__file__).resolve().parents[1]
+FLINK_AGENTS_PYTHON = ROOT / ".venv-flink-agents" / "bin" / "python"
 
 
 class Echo(Agent):
@@ -126,20 +138,46 @@ def avro_roundtrips_per_s(seconds: float = 1.0) -> tuple[float, int]:
     return n / (time.perf_counter() - t0), size
 
 
+def measured_reference(name: str, inputs: int, sessions: int, repeats: int) -> float:
+    """Flink Agents' per-input us for ``name``, run now by bench/flink_agents.py in its venv."""
+    proc = subprocess.run(
+        [str(FLINK_AGENTS_PYTHON), str(Path(__file__).with_name("flink_agents.py")),
+         "--inputs", str(inputs), "--sessions", str(sessions), "--repeats", str(repeats),
+         "--workloads", name],
+        stdout=subprocess.PIPE, text=True, check=True,
+    )
+    lines = proc.stdout.strip().splitlines()
+    return float(json.loads(lines[-1])[name])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--inputs", type=int, default=5000)
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5)
+    ref_mode = parser.add_mutually_exclusive_group()
+    ref_mode.add_argument("--reference", action="store_true", default=None,
+                          help="measure Flink Agents in this run (needs .venv-flink-agents: "
+                               "make bench-flink-agents); the default when that venv exists")
+    ref_mode.add_argument("--no-reference", dest="reference", action="store_false",
+                          help="use the fixed Flink Agents numbers from bench/RESULTS.md")
     args = parser.parse_args()
+    measure_ref = FLINK_AGENTS_PYTHON.exists() if args.reference is None else args.reference
+    if measure_ref and not FLINK_AGENTS_PYTHON.exists():
+        parser.error(f"{FLINK_AGENTS_PYTHON.relative_to(ROOT)} is missing: make bench-flink-agents")
+    source = ("Flink Agents 0.3.1 measured in this run" if measure_ref
+              else "Flink Agents reference from bench/RESULTS.md")
     print(f"engine, in-process, durability on; {args.inputs} inputs over {args.sessions} sessions,"
-          f" median of {args.repeats} runs")
+          f" median of {args.repeats} runs; speed-up against {source}")
     print(f"{'':24} {'journal: objects':>20} {'journal: Avro bytes':>22} {'Flink Agents':>13}")
     print(f"{'workload':24} {'us/input':>9} {'speed-up':>10} {'us/input':>11} {'speed-up':>10} "
           f"{'us/input':>13}")
     for name in WORKLOADS:
-        per_input_us(name, 200, 10)  # warm-up
         ref = FLINK_AGENTS_US.get(name)
+        if ref and measure_ref:
+            sys.stdout.flush()
+            ref = measured_reference(name, args.inputs, args.sessions, args.repeats)
+        per_input_us(name, 200, 10)  # warm-up
         row = [f"{name:24}"]
         for serialize in (False, True):
             us = statistics.median(
@@ -147,7 +185,7 @@ def main() -> None:
             )
             ratio = f"{ref / us:9.1f}x" if ref else f"{'-':>10}"
             row.append(f"{us:9.1f} {ratio}" + (" " if serialize else ""))
-        print(" ".join(row), f"{ref:12.0f}" if ref else f"{'-':>12}")
+        print(" ".join(row), f"{ref:12.{1 if measure_ref else 0}f}" if ref else f"{'-':>12}")
     rate, size = avro_roundtrips_per_s()
     print(f"Avro encode+decode of a {size}-byte ChatResponseEvent: {rate:,.0f}/s (target 50,000/s)")
 
