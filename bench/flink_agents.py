@@ -44,6 +44,7 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
 from flink_agents.api.agents.agent import Agent
 from flink_agents.api.chat_message import ChatMessage, MessageRole
 from flink_agents.api.chat_models.chat_model import BaseChatModelConnection, BaseChatModelSetup
+from flink_agents.api.core_options import AgentExecutionOptions
 from flink_agents.api.decorators import action
 from flink_agents.api.events.chat_event import ChatRequestEvent, ChatResponseEvent
 from flink_agents.api.events.event import Event, InputEvent, OutputEvent
@@ -150,9 +151,13 @@ WORKLOADS: dict[str, tuple[Callable[[], Agent], Callable[[int], str], Callable[[
 }
 
 
-def per_input_us(name: str, n: int, sessions: int) -> float:
+def per_input_us(name: str, n: int, sessions: int, sync: bool = False) -> float:
     make_agent, make_input, expected = WORKLOADS[name]
     env = AgentsExecutionEnvironment.get_execution_environment()
+    if sync:  # model and tool calls made inline instead of as async durable calls
+        config = env.get_config()
+        config.set(AgentExecutionOptions.CHAT_ASYNC, False)
+        config.set(AgentExecutionOptions.TOOL_CALL_ASYNC, False)
     inputs = [{"key": f"s{i % sessions}", "value": make_input(i)} for i in range(n)]
     outputs = env.from_list(inputs).apply(make_agent()).to_list()
     t0 = time.perf_counter()
@@ -175,6 +180,9 @@ def main() -> None:
     parser.add_argument("--logging", action="store_true",
                         help="keep Flink Agents' per-event INFO logging and per-call warnings "
                              "(to stderr), as the local runner ships")
+    parser.add_argument("--sync-calls", action="store_true",
+                        help="chat.async and tool-call.async off (both on by default): the "
+                             "built-in actions call the model and tools inline")
     args = parser.parse_args()
     if not args.logging:
         logging.disable(logging.WARNING)
@@ -182,15 +190,16 @@ def main() -> None:
 
     print(f"Flink Agents {version('flink-agents')} local runner (apache-flink {version('apache-flink')},"
           f" Python {sys.version.split()[0]}); {args.inputs} inputs over {args.sessions} keys,"
-          f" median of {args.repeats} runs; logging {'on' if args.logging else 'off'}")
+          f" median of {args.repeats} runs; logging {'on' if args.logging else 'off'};"
+          f" calls {'inline' if args.sync_calls else 'async (the default)'}")
     names = [w for w in args.workloads.split(",") if w]
     unknown = set(names) - set(WORKLOADS)
     if unknown:
         parser.error(f"unknown workloads: {', '.join(sorted(unknown))}")
     result = {}
     for name in names:
-        per_input_us(name, 200, 10)  # warm-up
-        us = statistics.median(per_input_us(name, args.inputs, args.sessions)
+        per_input_us(name, 200, 10, args.sync_calls)  # warm-up
+        us = statistics.median(per_input_us(name, args.inputs, args.sessions, args.sync_calls)
                                for _ in range(args.repeats))
         result[name] = round(us, 1)
         print(f"{name:24} {us:9.1f} us/input", flush=True)

@@ -382,6 +382,10 @@ class _Scraped(Collector):
         dlq = CounterMetricFamily("eddies_dlq_records", "Records written to APP.dlq.", labels=["app"])
         dlq.add_metric([app], counts.get("dlq", 0))
         yield dlq
+        halted = CounterMetricFamily("eddies_sessions_halted", "Sessions halted until resumed "
+                                     "(eddies resume): a halt announced on APP.output.", labels=["app"])
+        halted.add_metric([app], counts.get("sessions_halted", 0))
+        yield halted
         every = CounterMetricFamily("eddies_worker_events", "Every worker counter by name (as "
                                     "in the worker's status view).", labels=["app", "counter"])
         for name, value in sorted(counts.items()):

@@ -21,7 +21,7 @@ from typing import Protocol
 import orjson
 
 from eddies.connectors.admission import FORWARDED_HEADER, Misrouted
-from eddies.engine import SessionMachine, SessionState
+from eddies.engine import SessionMachine, SessionState, halts
 from eddies.engine.state import RunState
 from eddies.events import (
     AgentEvent,
@@ -35,6 +35,7 @@ from eddies.events import (
 
 from .counters import Counters
 from .dead_letters import DeadLetters
+from .json_logs import ids
 from .kafka.settings import Settings
 from .kafka.topics import TopicNames
 from .records import CANCEL_HEADER, HEADERS
@@ -133,7 +134,11 @@ class Router:
             self.counters.inc("requests")
         elif isinstance(payload, OutputEvent):
             produce(prod, self.names.output, data, key, headers=HEADERS)
-            self.counters.inc("outputs_failed" if payload.error else "outputs")
+            error = payload.error
+            self.counters.inc("outputs_failed" if error else "outputs")
+            if error is not None and error.type == halts.HALTED:  # loud: it needs a person
+                self.counters.inc("sessions_halted")
+                log.error("%s", error.message, extra=ids(session=ev.session_id, run=ev.run))
         elif isinstance(payload, ApprovalRequestEvent):
             produce(prod, self.names.output, data, key, headers=HEADERS)
             self.counters.inc("approval_requests")

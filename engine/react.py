@@ -20,8 +20,11 @@ Example::
   nothing is lost, and ``eddies resume SESSION`` retries the input once the cause is fixed.
 - ``output_schema``: a pydantic model class; the answer (JSON, also in a fenced code
   block) is validated with it and the OutputEvent holds ``model_dump(mode="json")``.
-- ``tokens_management_strategy``: NONE (an oversized request fails as the provider fails
-  it); TRIM and SUMMARIZE are refused until they are built, naming the option.
+- ``tokens_management_strategy`` over ``max_tokens_threshold`` (the executor counts each
+  request's tokens, see :mod:`.tokens`): NONE sends it anyway (an oversized request fails
+  as the provider fails it); TRIM drops the oldest turns after the original prompt until
+  it fits (the loop drops them too); SUMMARIZE replaces them by a summary from a durable
+  model call with ``summarization_prompt``. Neither touches the latest turn.
 """
 
 from __future__ import annotations

@@ -221,6 +221,9 @@ def test_timers_pending_by_kind_and_counters() -> None:
     counters.inc("input_gaps")
     assert value(m, "eddies_dlq_records_total") == 3
     assert value(m, "eddies_worker_events_total", counter="input_gaps") == 1
+    assert value(m, "eddies_sessions_halted_total") == 0
+    counters.inc("sessions_halted")
+    assert value(m, "eddies_sessions_halted_total") == 1
 
 
 def test_it_serves_over_http_on_any_free_port() -> None:
