@@ -113,7 +113,10 @@ class CallPerformer:
             extras[REPORT_KEY] = fitted.report
             return reply
         if kind is CallKind.TOOL:
-            return self.call(self.plan.tool(req.target).fn, args, kwargs)
+            tool = self.plan.tool(req.target)
+            if args:  # a positional call: as asked, without conversions
+                return self.call(tool.fn, args, kwargs)
+            return self.call(tool.call, [kwargs], {})
         if kind is CallKind.TIMER:  # performed at its due time: nothing else to do
             return None
         if kind is CallKind.SIGNAL:  # reached its deadline: a signal would have answered it

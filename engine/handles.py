@@ -30,6 +30,7 @@ from . import approval
 from .calls import CallSpec, signal_wait_spec
 from .durable import DurableCallError, Outcome
 from .resources import ChatModelSetup, FunctionTool, ResourceType
+from .tool_args import ToolArgumentError, problem
 
 if TYPE_CHECKING:
     from .context import RunnerContext
@@ -90,12 +91,14 @@ class ToolHandle:
         self._idempotent = idempotent
 
     def call(self, **arguments: Any) -> Any:
-        """Call the tool with keyword arguments; returns its (JSON) result. A tool that
-        ``requires_approval`` first waits for it, and raises
-        :class:`~eddies.engine.approval.ToolNotApprovedError` if it is refused."""
+        """Call the tool with keyword arguments; returns its (JSON) result. Arguments its
+        schema does not allow raise :class:`~eddies.engine.tool_args.ToolArgumentError`;
+        injected ones are filled in. A tool that ``requires_approval`` first waits for
+        it, and raises :class:`~eddies.engine.approval.ToolNotApprovedError` if refused."""
         ctx = self._ctx
         plan = ctx._machine.plan
         tool = plan.tool(self.name)
+        arguments = prepared(ctx, tool, arguments)
         if tool.requires_approval:
             wait = approval_wait(ctx, self.name, tool, arguments, "")
             value, error = None, None
@@ -133,6 +136,7 @@ async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> l
     waits: list[tuple[int, CallSpec]] = []  # approval waits
     ready: list[tuple[int, CallSpec]] = []  # calls that need none
     offered = _offered(plan.resources.get(model))
+    calls = list(calls)  # with injected arguments below: the model's own list stays as sent
     for i, tc in enumerate(calls):
         if tc.name not in offered:
             # A model may ask for anything; it gets only what its setup offers.
@@ -141,6 +145,14 @@ async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> l
                 f" (it offers: {', '.join(offered) or 'none'})", category=ErrorCategory.PERMANENT))
             continue
         tool = plan.tool(tc.name)
+        try:
+            arguments = prepared(ctx, tool, tc.arguments)
+        except ToolArgumentError as err:  # the model sees why, and may call it again
+            results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(
+                "ToolArgumentError", f"tool {tc.name!r}: {err}", category=ErrorCategory.PERMANENT))
+            continue
+        if arguments is not tc.arguments:
+            tc = calls[i] = ToolCall(tc.id, tc.name, arguments)
         if tool.requires_approval:
             # The waits are issued first: each signal names the call id its wait gets.
             waits.append((i, approval_wait(ctx, tc.name, tool, tc.arguments, tc.id, len(waits))))
@@ -164,6 +176,33 @@ async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> l
             else:
                 results[i] = ToolResult(tc.id, tc.name, None, refused)
     return results  # type: ignore[return-value]  # every slot was filled above
+
+
+_MISSING = object()
+
+
+def prepared(ctx: RunnerContext, tool: FunctionTool, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` checked against the tool's schema, with its injected arguments filled
+    in (from the config or short-term memory, over any the model sent); the same object
+    when there is nothing to inject. ToolArgumentError saying what is wrong."""
+    inject = tool.inject
+    given = {k: v for k, v in arguments.items() if k not in inject} if inject else arguments
+    if not isinstance(given, dict):
+        raise ToolArgumentError(f"arguments must be an object, got {type(given).__name__}")
+    found = problem(tool.spec.parameters, given)
+    if found is not None:
+        raise ToolArgumentError(found)
+    if not inject:
+        return given
+    out = dict(given)
+    for name, source in inject.items():
+        kind, _, key = source.partition(":")
+        where = ctx.config if kind == "config" else ctx.short_term_memory
+        value = where.get(key, _MISSING)
+        if value is _MISSING:
+            raise ToolArgumentError(f"injected argument {name!r}: the {kind} has no {key!r}")
+        out[name] = value
+    return out
 
 
 def _offered(model: tuple[ResourceType, Any] | None) -> tuple[str, ...]:
@@ -218,4 +257,4 @@ def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
                        value.get("extra_args", {}))
 
 
-__all__ = ["ChatModelHandle", "ToolHandle", "approval_wait", "call_tools", "message_from_value"]
+__all__ = ["ChatModelHandle", "ToolHandle", "approval_wait", "call_tools", "message_from_value", "prepared"]

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import enum
 import inspect
-import types
-import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 from eddies.events import ChatMessage
+
+from .tool_args import converters
+from .tool_schema import docstring, parameters
 
 
 class ResourceType(enum.StrEnum):
@@ -48,48 +49,24 @@ class ToolSpec:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
 
-_JSON_TYPES: dict[Any, str] = {
-    int: "integer",
-    float: "number",
-    str: "string",
-    bool: "boolean",
-    list: "array",
-    tuple: "array",
-    dict: "object",
-}
-
-
-def _json_type(annotation: Any) -> dict[str, Any]:
-    origin = typing.get_origin(annotation)
-    if origin in (Union, types.UnionType):
-        inner = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return _json_type(inner[0]) if len(inner) == 1 else {}
-    if origin is not None:
-        annotation = origin
-    name = _JSON_TYPES.get(annotation)
-    return {"type": name} if name else {}
-
-
-def tool_spec(fn: Callable[..., Any], name: str | None = None, description: str | None = None) -> ToolSpec:
-    """Derive a ToolSpec from a function's signature, annotations and docstring."""
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:  # unresolvable forward references: fall back to untyped params
-        hints = {}
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    for pname, param in inspect.signature(fn).parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        props[pname] = _json_type(hints.get(pname, Any))
-        if param.default is param.empty:
-            required.append(pname)
-    doc = inspect.getdoc(fn) or ""
+def tool_spec(fn: Callable[..., Any], name: str | None = None, description: str | None = None,
+              hidden: tuple[str, ...] = ()) -> ToolSpec:
+    """A ToolSpec from a function's signature, type hints and docstring (see
+    :mod:`.tool_schema`), without the parameters in ``hidden``."""
+    params = parameters(fn, hidden)
+    takes_more = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
+    if not takes_more:
+        params["additionalProperties"] = False
     return ToolSpec(
         name=name or fn.__name__,
-        description=description if description is not None else doc.split("\n\n")[0],
-        parameters={"type": "object", "properties": props, "required": required},
+        description=description if description is not None else docstring(fn)[0],
+        parameters=params,
     )
+
+
+#: Where an injected argument comes from: the agent's config, or the session's
+#: short-term memory.
+INJECT_SOURCES = ("config", "memory")
 
 
 @dataclass(frozen=True)
@@ -114,16 +91,39 @@ class FunctionTool:
     requires_approval: bool = False
     #: How long a call waits for it; None: the agent's ``approval_timeout_ms`` config.
     approval_timeout_ms: int | None = None
+    #: Arguments the model neither sees nor sets: parameter -> ``"config:KEY"`` (the
+    #: agent's config) or ``"memory:KEY"`` (the session's short-term memory), filled in
+    #: when the call is made, over anything the model sent.
+    inject: Mapping[str, str] = field(default_factory=dict)
     spec: ToolSpec = field(init=False)
+    #: How JSON arguments become the parameters' types (enums, dataclasses, pydantic).
+    converters: dict[str, Callable[[Any], Any]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        who = f"tool {self.name or getattr(self.fn, '__name__', self.fn)!r}"
         if self.approval_timeout_ms is not None and (
                 type(self.approval_timeout_ms) is not int or self.approval_timeout_ms <= 0):
-            raise ValueError(f"tool {self.name or self.fn!r}: approval_timeout_ms must be a "
-                             f"positive number of ms, got {self.approval_timeout_ms!r}")
-        spec = tool_spec(self.fn, self.name or None, self.description)
+            raise ValueError(f"{who}: approval_timeout_ms must be a positive number of ms, got "
+                             f"{self.approval_timeout_ms!r}")
+        params = inspect.signature(self.fn).parameters
+        for pname, source in self.inject.items():
+            kind, _, key = str(source).partition(":")
+            if pname not in params:
+                raise ValueError(f"{who}: inject names {pname!r}, which is not a parameter of it")
+            if kind not in INJECT_SOURCES or not key:
+                raise ValueError(f"{who}: inject[{pname!r}] must be 'config:KEY' or 'memory:KEY', "
+                                 f"got {source!r}")
+        spec = tool_spec(self.fn, self.name or None, self.description, tuple(self.inject))
         object.__setattr__(self, "name", spec.name)
         object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "converters", converters(self.fn))
+
+    def call(self, arguments: Mapping[str, Any]) -> Any:
+        """Call the function with the JSON ``arguments`` made into its parameters' types."""
+        convert = self.converters
+        if not convert:
+            return self.fn(**arguments)
+        return self.fn(**{k: convert[k](v) if k in convert else v for k, v in arguments.items()})
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ def test_tools_get_a_spec_from_their_signature() -> None:
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
         "required": ["a", "b"],
+        "additionalProperties": False,  # no **kwargs: no other argument
     }
 
 
