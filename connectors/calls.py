@@ -16,6 +16,7 @@ from typing import Any
 
 from eddies.engine import AgentPlan
 from eddies.engine.handles import message_from_value
+from eddies.engine.remote_tools import RemoteTool
 from eddies.engine.tokens import BUDGET_ARG, REPORT_KEY
 from eddies.events import (
     AgentEvent,
@@ -114,6 +115,10 @@ class CallPerformer:
             return reply
         if kind is CallKind.TOOL:
             tool = self.plan.tool(req.target)
+            if isinstance(tool, RemoteTool):
+                from eddies.connectors.mcp import call_tool
+
+                return call_tool(self.plan, tool, kwargs, req.call_id)
             if args:  # a positional call: as asked, without conversions
                 return self.call(tool.fn, args, kwargs)
             return self.call(tool.call, [kwargs], {})

@@ -353,7 +353,11 @@ def replay_cmd(
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers,
                          partitions=partitions, agent=agent)
-    plan = AgentPlan.compile(load_agent(settings.agent))  # ConfigError: main says so, exit 2
+    from eddies.connectors.mcp import discover_tools
+
+    agent_obj = load_agent(settings.agent)
+    discover_tools(agent_obj)  # an MCP tool's specs come from its server
+    plan = AgentPlan.compile(agent_obj)  # ConfigError: main says so, exit 2
     with _kafka(settings, need=(TopicNames(settings.app).events,)) as s:
         history = load_history(s, session)
         if not history:

@@ -21,6 +21,7 @@ from .machine import SessionMachine, UnsupportedEventError
 from .plan import AgentPlan, PlanError
 from .react import ReActAgent, ReActOptions
 from .reflection import ReflectionAgent, ReflectionOptions
+from .remote_tools import McpServer, McpTool
 from .resources import ChatModelConnection, ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .state import SessionState
 
@@ -36,6 +37,8 @@ __all__ = [
     "FunctionTool",
     "Journal",
     "JournalMismatchError",
+    "McpServer",
+    "McpTool",
     "Memory",
     "Metrics",
     "Outcome",

@@ -20,7 +20,7 @@ from typing import Any
 
 from eddies.events import ErrorCategory, ErrorInfo
 
-from .resources import FunctionTool
+from .remote_tools import AnyTool
 
 PREFIX = "approval:"
 
@@ -46,7 +46,7 @@ def answer(approved: bool, reason: str | None = None) -> dict[str, Any]:
     return value
 
 
-def timeout_ms(tool: FunctionTool, config: Any) -> int:
+def timeout_ms(tool: AnyTool, config: Any) -> int:
     """How long a call of ``tool`` waits for its approval: the tool's own
     ``approval_timeout_ms``, else the agent's ``approval_timeout_ms`` config."""
     own = tool.approval_timeout_ms

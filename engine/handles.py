@@ -29,7 +29,8 @@ from eddies.events import (
 from . import approval
 from .calls import CallSpec, signal_wait_spec
 from .durable import DurableCallError, Outcome
-from .resources import ChatModelSetup, FunctionTool, ResourceType
+from .remote_tools import AnyTool
+from .resources import ChatModelSetup
 from .tool_args import ToolArgumentError, problem
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class ToolHandle:
         return ctx._call_now(spec)
 
 
-def approval_wait(ctx: RunnerContext, name: str, tool: FunctionTool, arguments: dict[str, Any],
+def approval_wait(ctx: RunnerContext, name: str, tool: AnyTool, arguments: dict[str, Any],
                   tool_call_id: str, ahead: int = 0) -> CallSpec:
     """The wait for a person's approval of one call of ``tool`` (the call ``ctx`` makes
     ``ahead`` calls from now), announced by an ApprovalRequestEvent."""
@@ -135,7 +136,7 @@ async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> l
     results: list[ToolResult | None] = [None] * len(calls)
     waits: list[tuple[int, CallSpec]] = []  # approval waits
     ready: list[tuple[int, CallSpec]] = []  # calls that need none
-    offered = _offered(plan.resources.get(model))
+    offered = plan.offered_tools(model)
     calls = list(calls)  # with injected arguments below: the model's own list stays as sent
     for i, tc in enumerate(calls):
         if tc.name not in offered:
@@ -181,7 +182,7 @@ async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> l
 _MISSING = object()
 
 
-def prepared(ctx: RunnerContext, tool: FunctionTool, arguments: Mapping[str, Any]) -> dict[str, Any]:
+def prepared(ctx: RunnerContext, tool: AnyTool, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """``arguments`` checked against the tool's schema, with its injected arguments filled
     in (from the config or short-term memory, over any the model sent); the same object
     when there is nothing to inject. ToolArgumentError saying what is wrong."""
@@ -205,14 +206,7 @@ def prepared(ctx: RunnerContext, tool: FunctionTool, arguments: Mapping[str, Any
     return out
 
 
-def _offered(model: tuple[ResourceType, Any] | None) -> tuple[str, ...]:
-    """The tools a chat model's setup offers (none for a name that is no chat model)."""
-    if model is None or model[0] is not ResourceType.CHAT_MODEL:
-        return ()
-    return tuple(model[1].tools)
-
-
-def _tool_call(tc: ToolCall, tool: FunctionTool) -> CallSpec:
+def _tool_call(tc: ToolCall, tool: AnyTool) -> CallSpec:
     return CallSpec(CallKind.TOOL, tc.name, (), tc.arguments, idempotent=tool.idempotent)
 
 

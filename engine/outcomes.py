@@ -141,7 +141,7 @@ class CallOutcomes:
                 return
         else:
             error = result.error or ErrorInfo("Error", "call failed without an error")
-            policy = self.plan.retry.get(CallKind(rec.kind)) if rec.status == PENDING else None
+            policy = self.plan.retry_for(CallKind(rec.kind), rec.target) if rec.status == PENDING else None
             delay = None if policy is None else policy.delay_ms(result.call_id, rec.attempt, error)
             if delay is not None:  # asked again when the back-off is over
                 rec.due = state.clock + delay

@@ -17,6 +17,7 @@ from eddies.events import CallKind, Event
 from .agent import ActionSpec, Agent
 from .budgets import Budget, budgets
 from .chat import builtin_actions
+from .remote_tools import McpServer, McpTool, RemoteTool, remote_tools
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
 
@@ -55,6 +56,7 @@ class AgentPlan:
     #: Spending limits by scope ("run", "session"): the ``budget`` config.
     budgets: dict[str, Budget] = field(default_factory=dict)
     _tool_specs: dict[str, list[ToolSpec]] = field(default_factory=dict, compare=False, repr=False)
+    _offered: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def compile(cls, agent: Agent) -> AgentPlan:
@@ -129,10 +131,33 @@ class AgentPlan:
         setup: ChatModelSetup = self.resource(name, ResourceType.CHAT_MODEL)
         return setup
 
-    def tool(self, name: str) -> FunctionTool:
-        """The TOOL resource ``name``."""
-        tool: FunctionTool = self.resource(name, ResourceType.TOOL)
+    def tool(self, name: str) -> FunctionTool | RemoteTool:
+        """The TOOL resource ``name``: a function, or one tool of an MCP server."""
+        tool: FunctionTool | RemoteTool = self.resource(name, ResourceType.TOOL)
         return tool
+
+    def offered_tools(self, model: str) -> tuple[str, ...]:
+        """The names of the tools chat model ``model`` may call (an MCP tool resource stands
+        for its allowed tools); none for a name that is no chat model."""
+        names = self._offered.get(model)
+        if names is None:
+            entry = self.resources.get(model)
+            if entry is None or entry[0] is not ResourceType.CHAT_MODEL:
+                return ()
+            out: list[str] = []
+            for t in entry[1].tools:
+                obj = self.resources[t][1]
+                out.extend(obj.allowed_tools if isinstance(obj, McpTool) else (t,))
+            names = self._offered[model] = tuple(out)
+        return names
+
+    def retry_for(self, kind: CallKind, target: str) -> RetryPolicy | None:
+        """The retry policy of a call: the tool's own (an MCP tool's max_retries), else its
+        kind's."""
+        entry = self.resources.get(target)
+        if entry is not None and kind is CallKind.TOOL and isinstance(entry[1], RemoteTool):
+            return entry[1].retry
+        return self.retry.get(kind)
 
     def call_timeout(self, kind: CallKind, target: str) -> int | None:
         """How long an executor lets a call run: the tool's or model setup's own
@@ -147,7 +172,7 @@ class AgentPlan:
         """Specs of the tools the chat model ``model`` may call (a new list each time)."""
         specs = self._tool_specs.get(model)
         if specs is None:
-            specs = self._tool_specs[model] = [self.tool(t).spec for t in self.chat_model(model).tools]
+            specs = self._tool_specs[model] = [self.tool(t).spec for t in self.offered_tools(model)]
         return list(specs)
 
 
@@ -184,15 +209,22 @@ def _compile_resources(agent: Agent) -> dict[str, tuple[ResourceType, Any]]:
         if not isinstance(res.type, ResourceType):
             raise PlanError(f"resource {res.name!r}: {res.type!r} is not a ResourceType")
         obj = res.obj
+        if res.type is ResourceType.TOOL and isinstance(obj, McpTool):
+            out[res.name] = (res.type, obj)
+            continue
         if res.type is ResourceType.TOOL and not isinstance(obj, FunctionTool):
             if not callable(obj):
-                raise PlanError(f"resource {res.name!r}: a TOOL must be a function or FunctionTool")
+                raise PlanError(f"resource {res.name!r}: a TOOL must be a function, a FunctionTool or "
+                                "an McpTool")
             obj = FunctionTool(obj, name=res.name)
         if res.type is ResourceType.CHAT_MODEL and not isinstance(obj, ChatModelSetup):
             raise PlanError(f"resource {res.name!r}: a CHAT_MODEL must be a ChatModelSetup")
         if res.type is ResourceType.CHAT_MODEL_CONNECTION and not callable(getattr(obj, "chat", None)):
             raise PlanError(f"resource {res.name!r}: a CHAT_MODEL_CONNECTION needs a chat() method")
         out[res.name] = (res.type, obj)
+    for name, (_, obj) in list(out.items()):
+        if isinstance(obj, McpTool):
+            _add_remote_tools(out, name, obj)
     for name, (rtype, obj) in out.items():
         if rtype is not ResourceType.CHAT_MODEL:
             continue
@@ -207,3 +239,21 @@ def _compile_resources(agent: Agent) -> dict[str, tuple[ResourceType, Any]]:
             if entry is None or entry[0] is not ResourceType.TOOL:
                 raise PlanError(f"resource {name!r}: tool {tool!r} is not a TOOL resource")
     return out
+
+
+def _add_remote_tools(out: dict[str, tuple[ResourceType, Any]], name: str, tool: McpTool) -> None:
+    """Each allowed tool of MCP tool resource ``name`` as a TOOL of its own."""
+    server = out.get(tool.server)
+    if server is None or server[0] is not ResourceType.MCP_SERVER or not isinstance(server[1], McpServer):
+        raise PlanError(f"resource {name!r}: server {tool.server!r} is not an MCP_SERVER resource "
+                        "(an McpServer) of this agent")
+    missing = [t for t in tool.allowed_tools if t not in tool.discovered]
+    if missing:
+        raise PlanError(f"resource {name!r}: the tools of MCP server {tool.server!r} were not listed "
+                        f"({', '.join(missing)}): runners list them when they start "
+                        "(eddies.connectors.mcp.discover_tools)")
+    for remote in remote_tools(name, tool):
+        if remote.name in out:
+            raise PlanError(f"resource {name!r}: MCP tool {remote.name!r} has the name of another "
+                            "resource of this agent")
+        out[remote.name] = (ResourceType.TOOL, remote)

@@ -15,6 +15,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.counters import Counters
+from eddies.connectors.mcp import discover_tools
 from eddies.connectors.signing import ResultSigner
 from eddies.engine import Agent, AgentPlan
 
@@ -47,6 +48,8 @@ class Worker:
         self.settings = settings.validate()
         if agent is None:
             agent = load_agent(settings.agent)
+        if not isinstance(agent, AgentPlan):
+            discover_tools(agent)  # an MCP tool's specs come from its server
         self.plan = agent if isinstance(agent, AgentPlan) else AgentPlan.compile(agent)
         self.names = TopicNames(settings.app)
         self.counters = Counters()

@@ -1,0 +1,174 @@
+"""MCP tools against real servers on 127.0.0.1, the model reached through litellm over
+HTTP: the reference mcp-server-time over stdio and over streamable HTTP (the model calls
+get_current_time and answers with it); an allowed tool the server lacks fails at start,
+naming it; an is_error result is a tool error the model sees; a slow call abandoned at
+request_timeout succeeds on its retry (the same idempotency key twice at the server); a
+server killed and restarted between calls; replays call nothing."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp", reason="the mcp extra is not installed")
+
+from eddies import ChatModelSetup, LocalRunner, McpServer, McpTool, ReActAgent, ReActOptions, ResourceType
+from eddies.connectors.kafka.replay import replay
+from eddies.connectors.mcp import ConfigurationError
+from eddies.connectors.models.litellm import LiteLLMChatModel
+from eddies.events import CallKind, DurableCallRequest, OutputEvent
+from tests.openai_server import OpenAIServer
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(*args: str, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """A tests.mcp_servers server on ``port`` (a free one), once it accepts connections."""
+    port = port or _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_servers", args[0], str(port), *args[1:]],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the MCP server exited"
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}/mcp"
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the MCP server did not start")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    proc.wait(10)
+
+
+def calls_then_answers(tool: str, arguments: dict[str, Any]) -> Any:
+    """A model that calls ``tool`` once, then answers with what it returned."""
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return {"role": "assistant", "content": f"Got: {last['content']}"}
+        n = sum(1 for m in body["messages"] if m["role"] == "user")
+        return {"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_{n}", "type": "function",
+            "function": {"name": tool, "arguments": json.dumps(arguments)}}]}
+    return reply
+
+
+def agent(server: McpServer, model: OpenAIServer, allowed: list[str], **tool: Any) -> ReActAgent:
+    a = ReActAgent("mcp", model="llm", options=ReActOptions(max_iterations=4, handle_exception="CONTINUE"))
+    a.add_resource("srv", ResourceType.MCP_SERVER, server)
+    a.add_resource("tools", ResourceType.TOOL, McpTool("srv", allowed_tools=allowed, **tool))
+    a.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION,
+                   LiteLLMChatModel(api_base=model.base_url, api_key="none"))
+    a.add_resource("llm", ResourceType.CHAT_MODEL,
+                   ChatModelSetup("conn", model="openai/test", tools=["tools"]))
+    return a
+
+
+@pytest.fixture
+def model() -> Iterator[OpenAIServer]:
+    srv = OpenAIServer(responder=calls_then_answers("get_current_time", {"timezone": "UTC"})).start()
+    yield srv
+    srv.stop()
+
+
+def _answers_with_the_time(runner: LocalRunner, model: OpenAIServer) -> None:
+    [answer] = runner.run([("s1", "What time is it in UTC?")])
+    got = json.loads(answer.removeprefix("Got: "))
+    assert got["timezone"] == "UTC" and got["datetime"].startswith(time.strftime("%Y-%m-%d", time.gmtime()))
+    offered = model.requests[0]["tools"]
+    assert [t["function"]["name"] for t in offered] == ["get_current_time"]  # only the allowed one
+    assert "IANA timezone" in offered[0]["function"]["parameters"]["properties"]["timezone"]["description"]
+    asked = len(model.requests)
+    history = [(n, e) for n, e in enumerate(runner.history) if e.session_id == "s1"]
+    assert replay(runner.plan, history, "s1").ok and len(model.requests) == asked
+
+
+def test_the_time_server_over_stdio(model: OpenAIServer) -> None:
+    server = McpServer(command=sys.executable, args=("-m", "mcp_server_time"))
+    _answers_with_the_time(LocalRunner(agent(server, model, ["get_current_time"])), model)
+
+
+def test_the_time_server_over_streamable_http(model: OpenAIServer) -> None:
+    proc, url = start_server("time")
+    try:
+        _answers_with_the_time(LocalRunner(agent(McpServer(url=url), model, ["get_current_time"])), model)
+    finally:
+        stop(proc)
+
+
+def test_an_allowed_tool_the_server_lacks_fails_at_start(model: OpenAIServer) -> None:
+    server = McpServer(command=sys.executable, args=("-m", "mcp_server_time"))
+    with pytest.raises(ConfigurationError, match="allowed_tools 'teleport' not offered by MCP server "
+                                                 "'srv' .*it offers: convert_time, get_current_time"):
+        LocalRunner(agent(server, model, ["get_current_time", "teleport"]))
+
+
+def test_an_error_result_is_a_tool_error_the_model_sees(tmp_path: Path) -> None:
+    proc, url = start_server("ledger", str(tmp_path / "ledger.log"))
+    llm = OpenAIServer(responder=calls_then_answers("fail", {"reason": "no"})).start()
+    try:
+        [answer] = LocalRunner(agent(McpServer(url=url), llm, ["fail"])).run([("s1", "try")])
+    finally:
+        stop(proc)
+        llm.stop()
+    assert answer == "Got: error: McpToolError: Error executing tool fail"
+
+
+def _keys(log: Path) -> list[tuple[str, str]]:
+    return [tuple(line.split(" ", 1)) for line in log.read_text().splitlines()]  # type: ignore[misc]
+
+
+def test_a_slow_call_times_out_and_its_retry_succeeds_with_the_same_key(tmp_path: Path) -> None:
+    log = tmp_path / "ledger.log"
+    proc, url = start_server("ledger", str(log))
+    llm = OpenAIServer(responder=calls_then_answers("slow_once", {"entry": "e1", "seconds": 3})).start()
+    try:
+        runner = LocalRunner(agent(McpServer(url=url), llm, ["slow_once"], request_timeout=1.0))
+        [answer] = runner.run([("s1", "record it")])
+    finally:
+        stop(proc)
+        llm.stop()
+    assert answer == 'Got: {"result": "recorded e1"}'
+    [(first, e1), (second, again)] = _keys(log)
+    assert first == second and e1 == again == "e1"  # one call, asked twice, one key
+    [request] = [p for e in runner.history if isinstance(p := e.payload, DurableCallRequest)
+                 and p.kind is CallKind.TOOL and p.attempt == 1]
+    assert first == request.call_id
+
+
+def test_a_server_killed_and_restarted_between_calls(tmp_path: Path) -> None:
+    log = tmp_path / "ledger.log"
+    port = _free_port()
+    proc, url = start_server("ledger", str(log), port=port)
+    llm = OpenAIServer(responder=calls_then_answers("record", {"entry": "e"})).start()
+    try:
+        runner = LocalRunner(agent(McpServer(url=url), llm, ["record"]))
+        assert runner.run([("s1", "one")]) == ['Got: {"result": "recorded e"}']
+        stop(proc)
+        proc, _ = start_server("ledger", str(log), port=port)
+        assert runner.run([("s1", "two")]) == ['Got: {"result": "recorded e"}']  # reconnected
+    finally:
+        stop(proc)
+        llm.stop()
+    keys = [k for k, _ in _keys(log)]
+    assert len(keys) == 2 and keys[0] != keys[1]
+    outputs = [e.payload for e in runner.outputs if isinstance(e.payload, OutputEvent)]
+    assert all(o.error is None for o in outputs)

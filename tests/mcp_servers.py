@@ -1,0 +1,62 @@
+"""MCP servers for tests, on the official SDK, over streamable HTTP on 127.0.0.1.
+
+``python -m tests.mcp_servers time PORT``: the reference ``mcp-server-time``.
+``python -m tests.mcp_servers ledger PORT LOG [DELAY_S]``: a tool ``record(entry)`` that
+appends ``<idempotency key> <entry>`` to LOG (after DELAY_S), so tests see every call the
+server got and the key each carried; ``slow_once(entry, seconds)`` records too, and
+sleeps on the first call with a key only; ``fail(reason)`` reports an error (``is_error``).
+"""
+
+# No `from __future__ import annotations`: the SDK reads the tools' annotations (Context).
+import sys
+import time
+from pathlib import Path
+
+IDEMPOTENCY_META = "io.eddies/idempotency-key"
+
+
+def ledger(port: int, log: Path, delay: float) -> None:
+    from mcp.server.mcpserver import Context, MCPServer
+
+    server = MCPServer("ledger")
+
+    @server.tool(description="Record an entry in the ledger.")
+    def record(entry: str, ctx: Context) -> str:
+        meta = ctx.request_context.meta or {}
+        with log.open("a") as fh:
+            fh.write(f"{meta.get(IDEMPOTENCY_META, '-')} {entry}\n")
+        time.sleep(delay)
+        return f"recorded {entry}"
+
+    seen: set[str] = set()
+
+    @server.tool(description="Record an entry, slowly on a key's first call.")
+    def slow_once(entry: str, seconds: float, ctx: Context) -> str:
+        meta = ctx.request_context.meta or {}
+        key = str(meta.get(IDEMPOTENCY_META, "-"))
+        with log.open("a") as fh:
+            fh.write(f"{key} {entry}\n")
+        if key not in seen:
+            seen.add(key)
+            time.sleep(seconds)
+        return f"recorded {entry}"
+
+    @server.tool(description="Always fails, with the reason given.")
+    def fail(reason: str) -> str:
+        raise ValueError(reason)
+
+    server.run("streamable-http", host="127.0.0.1", port=port)
+
+
+def main() -> None:
+    kind, port = sys.argv[1], int(sys.argv[2])
+    if kind == "time":
+        from mcp_server_time.server import create_server
+
+        create_server("UTC").run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        ledger(port, Path(sys.argv[3]), float(sys.argv[4]) if len(sys.argv) > 4 else 0.0)
+
+
+if __name__ == "__main__":
+    main()
