@@ -217,3 +217,18 @@ def reflection_http() -> Agent:
     agent.add_resource("editor", ResourceType.CHAT_MODEL,
                        ChatModelSetup("conn", model="openai/editor", prompt="You review taglines."))
     return agent
+
+
+def mcp_ledger_http() -> Agent:
+    """A ReActAgent whose model (the test's OpenAI-compatible server) calls the ``record``
+    tool of the MCP ledger server at TEST_MCP_URL."""
+    from eddies import McpServer, McpTool, ReActAgent
+
+    agent = ReActAgent("mcp-ledger", model="llm")
+    agent.add_resource("ledger", ResourceType.MCP_SERVER, McpServer(url=os.environ["TEST_MCP_URL"]))
+    agent.add_resource("book", ResourceType.TOOL, McpTool("ledger", allowed_tools=["record"]))
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("conn", model="openai/test-model", tools=["book"]))
+    return agent

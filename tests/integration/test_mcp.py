@@ -172,3 +172,40 @@ def test_a_server_killed_and_restarted_between_calls(tmp_path: Path) -> None:
     assert len(keys) == 2 and keys[0] != keys[1]
     outputs = [e.payload for e in runner.outputs if isinstance(e.payload, OutputEvent)]
     assert all(o.error is None for o in outputs)
+
+
+def test_a_worker_killed_during_an_mcp_call(settings: Any, tmp_path: Path) -> None:
+    """SIGKILL while the server performs the call; restarted, the worker asks again with
+    the same idempotency key (seen twice at the server) and the answer is written once."""
+    from eddies.connectors.kafka.client import producer, read_events, send_input
+    from eddies.connectors.kafka.topics import TopicNames
+    from tests.integration.workers import start_worker, stop_worker, wait_until
+
+    log = tmp_path / "ledger.log"
+    proc, url = start_server("ledger", str(log), "4")  # each call takes 4 s
+    llm = OpenAIServer(responder=calls_then_answers("record", {"entry": "e1"})).start()
+    env = {"TEST_OPENAI_BASE": llm.base_url, "TEST_MCP_URL": url}
+    wlog = tmp_path / "worker.log"
+    worker = start_worker(settings, "tests.integration.agents:mcp_ledger_http", wlog, **env)
+    try:
+        prod = producer(settings)
+        send_input(settings, "s1", "record e1", prod=prod)
+        prod.flush(30)
+        wait_until("the call at the server", lambda: log.exists() and log.read_text(), worker, wlog)
+        worker.kill()
+        worker.wait(10)
+        worker = start_worker(settings, "tests.integration.agents:mcp_ledger_http", wlog, **env)
+
+        def answers() -> list[Any]:
+            return [e for e in read_events(settings, TopicNames(settings.app).output)
+                    if isinstance(e.payload, OutputEvent)]
+        [out] = wait_until("the answer", answers, worker, wlog, timeout=90)
+        time.sleep(1)  # nothing more comes
+        assert len({e.event_id for e in answers()}) == 1
+    finally:
+        stop_worker(worker)
+        stop(proc)
+        llm.stop()
+    assert out.payload.output == 'Got: {"result": "recorded e1"}'
+    [(first, _), (second, _)] = _keys(log)
+    assert first == second  # the same call, asked again after the crash
