@@ -25,6 +25,7 @@ from .resources import FunctionTool, ToolSpec
 from .retry import RetryPolicy
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_REDACT = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", re.I)
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,11 @@ class McpServer:
 
     @property
     def where(self) -> str:
-        """The server, as logs and errors name it (a URL, or the command): no secrets."""
-        return self.url if self.url is not None else " ".join([self.command or "", *self.args])
+        """The server, as logs and errors name it: its URL without user info or query (where
+        credentials may hide), or its command without arguments."""
+        if self.url is None:
+            return self.command or ""
+        return _REDACT.sub(r"\1", self.url).split("?", 1)[0]
 
 
 @dataclass(frozen=True)

@@ -209,3 +209,31 @@ def test_a_worker_killed_during_an_mcp_call(settings: Any, tmp_path: Path) -> No
     assert out.payload.output == 'Got: {"result": "recorded e1"}'
     [(first, _), (second, _)] = _keys(log)
     assert first == second  # the same call, asked again after the crash
+
+
+SECRET = "sk-test-5ecret-9f2c"
+
+
+def test_an_api_key_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     caplog: pytest.LogCaptureFixture) -> None:
+    from eddies.connectors.mcp import McpConnectionError
+    from eddies.events import encode
+
+    monkeypatch.setenv("LEDGER_KEY", SECRET)
+    proc, url = start_server("ledger", str(tmp_path / "ledger.log"))
+    llm = OpenAIServer(responder=calls_then_answers("record", {"entry": "e"})).start()
+    try:
+        server = McpServer(url=url, api_key_env="LEDGER_KEY", headers={"X-Token": "${LEDGER_KEY}"})
+        runner = LocalRunner(agent(server, llm, ["record"]))
+        assert runner.run([("s1", "one")]) == ['Got: {"result": "recorded e"}']
+    finally:
+        stop(proc)
+        llm.stop()
+    unreachable = McpServer(url=f"http://user:{SECRET}@127.0.0.1:9/mcp?key={SECRET}",
+                            api_key_env="LEDGER_KEY")
+    with pytest.raises(McpConnectionError) as failed:
+        LocalRunner(agent(unreachable, OpenAIServer(), ["record"]))
+    assert "http://127.0.0.1:9/mcp: cannot connect" in str(failed.value)
+    written = b"".join(encode(e) for e in runner.history) + str(failed.value).encode()
+    written += "".join(r.getMessage() for r in caplog.records).encode()
+    assert SECRET.encode() not in written
