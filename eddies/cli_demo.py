@@ -34,7 +34,8 @@ def demo(
              "An agent of two actions: the model calls the add tool, then answers."),
             (dataclasses.replace(s, app="demo-travel"), d.travel_agent(), d.TRAVEL_PROMPTS,
              "2/3 travel helper", "A ReActAgent: the model asks for the weather of each city "
-             "(tool calls run in parallel), then answers from the results."),
+             "and its local time (a tool of the MCP time server, over stdio), all in parallel, "
+             "then answers from the results."),
             (dataclasses.replace(s, app="demo-tagline"), d.tagline_agent(), d.TAGLINE_PROMPTS,
              "3/3 tagline writer", "A ReflectionAgent: a drafter writes, a critic reviews; "
              "drafts go back with its feedback until it approves one."),

@@ -3,8 +3,8 @@
 - The calculator (:func:`calculator_agent`): a plain agent sends each prompt to the
   model; the model calls the ``add`` tool once and answers with its result.
 - A travel helper (:func:`travel_agent`), a built-in ReAct loop: the model asks for the
-  ``weather`` of each city named in the prompt (parallel tool calls), then answers from
-  the results.
+  ``weather`` of each city named in the prompt and its local time (``get_current_time``
+  of the MCP time server, over stdio), in parallel, then answers from the results.
 - A tagline writer (:func:`tagline_agent`), a built-in reflection loop: a drafter writes,
   a critic reviews; the first draft is sent back (``REVISE: ...``), the second, written
   from the critic's feedback, is approved.
@@ -23,6 +23,8 @@ from eddies.engine import (
     Agent,
     ChatModelSetup,
     FunctionTool,
+    McpServer,
+    McpTool,
     ReActAgent,
     ReActOptions,
     ReflectionAgent,
@@ -98,6 +100,8 @@ _WEATHER = {
     "Tokyo": {"sky": "clouds", "high_c": 18},
     "Reykjavik": {"sky": "snow", "high_c": -2},
 }
+_ZONES = {"Oslo": "Europe/Oslo", "Lisbon": "Europe/Lisbon", "Tokyo": "Asia/Tokyo",
+          "Reykjavik": "Atlantic/Reykjavik"}
 _PACK = {"rain": "a raincoat", "sun": "sunglasses", "clouds": "a light jacket", "snow": "warm boots"}
 
 
@@ -120,31 +124,55 @@ def travel_model(messages: list[ChatMessage], tools: list[ToolSpec]) -> ChatMess
         if not cities or not any(t.name == "weather" for t in tools):
             return f"I know the weather of {', '.join(_WEATHER)} only: name one of them."
         calls = [ToolCall(f"call-{i}-{c.lower()}", "weather", {"city": c}) for i, c in enumerate(cities, 1)]
+        if any(t.name == "get_current_time" for t in tools):  # the MCP time server's tool
+            calls += [ToolCall(f"time-{i}-{c.lower()}", "get_current_time", {"timezone": _ZONES[c]})
+                      for i, c in enumerate(cities, 1)]
         return ChatMessage(MessageRole.ASSISTANT, "", calls)
+    clocks: dict[str, str] = {}
     parts = []
     for text in results:
         try:
             w = json.loads(text)
+            if "datetime" in w:  # "2026-12-01T12:34:56+01:00": the city's local time
+                clocks[w["timezone"]] = w["datetime"][11:16]
+                continue
             parts.append(f"{w['city']}: {w['sky']}, up to {w['high_c']} C, so pack {_PACK[w['sky']]}")
         except (ValueError, KeyError, TypeError):
             parts.append(f"no forecast ({text[:60]})")
+    for zone, hhmm in clocks.items():
+        city = next(c for c, z in _ZONES.items() if z == zone)
+        parts = [f"{city} (now {hhmm}){p[len(city):]}" if p.startswith(city + ":") else p for p in parts]
     return "; ".join(parts) + "."
 
 
 TRAVEL_PROMPTS = [("carol", "I fly to Oslo, then Lisbon. What should I pack?")]
 
 
-def travel_agent(model: Any = None) -> ReActAgent:
+def travel_agent(model: Any = None, clock: bool | None = None) -> ReActAgent:
     """The travel helper: a ReActAgent with the ``weather`` tool on connection ``model``
-    (default: :func:`travel_model` on the offline scripted model)."""
+    (default: :func:`travel_model` on the offline scripted model) and, with ``clock``, the
+    ``get_current_time`` tool of the reference MCP time server (``mcp-server-time``, run
+    over stdio); by default when the ``mcp`` extra and that server are installed."""
+    import importlib.util
+    import sys
+
     from eddies.connectors.models.scripted import ScriptedChatModel
 
+    if clock is None:
+        clock = all(importlib.util.find_spec(m) is not None for m in ("mcp", "mcp_server_time"))
     agent = ReActAgent("travel", model="llm", prompt="You help travellers pack. Check the weather first.",
                        options=ReActOptions(max_iterations=5))
     agent.add_resource("weather", ResourceType.TOOL, FunctionTool(weather, idempotent=True))
+    tools = ["weather"]
+    if clock:
+        agent.add_resource("time_server", ResourceType.MCP_SERVER,
+                           McpServer(command=sys.executable, args=("-m", "mcp_server_time")))
+        agent.add_resource("clock", ResourceType.TOOL,
+                           McpTool("time_server", allowed_tools=["get_current_time"]))
+        tools.append("clock")
     connection = model or ScriptedChatModel(travel_model)
     agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, connection)
-    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["weather"]))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=tools))
     return agent
 
 

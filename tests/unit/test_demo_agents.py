@@ -5,6 +5,9 @@ trace lines that show them, and replays that call nothing."""
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from eddies import LocalRunner
 from eddies.connectors.kafka.replay import replay
@@ -21,6 +24,9 @@ from eddies.events import CallKind, DurableCallRequest, DurableCallResult
 
 TRAVEL_ANSWER = ("Oslo: rain, up to 9 C, so pack a raincoat; "
                  "Lisbon: sun, up to 24 C, so pack sunglasses.")
+#: The same with the MCP time server's local times (the clock the demo has by default).
+TRAVEL_ANSWER_TIMED = re.compile(r"Oslo \(now \d\d:\d\d\): rain, up to 9 C, so pack a raincoat; "
+                                 r"Lisbon \(now \d\d:\d\d\): sun, up to 24 C, so pack sunglasses\.")
 TAGLINE = "Opens at 5 am: the bakery worth waking up for."
 
 
@@ -30,7 +36,7 @@ def _replays(runner: LocalRunner, session: str) -> bool:
 
 
 def test_the_travel_helper_asks_for_the_weather_of_each_city_then_answers() -> None:
-    runner = LocalRunner(travel_agent())
+    runner = LocalRunner(travel_agent(clock=False))
     assert runner.run(TRAVEL_PROMPTS) == [TRAVEL_ANSWER]
     requests = [e.payload for e in runner.history if isinstance(e.payload, DurableCallRequest)]
     tools = [r for r in requests if r.kind is CallKind.TOOL]
@@ -51,7 +57,7 @@ def test_the_travel_helper_asks_for_the_weather_of_each_city_then_answers() -> N
 
 
 def test_the_travel_helper_with_no_known_city_answers_without_tools() -> None:
-    runner = LocalRunner(travel_agent())
+    runner = LocalRunner(travel_agent(clock=False))
     [answer] = runner.run([("s1", "Where should I go?")])
     assert answer.startswith("I know the weather of Oslo, Lisbon")
     assert not any(isinstance(e.payload, DurableCallRequest) and e.payload.kind is CallKind.TOOL
@@ -81,3 +87,14 @@ def test_the_tagline_writer_is_approved_on_its_second_draft() -> None:
 def test_a_task_without_a_detail_is_approved_at_once() -> None:
     [out] = LocalRunner(tagline_agent()).run([("s1", "Write a tagline for a bookshop.")])
     assert (out["status"], out["iterations"], out["draft"]) == ("APPROVED", 1, "The bookshop you deserve.")
+
+
+def test_the_travel_helper_asks_the_mcp_time_server_too() -> None:
+    pytest.importorskip("mcp_server_time", reason="the MCP time server is not installed")
+    runner = LocalRunner(travel_agent(clock=True))
+    [answer] = runner.run(TRAVEL_PROMPTS)
+    assert TRAVEL_ANSWER_TIMED.fullmatch(answer), answer
+    tools = [(p.target, json.loads(p.args)["kwargs"]) for e in runner.history
+             if isinstance(p := e.payload, DurableCallRequest) and p.kind is CallKind.TOOL]
+    assert ("get_current_time", {"timezone": "Europe/Lisbon"}) in tools
+    assert _replays(runner, TRAVEL_PROMPTS[0][0])
