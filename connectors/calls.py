@@ -116,6 +116,10 @@ class CallPerformer:
         if kind is CallKind.TOOL:
             tool = self.plan.tool(req.target)
             if isinstance(tool, RemoteTool):
+                if tool.protocol == "a2a":
+                    from eddies.connectors.a2a import call_tool as call_agent
+
+                    return call_agent(self.plan, tool, kwargs, req.call_id)
                 from eddies.connectors.mcp import call_tool
 
                 return call_tool(self.plan, tool, kwargs, req.call_id)

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import sys
 import threading
 from collections.abc import Mapping
@@ -24,14 +23,11 @@ from concurrent.futures import Future
 from typing import Any
 
 from eddies.engine import Agent, AgentPlan, ResourceType
-from eddies.engine.remote_tools import McpServer, McpTool, RemoteTool, spec_from_listing
+from eddies.engine.remote_tools import IDEMPOTENCY_META, McpServer, McpTool, RemoteTool, spec_from_listing
+
+from .discovery import ConfigurationError, resolve_env, secret
 
 log = logging.getLogger("eddies.mcp")
-
-#: The ``_meta`` key that carries a call's id, so a server can tell a call made again
-#: after a crash from a new one.
-IDEMPOTENCY_META = "io.eddies/idempotency-key"
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class McpToolError(RuntimeError):
@@ -40,10 +36,6 @@ class McpToolError(RuntimeError):
 
 class McpConnectionError(ConnectionError):
     """The server could not be reached or dropped the session (retried as transient)."""
-
-
-class ConfigurationError(ValueError):
-    """An MCP resource that cannot be used as declared (named in the message)."""
 
 
 class _Pool:
@@ -160,14 +152,11 @@ def _errlog() -> Any:
 def _resolve(value: str, what: str) -> str:
     """``value`` with each ``${NAME}`` read from the environment (a missing one: an error
     naming the variable, never a value)."""
-    return _ENV_REF.sub(lambda m: _secret(m.group(1), what), value)
+    return resolve_env(value, f"MCP {what}")
 
 
 def _secret(name: str, what: str = "api_key_env") -> str:
-    value = os.environ.get(name)
-    if value is None:
-        raise ConfigurationError(f"MCP {what}: the environment variable {name} is not set")
-    return value
+    return secret(name, f"MCP {what}")
 
 
 def _reason(err: BaseException) -> str:

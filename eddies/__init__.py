@@ -18,6 +18,8 @@ Heavy integrations (Kafka, PyFlink, litellm, MCP, A2A) are imported lazily, so
 from typing import TYPE_CHECKING, Any
 
 from eddies.engine import (
+    A2aServer,
+    A2aTool,
     Agent,
     AgentPlan,
     ChatModelSetup,
@@ -80,6 +82,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "A2aServer",
+    "A2aTool",
     "Agent",
     "AgentEvent",
     "AgentPlan",

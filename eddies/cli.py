@@ -32,6 +32,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from eddies import __version__
+from eddies.cli_check import check_app
 from eddies.cli_demo import demo_app
 from eddies.cli_flink import flink_app
 from eddies.cli_options import AppOpt, BootstrapOpt, ConfigOpt, PartitionsOpt, SessionArg
@@ -44,6 +45,7 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(flink_app, name="flink")
 app.add_typer(signals_app)  # signal, approve, reject, resume: top-level commands
 app.add_typer(demo_app)  # demo
+app.add_typer(check_app)  # check
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)  # error lines are never cut
 
@@ -146,7 +148,10 @@ def worker(
     app_id: AppOpt = None,
     bootstrap_servers: BootstrapOpt = None,
     partitions: PartitionsOpt = None,
-    agent: Annotated[str | None, typer.Option(help="module:attribute of the Agent.")] = None,
+    agent: Annotated[str | None, typer.Option(
+        help="module:attribute of the Agent, or a YAML file declaring it (FILE or FILE#name).")] = None,
+    yaml_file: Annotated[Path | None, typer.Option(
+        "--yaml", help="A YAML file declaring the agent (the same as --agent FILE).")] = None,
     role: Annotated[str | None, typer.Option(help="all, orchestrator or executor.")] = None,
     metrics_port: Annotated[int | None, typer.Option(
         help="Serve Prometheus metrics on this port (0: any free one; needs the metrics extra).")] = None,
@@ -159,6 +164,8 @@ def worker(
     from eddies.connectors.kafka.settings import ConfigError, load_agent
     from eddies.connectors.kafka.worker import Worker
 
+    if yaml_file is not None:
+        agent = str(yaml_file)
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers,
                          partitions=partitions, agent=agent, role=role, metrics_port=metrics_port,
                          metrics_host=metrics_host, log_format=log_format)
@@ -353,10 +360,10 @@ def replay_cmd(
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers,
                          partitions=partitions, agent=agent)
-    from eddies.connectors.mcp import discover_tools
+    from eddies.connectors.discovery import discover_tools
 
     agent_obj = load_agent(settings.agent)
-    discover_tools(agent_obj)  # an MCP tool's specs come from its server
+    discover_tools(agent_obj)  # MCP and A2A tools' specs come from their servers
     plan = AgentPlan.compile(agent_obj)  # ConfigError: main says so, exit 2
     with _kafka(settings, need=(TopicNames(settings.app).events,)) as s:
         history = load_history(s, session)

@@ -21,11 +21,13 @@ from .machine import SessionMachine, UnsupportedEventError
 from .plan import AgentPlan, PlanError
 from .react import ReActAgent, ReActOptions
 from .reflection import ReflectionAgent, ReflectionOptions
-from .remote_tools import McpServer, McpTool
+from .remote_tools import A2aServer, A2aTool, McpServer, McpTool
 from .resources import ChatModelConnection, ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .state import SessionState
 
 __all__ = [
+    "A2aServer",
+    "A2aTool",
     "ActionSpec",
     "Agent",
     "AgentPlan",

@@ -17,7 +17,7 @@ from eddies.events import CallKind, Event
 from .agent import ActionSpec, Agent
 from .budgets import Budget, budgets
 from .chat import builtin_actions
-from .remote_tools import McpServer, McpTool, RemoteTool, remote_tools
+from .remote_tools import A2aServer, A2aTool, McpServer, McpTool, RemoteTool, remote_names, remote_tools
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
 
@@ -132,13 +132,14 @@ class AgentPlan:
         return setup
 
     def tool(self, name: str) -> FunctionTool | RemoteTool:
-        """The TOOL resource ``name``: a function, or one tool of an MCP server."""
+        """The TOOL resource ``name``: a function, or one tool of an MCP server or A2A agent."""
         tool: FunctionTool | RemoteTool = self.resource(name, ResourceType.TOOL)
         return tool
 
     def offered_tools(self, model: str) -> tuple[str, ...]:
         """The names of the tools chat model ``model`` may call (an MCP tool resource stands
-        for its allowed tools); none for a name that is no chat model."""
+        for its allowed tools, an A2A tool resource for its agent's tool); none for a name
+        that is no chat model."""
         names = self._offered.get(model)
         if names is None:
             entry = self.resources.get(model)
@@ -147,13 +148,13 @@ class AgentPlan:
             out: list[str] = []
             for t in entry[1].tools:
                 obj = self.resources[t][1]
-                out.extend(obj.allowed_tools if isinstance(obj, McpTool) else (t,))
+                out.extend(remote_names(obj) if isinstance(obj, McpTool | A2aTool) else (t,))
             names = self._offered[model] = tuple(out)
         return names
 
     def retry_for(self, kind: CallKind, target: str) -> RetryPolicy | None:
-        """The retry policy of a call: the tool's own (an MCP tool's max_retries), else its
-        kind's."""
+        """The retry policy of a call: the tool's own (an MCP or A2A tool's max_retries), else
+        its kind's."""
         entry = self.resources.get(target)
         if entry is not None and kind is CallKind.TOOL and isinstance(entry[1], RemoteTool):
             return entry[1].retry
@@ -209,13 +210,13 @@ def _compile_resources(agent: Agent) -> dict[str, tuple[ResourceType, Any]]:
         if not isinstance(res.type, ResourceType):
             raise PlanError(f"resource {res.name!r}: {res.type!r} is not a ResourceType")
         obj = res.obj
-        if res.type is ResourceType.TOOL and isinstance(obj, McpTool):
+        if res.type is ResourceType.TOOL and isinstance(obj, McpTool | A2aTool):
             out[res.name] = (res.type, obj)
             continue
         if res.type is ResourceType.TOOL and not isinstance(obj, FunctionTool):
             if not callable(obj):
-                raise PlanError(f"resource {res.name!r}: a TOOL must be a function, a FunctionTool or "
-                                "an McpTool")
+                raise PlanError(f"resource {res.name!r}: a TOOL must be a function, a FunctionTool, "
+                                "an McpTool or an A2aTool")
             obj = FunctionTool(obj, name=res.name)
         if res.type is ResourceType.CHAT_MODEL and not isinstance(obj, ChatModelSetup):
             raise PlanError(f"resource {res.name!r}: a CHAT_MODEL must be a ChatModelSetup")
@@ -223,7 +224,7 @@ def _compile_resources(agent: Agent) -> dict[str, tuple[ResourceType, Any]]:
             raise PlanError(f"resource {res.name!r}: a CHAT_MODEL_CONNECTION needs a chat() method")
         out[res.name] = (res.type, obj)
     for name, (_, obj) in list(out.items()):
-        if isinstance(obj, McpTool):
+        if isinstance(obj, McpTool | A2aTool):
             _add_remote_tools(out, name, obj)
     for name, (rtype, obj) in out.items():
         if rtype is not ResourceType.CHAT_MODEL:
@@ -241,19 +242,29 @@ def _compile_resources(agent: Agent) -> dict[str, tuple[ResourceType, Any]]:
     return out
 
 
-def _add_remote_tools(out: dict[str, tuple[ResourceType, Any]], name: str, tool: McpTool) -> None:
-    """Each allowed tool of MCP tool resource ``name`` as a TOOL of its own."""
+def _add_remote_tools(out: dict[str, tuple[ResourceType, Any]], name: str,
+                      tool: McpTool | A2aTool) -> None:
+    """Each allowed tool of MCP tool resource ``name`` (the agent of A2A tool resource
+    ``name``) as a TOOL of its own."""
     server = out.get(tool.server)
-    if server is None or server[0] is not ResourceType.MCP_SERVER or not isinstance(server[1], McpServer):
-        raise PlanError(f"resource {name!r}: server {tool.server!r} is not an MCP_SERVER resource "
-                        "(an McpServer) of this agent")
-    missing = [t for t in tool.allowed_tools if t not in tool.discovered]
-    if missing:
-        raise PlanError(f"resource {name!r}: the tools of MCP server {tool.server!r} were not listed "
-                        f"({', '.join(missing)}): runners list them when they start "
-                        "(eddies.connectors.mcp.discover_tools)")
+    mcp = isinstance(tool, McpTool)
+    rtype, cls = (ResourceType.MCP_SERVER, McpServer) if mcp else (ResourceType.A2A_SERVER, A2aServer)
+    if server is None or server[0] is not rtype or not isinstance(server[1], cls):
+        raise PlanError(f"resource {name!r}: server {tool.server!r} is not an {rtype.name} resource "
+                        f"(an {cls.__name__}) of this agent")
+    if isinstance(tool, McpTool):
+        missing = [t for t in tool.allowed_tools if t not in tool.discovered]
+        if missing:
+            raise PlanError(f"resource {name!r}: the tools of MCP server {tool.server!r} were not listed "
+                            f"({', '.join(missing)}): runners list them when they start "
+                            "(eddies.connectors.discovery.discover_tools)")
+    elif len(tool.discovered) != 1:
+        raise PlanError(f"resource {name!r}: the agent card of A2A server {tool.server!r} was not "
+                        "fetched: runners fetch it when they start "
+                        "(eddies.connectors.discovery.discover_tools)")
     for remote in remote_tools(name, tool):
         if remote.name in out:
-            raise PlanError(f"resource {name!r}: MCP tool {remote.name!r} has the name of another "
-                            "resource of this agent")
+            raise PlanError(f"resource {name!r}: {'MCP' if mcp else 'A2A'} tool {remote.name!r} has the "
+                            "name of a resource of this agent"
+                            + ("" if mcp else " (give the A2aTool another name=)"))
         out[remote.name] = (ResourceType.TOOL, remote)

@@ -32,6 +32,7 @@ class ResourceType(enum.StrEnum):
     VECTOR_STORE = "vector_store"
     PROMPT = "prompt"
     MCP_SERVER = "mcp_server"
+    A2A_SERVER = "a2a_server"
     SKILLS = "skills"
     AGENT = "agent"
 
@@ -144,6 +145,10 @@ class ChatModelSetup:
     idempotent: bool = True
     #: How long an executor lets one model call run (None: the ``timeout_ms`` config).
     timeout_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        # One form, so setups declared in Python, YAML or SQL compare equal.
+        object.__setattr__(self, "tools", tuple(self.tools))
 
 
 class ChatModelConnection(Protocol):

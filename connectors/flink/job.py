@@ -92,13 +92,13 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
         self.processor: Any = None
 
     def open(self, runtime_context: RuntimeContext) -> None:
+        from eddies.connectors.discovery import discover_tools
         from eddies.connectors.kafka.settings import load_agent
-        from eddies.connectors.mcp import discover_tools
         from eddies.connectors.signing import ResultSigner
         from eddies.engine import AgentPlan
 
         agent = load_agent(self.settings.agent)
-        discover_tools(agent)  # an MCP tool's specs come from its server
+        discover_tools(agent)  # MCP and A2A tools' specs come from their servers
         plan = AgentPlan.compile(agent)
         signer = ResultSigner.from_env(self.settings.result_key_env, allow_dev_key=self.dev_key)
         self.processor = Processor(self.settings, plan, signer)

@@ -252,11 +252,21 @@ def load_settings(
 
 
 def load_agent(spec: str) -> Any:
-    """The Agent named by ``module:attribute`` (an Agent, or a callable returning one)."""
+    """The Agent named by ``module:attribute`` (an Agent, or a callable returning one), or
+    declared in a YAML file: ``agents.yaml`` (its only agent) or ``agents.yaml#name``."""
     import importlib
 
     from eddies.engine import Agent
 
+    path, _, name = spec.partition("#")
+    if path.endswith((".yaml", ".yml")):
+        from eddies.connectors.declarative.located import DefinitionError
+        from eddies.connectors.declarative.yaml_agents import load_yaml
+
+        try:
+            return load_yaml(path, name or None)
+        except DefinitionError as err:
+            raise ConfigError(f"agent: {err}") from None
     module_name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(module_name)

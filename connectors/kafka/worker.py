@@ -15,7 +15,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.counters import Counters
-from eddies.connectors.mcp import discover_tools
+from eddies.connectors.discovery import discover_tools
 from eddies.connectors.signing import ResultSigner
 from eddies.engine import Agent, AgentPlan
 
@@ -49,7 +49,7 @@ class Worker:
         if agent is None:
             agent = load_agent(settings.agent)
         if not isinstance(agent, AgentPlan):
-            discover_tools(agent)  # an MCP tool's specs come from its server
+            discover_tools(agent)  # MCP and A2A tools' specs come from their servers
         self.plan = agent if isinstance(agent, AgentPlan) else AgentPlan.compile(agent)
         self.names = TopicNames(settings.app)
         self.counters = Counters()

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from eddies.connectors.mcp import discover_tools
+from eddies.connectors.discovery import discover_tools
 from eddies.engine import Agent, AgentPlan, Journal, SessionMachine, SessionState, approval, halts
 from eddies.engine.state import TERMINAL
 from eddies.events import (
@@ -51,7 +51,7 @@ class LocalRunner:
         self, agent: Agent | AgentPlan, *, journal: Journal | None = None, snapshot_every: int = 64
     ) -> None:
         if not isinstance(agent, AgentPlan):
-            discover_tools(agent)  # an MCP tool's specs come from its server
+            discover_tools(agent)  # MCP and A2A tools' specs come from their servers
         self.plan = agent if isinstance(agent, AgentPlan) else AgentPlan.compile(agent)
         self.journal = journal if journal is not None else Journal()
         self.snapshot_every = snapshot_every

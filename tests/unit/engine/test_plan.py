@@ -56,7 +56,7 @@ def test_resource_references_are_checked() -> None:
                           .add_resource("x", ResourceType.PROMPT, "q"))
     with pytest.raises(PlanError, match="'conn'.*chat\\(\\) method"):
         AgentPlan.compile(Agent("a").add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, 3))
-    with pytest.raises(PlanError, match="'t'.*a function, a FunctionTool or an McpTool"):
+    with pytest.raises(PlanError, match="'t'.*a function, a FunctionTool, an McpTool or an A2aTool"):
         AgentPlan.compile(Agent("a").add_resource("t", ResourceType.TOOL, 3))
 
 

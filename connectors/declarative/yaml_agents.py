@@ -1,0 +1,408 @@
+"""Agents declared in YAML, in the shape of Apache Flink Agents' YAML API: an ``agents``
+list, each with its actions and resources (prompts, tools, chat model connections and
+setups, MCP servers) referring to each other by name, and Eddies' built-in agents
+(``type: react`` or ``reflection``) with their options. Unknown keys, wrong types and
+dangling references are errors naming the file, line and column. Example::
+
+    agents:
+      - name: support
+        type: react
+        model: llm
+        options: {max_iterations: 5, handle_exception: CONTINUE}
+        chat_model_connections:
+          - {name: local, clazz: openai, api_base: "http://127.0.0.1:8000/v1", api_key: "${KEY}"}
+        chat_model_setups:
+          - {name: llm, connection: local, model: openai/m, prompt: support_prompt, tools: [refund]}
+        prompts:
+          - {name: support_prompt, text: You answer billing questions.}
+        tools:
+          - {name: refund, function: my_pkg.tools:refund, requires_approval: true}
+
+``load_yaml("agents.yaml")`` returns the (only, or ``agent=``-named) Agent. A string
+written ``${NAME}`` is read from the environment variable NAME when the file is loaded.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from eddies.engine import (
+    Agent,
+    ChatModelSetup,
+    FunctionTool,
+    McpServer,
+    McpTool,
+    ReActAgent,
+    ReActOptions,
+    ReflectionAgent,
+    ReflectionOptions,
+    ResourceType,
+)
+from eddies.engine.agent import ActionSpec
+
+from .located import DefinitionError, Map, Seq, parse_yaml, where
+
+#: Built-in event type aliases of Flink Agents' YAML, and Eddies' own.
+EVENT_ALIASES = {"input": "InputEvent", "output": "OutputEvent", "chat_request": "ChatRequestEvent",
+                 "chat_response": "ChatResponseEvent", "tool_request": "ToolRequestEvent",
+                 "tool_response": "ToolResponseEvent", "signal": "SignalEvent"}
+#: ``clazz`` aliases of chat model connections.
+CONNECTIONS = {"openai": "eddies.connectors.models.litellm:LiteLLMChatModel",
+               "litellm": "eddies.connectors.models.litellm:LiteLLMChatModel",
+               "scripted": "eddies.connectors.models.scripted:ScriptedChatModel"}
+_ENV = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+_AGENT_KEYS = {"name", "description", "version", "type", "config", "actions", "prompts", "tools",
+               "chat_model_connections", "chat_model_setups", "mcp_servers", "model", "prompt",
+               "options", "drafter", "critic", "drafter_prompt", "critic_prompt", "output_schema"}
+_SECTIONS = ("prompts", "mcp_servers", "tools", "chat_model_connections", "chat_model_setups")
+_MCP_SERVER_KEYS = {"name", "clazz", "type", "endpoint", "url", "command", "args", "env", "headers",
+                    "api_key_env"}
+_SETUP_KEYS = {"name", "clazz", "type", "connection", "model", "prompt", "tools", "arguments",
+               "idempotent", "timeout_ms"}
+_TOOL_KEYS = {"name", "type", "function", "description", "idempotent", "timeout_ms", "requires_approval",
+              "approval_timeout_ms", "injected_args"}
+
+
+def load_yaml(path: str | Path, agent: str | None = None) -> Agent:
+    """The agent the YAML file ``path`` declares (``agent``: which one, when it declares
+    several); DefinitionError naming file, line and column when it cannot be one."""
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except OSError as err:
+        raise DefinitionError(f"{path}: cannot read it: {err.strerror}") from None
+    return load_yaml_text(text, str(path), agent)
+
+
+def load_yaml_text(text: str, source: str = "<yaml>", agent: str | None = None) -> Agent:
+    """:func:`load_yaml` of YAML ``text`` (``source`` names it in errors)."""
+    doc = parse_yaml(text, source)
+    if not isinstance(doc, Map):
+        raise DefinitionError(f"{source}:1:1: expected a mapping with an 'agents' list")
+    _keys(doc, {"agents"}, "the file")
+    agents = _list(doc, "agents", required=True)
+    names = [a.get("name") if isinstance(a, Map) else None for a in agents]
+    if agent is None:
+        if len(agents) != 1:
+            raise DefinitionError(f"{agents.where}: the file declares {len(agents)} agents "
+                                  f"({', '.join(map(str, names))}): name the one to load")
+        index = 0
+    elif agent in names:
+        index = names.index(agent)
+    else:
+        raise DefinitionError(f"{agents.where}: no agent {agent!r} (the file declares: "
+                              f"{', '.join(map(str, names))})")
+    return _agent(agents, index)
+
+
+def _agent(agents: Seq, index: int) -> Agent:
+    spec = agents[index]
+    if not isinstance(spec, Map):
+        raise DefinitionError(f"{where(agents, index)}: an agent is a mapping")
+    _keys(spec, _AGENT_KEYS, "an agent")
+    name = _text(spec, "name", required=True)
+    kind = _text(spec, "type") or ("react" if "model" in spec else "workflow")
+    config = _map(spec, "config")
+    version = _text(spec, "version")
+    prompts = _prompts(spec)
+    agent: Agent
+    if kind == "react":
+        _only(spec, {"model", "prompt", "options", "output_schema"}, kind)
+        model = _text(spec, "model", required=True)
+        options = _options(spec, ReActOptions)
+        schema = _import(spec, "output_schema") if "output_schema" in spec else None
+        prompt = _prompt_ref(spec, "prompt", prompts) if "prompt" in spec else None
+        agent = ReActAgent(name, model=model, prompt=prompt, output_schema=schema, options=options,
+                           version=version, config=dict(config))
+    elif kind == "reflection":
+        _only(spec, {"drafter", "critic", "drafter_prompt", "critic_prompt", "options"}, kind)
+        agent = ReflectionAgent(
+            name, drafter=_text(spec, "drafter", required=True), critic=_text(spec, "critic", required=True),
+            drafter_prompt=_prompt_ref(spec, "drafter_prompt", prompts) if "drafter_prompt" in spec else None,
+            critic_prompt=_prompt_ref(spec, "critic_prompt", prompts) if "critic_prompt" in spec else None,
+            options=_options(spec, ReflectionOptions), version=version, config=dict(config))
+    elif kind == "workflow":
+        _only(spec, set(), kind)
+        agent = Agent(name, version, dict(config))
+    else:
+        raise DefinitionError(f"{where(spec, 'type')}: type {kind!r} is not one of workflow, react, "
+                              "reflection")
+    for i, action in enumerate(_list(spec, "actions")):
+        agent.actions.append(_action(spec["actions"], i, action))
+    _resources(spec, agent, prompts)
+    return agent
+
+
+def _only(spec: Map, allowed: set[str], kind: str) -> None:
+    """Keys that belong to another type of agent are errors."""
+    for key in ("model", "prompt", "options", "output_schema", "drafter", "critic", "drafter_prompt",
+                "critic_prompt"):
+        if key in spec and key not in allowed:
+            raise DefinitionError(f"{where(spec, key)}: {key!r} is not an option of a {kind} agent")
+
+
+def _options(spec: Map, kind: Any) -> Any:
+    raw = _map(spec, "options")
+    try:
+        return kind.from_mapping(raw)
+    except (ValueError, TypeError) as err:
+        raise DefinitionError(f"{where(spec, 'options')}: {err}") from None
+
+
+def _action(parent: Seq, i: int, item: Any) -> ActionSpec:
+    if not isinstance(item, Map):
+        raise DefinitionError(f"{where(parent, i)}: an action is a mapping (name, function, "
+                              "trigger_conditions)")
+    _keys(item, {"name", "function", "trigger_conditions", "type", "config"}, "an action")
+    _python(item)
+    fn = _import(item, "function", required=True)
+    triggers = _list(item, "trigger_conditions", required=True)
+    if not triggers or not all(isinstance(t, str) and t.strip() for t in triggers):
+        raise DefinitionError(f"{where(item, 'trigger_conditions')}: expected a non-empty list of event "
+                              "types")
+    types = tuple(EVENT_ALIASES.get(t.strip(), t.strip()) for t in triggers)
+    return ActionSpec(_text(item, "name", required=True), fn, types, dict(_map(item, "config")))
+
+
+def _prompts(spec: Map) -> dict[str, str]:
+    """Prompt name -> the system prompt text it gives a model setup or agent."""
+    out: dict[str, str] = {}
+    section = _list(spec, "prompts")
+    for i, item in enumerate(section):
+        entry = _entry(section, i, item, {"name", "text", "messages"}, "a prompt")
+        name = _text(entry, "name", required=True)
+        if ("text" in entry) == ("messages" in entry):
+            raise DefinitionError(f"{entry.where}: prompt {name!r}: give exactly one of text or messages")
+        if "text" in entry:
+            out[name] = _text(entry, "text", required=True)
+            continue
+        system = []
+        messages = _list(entry, "messages", required=True)
+        for k, m in enumerate(messages):
+            msg = _entry(messages, k, m, {"role", "content"}, "a message", named=False)
+            role = _text(msg, "role", required=True)
+            if role not in ("system", "user", "assistant", "tool"):
+                raise DefinitionError(f"{where(msg, 'role')}: role {role!r} is not one of system, user, "
+                                      "assistant, tool")
+            if role == "system":
+                system.append(_text(msg, "content", required=True))
+        out[name] = "\n\n".join(system)
+    return out
+
+
+def _prompt_ref(spec: Map, key: str, prompts: dict[str, str]) -> str:
+    """A prompt: the name of one in ``prompts:``, else the text itself."""
+    value: str = _text(spec, key, required=True)
+    return prompts.get(value, value)
+
+
+def _resources(spec: Map, agent: Agent, prompts: dict[str, str]) -> None:
+    declared: dict[str, tuple[str, str]] = {}  # name -> (section, where)
+    for section in _SECTIONS:
+        for i, item in enumerate(_list(spec, section)):
+            if isinstance(item, Map) and isinstance(item.get("name"), str):
+                if item["name"] in declared:
+                    raise DefinitionError(f"{where(item, 'name')}: {item['name']!r} is declared twice "
+                                          f"(first in {declared[item['name']][0]} at "
+                                          f"{declared[item['name']][1]})")
+                declared[item["name"]] = (section, where(spec[section], i))
+
+    def ref(entry: Map, key: str, section: str, what: str) -> str:
+        name: str = _text(entry, key, required=True)
+        if declared.get(name, ("",))[0] != section:
+            raise DefinitionError(f"{where(entry, key)}: {what} {name!r} is not declared in {section}")
+        return name
+
+    for i, item in enumerate(_list(spec, "mcp_servers")):
+        entry = _entry(spec["mcp_servers"], i, item, _MCP_SERVER_KEYS, "an MCP server")
+        _python(entry)
+        try:
+            server = McpServer(
+                url=_text(entry, "endpoint") or _text(entry, "url"), command=_text(entry, "command"),
+                args=tuple(_list(entry, "args")), env=dict(_map(entry, "env")) or None,
+                headers=dict(_map(entry, "headers")), api_key_env=_text(entry, "api_key_env"))
+        except ValueError as err:
+            raise DefinitionError(f"{entry.where}: {err}") from None
+        agent.add_resource(_text(entry, "name", required=True), ResourceType.MCP_SERVER, server)
+    for i, item in enumerate(_list(spec, "tools")):
+        _tool(spec["tools"], i, item, agent, ref)
+    for i, item in enumerate(_list(spec, "chat_model_connections")):
+        entry = _entry(spec["chat_model_connections"], i, item, None, "a chat model connection")
+        _python(entry)
+        clazz = _text(entry, "clazz", required=True)
+        target = _import_text(entry, "clazz", CONNECTIONS.get(clazz, clazz))
+        extras = {k: _env(v, where(entry, k)) for k, v in entry.items() if k not in ("name", "clazz", "type")}
+        if "responder" in extras and isinstance(extras["responder"], str):
+            extras["responder"] = _import_text(entry, "responder", extras["responder"])
+        try:
+            conn = target(**extras)
+        except TypeError as err:
+            raise DefinitionError(f"{entry.where}: {clazz}: {err}") from None
+        agent.add_resource(_text(entry, "name", required=True), ResourceType.CHAT_MODEL_CONNECTION, conn)
+    for i, item in enumerate(_list(spec, "chat_model_setups")):
+        entry = _entry(spec["chat_model_setups"], i, item, _SETUP_KEYS, "a chat model setup")
+        _python(entry)
+        tools = _list(entry, "tools")
+        for k, t in enumerate(tools):
+            if declared.get(t, ("",))[0] != "tools":
+                raise DefinitionError(f"{where(tools, k)}: tool {t!r} is not declared in tools")
+        setup = ChatModelSetup(
+            ref(entry, "connection", "chat_model_connections", "connection"),
+            model=_text(entry, "model") or "",
+            tools=[str(t) for t in tools],
+            prompt=_prompt_ref(entry, "prompt", prompts) if "prompt" in entry else None,
+            arguments=dict(_map(entry, "arguments")), idempotent=bool(entry.get("idempotent", True)),
+            timeout_ms=_int(entry, "timeout_ms"))
+        agent.add_resource(_text(entry, "name", required=True), ResourceType.CHAT_MODEL, setup)
+
+
+def _tool(parent: Seq, i: int, item: Any, agent: Agent, ref: Callable[[Map, str, str, str], str]) -> None:
+    if isinstance(item, Map) and item.get("type") == "mcp":
+        entry = _entry(parent, i, item, {"name", "type", "server", "allowed_tools", "request_timeout",
+                                          "max_retries", "descriptions"}, "an MCP tool")
+        try:
+            tool: Any = McpTool(ref(entry, "server", "mcp_servers", "MCP server"),
+                                allowed_tools=[str(t) for t in _list(entry, "allowed_tools", required=True)],
+                                request_timeout=float(entry.get("request_timeout", 20.0)),
+                                max_retries=_int(entry, "max_retries", 2) or 0,
+                                descriptions=dict(_map(entry, "descriptions")))
+        except (ValueError, TypeError) as err:
+            raise DefinitionError(f"{entry.where}: {err}") from None
+    else:
+        entry = _entry(parent, i, item, _TOOL_KEYS, "a tool")
+        _python(entry)
+        inject = {}
+        args = _map(entry, "injected_args")
+        for param, binding in args.items():
+            if not isinstance(binding, Map):
+                raise DefinitionError(f"{where(args, param)}: injected_args.{param}: expected "
+                                      "{source, key}")
+            _keys(binding, {"source", "key"}, "an injected argument")
+            source = _text(binding, "source") or "short_term_memory"
+            kinds = {"config": "config", "short_term_memory": "memory", "memory": "memory"}
+            if source not in kinds:
+                raise DefinitionError(f"{where(binding, 'source')}: source {source!r} is not one of config, "
+                                      "short_term_memory")
+            inject[param] = f"{kinds[source]}:{_text(binding, 'key', required=True)}"
+        fn = _import(entry, "function", required=True)
+        try:
+            tool = FunctionTool(fn,
+                                name=_text(entry, "name", required=True),
+                                description=_text(entry, "description"),
+                                idempotent=bool(entry.get("idempotent", False)),
+                                timeout_ms=_int(entry, "timeout_ms"),
+                                requires_approval=bool(entry.get("requires_approval", False)),
+                                approval_timeout_ms=_int(entry, "approval_timeout_ms"), inject=inject)
+        except (ValueError, TypeError) as err:
+            raise DefinitionError(f"{entry.where}: {err}") from None
+    agent.add_resource(_text(entry, "name", required=True), ResourceType.TOOL, tool)
+
+
+# --- typed reading ---------------------------------------------------------------------------
+
+def _keys(entry: Map, allowed: set[str], what: str) -> None:
+    for key in entry:
+        if key not in allowed:
+            at = entry.key_at.get(key, entry.where)
+            raise DefinitionError(f"{at}: {key!r} is not a key of {what} (its keys: "
+                                  f"{', '.join(sorted(allowed))})")
+
+
+def _entry(parent: Seq, i: int, item: Any, allowed: set[str] | None, what: str,
+           named: bool = True) -> Map:
+    if not isinstance(item, Map):
+        raise DefinitionError(f"{where(parent, i)}: {what} is a mapping")
+    if allowed is not None:
+        _keys(item, allowed, what)
+    if named and "name" not in item:
+        raise DefinitionError(f"{item.where}: {what} needs a name")
+    return item
+
+
+def _python(entry: Map) -> None:
+    kind = entry.get("type", "python")
+    if kind not in ("python", "mcp"):
+        raise DefinitionError(f"{where(entry, 'type')}: type {kind!r}: only python is supported here")
+
+
+def _text(entry: Map, key: str, required: bool = False) -> Any:
+    value = entry.get(key)
+    if value is None:
+        if required:
+            raise DefinitionError(f"{entry.where}: {key!r} is required")
+        return None
+    if not isinstance(value, str):
+        raise DefinitionError(f"{where(entry, key)}: {key}: expected text, got {value!r}")
+    return _env(value, where(entry, key))
+
+
+def _int(entry: Map, key: str, default: int | None = None) -> int | None:
+    value = entry.get(key, default)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise DefinitionError(f"{where(entry, key)}: {key}: expected a whole number, got {value!r}")
+    return value
+
+
+def _list(entry: Map, key: str, required: bool = False) -> Seq:
+    value = entry.get(key)
+    if value is None:
+        if required:
+            raise DefinitionError(f"{entry.where}: {key!r} is required")
+        empty = Seq()
+        empty.where, empty.item_where = entry.where, []
+        return empty
+    if not isinstance(value, Seq):
+        raise DefinitionError(f"{where(entry, key)}: {key}: expected a list, got {value!r}")
+    return value
+
+
+def _map(entry: Map, key: str) -> Map:
+    value = entry.get(key)
+    if value is None:
+        empty = Map()
+        empty.where, empty.key_where, empty.key_at = entry.where, {}, {}
+        return empty
+    if not isinstance(value, Map):
+        raise DefinitionError(f"{where(entry, key)}: {key}: expected a mapping, got {value!r}")
+    return value
+
+
+def _env(value: Any, at: str) -> Any:
+    """A string written ``${NAME}``: the environment variable NAME (never echoed)."""
+    if not isinstance(value, str):
+        return value
+    found = _ENV.match(value)
+    if found is None:
+        return value
+    got = os.environ.get(found.group(1))
+    if got is None:
+        raise DefinitionError(f"{at}: the environment variable {found.group(1)} is not set")
+    return got
+
+
+def _import(entry: Map, key: str, required: bool = False) -> Any:
+    text = _text(entry, key, required)
+    return None if text is None else _import_text(entry, key, text)
+
+
+def _import_text(entry: Map, key: str, text: str) -> Any:
+    module_name, _, attr = text.partition(":")
+    if not module_name or not attr:
+        raise DefinitionError(f"{where(entry, key)}: {key}: expected module:attribute, got {text!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except ImportError as err:
+        raise DefinitionError(f"{where(entry, key)}: cannot import {module_name!r}: {err}") from None
+    except AttributeError:
+        raise DefinitionError(f"{where(entry, key)}: {module_name!r} has no {attr!r}") from None
+    return obj
+
+
+__all__ = ["CONNECTIONS", "EVENT_ALIASES", "DefinitionError", "load_yaml", "load_yaml_text"]

@@ -1,0 +1,49 @@
+"""What a runner learns from other processes when it starts: the specs of an agent's MCP
+tools (listed by their servers) and A2A tools (from their agents' cards). Every runner
+(LocalRunner, the Kafka worker, the Flink job, ``eddies replay``) calls
+:func:`discover_tools` before it compiles the agent. Example::
+
+    discover_tools(agent)
+    plan = AgentPlan.compile(agent)
+
+Nothing is imported, and nothing is asked, for an agent without such tools.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from eddies.engine import Agent
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class ConfigurationError(ValueError):
+    """An MCP or A2A resource that cannot be used as declared (named in the message)."""
+
+
+def discover_tools(agent: Agent, timeout: float = 30.0) -> None:
+    """Fill the ``discovered`` specs of ``agent``'s MCP and A2A tool resources (each
+    server asked once per process); a ConfigurationError names what cannot be used."""
+    from eddies.connectors import a2a, mcp
+
+    mcp.discover_tools(agent, timeout)
+    a2a.discover_tools(agent, timeout)
+
+
+def secret(name: str, what: str) -> str:
+    """The value of environment variable ``name`` (unset: an error naming the variable and
+    ``what`` needs it, never a value)."""
+    value = os.environ.get(name)
+    if value is None:
+        raise ConfigurationError(f"{what}: the environment variable {name} is not set")
+    return value
+
+
+def resolve_env(value: str, what: str) -> str:
+    """``value`` with each ``${NAME}`` read from the environment."""
+    return _ENV_REF.sub(lambda m: secret(m.group(1), what), value)
+
+
+__all__ = ["ConfigurationError", "discover_tools", "resolve_env", "secret"]

@@ -1,0 +1,45 @@
+"""``eddies check FILE``: an agent definition checked offline, its plan printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+check_app = typer.Typer()
+
+
+@check_app.command()
+def check(
+    file: Annotated[Path, typer.Argument(help="A YAML file declaring agents.")],
+    agent: Annotated[str | None, typer.Option(help="Which agent, when the file declares several.")] = None,
+) -> None:
+    """Check an agent definition offline (it connects to nothing) and print its plan."""
+    from eddies.cli import console, err_console
+    from eddies.connectors.declarative.located import DefinitionError
+    from eddies.connectors.declarative.yaml_agents import load_yaml
+    from eddies.engine import AgentPlan, McpTool, PlanError
+
+    try:
+        found = load_yaml(file, agent)
+        for res in found.resources:  # MCP tools are listed by their servers at start
+            if isinstance(res.obj, McpTool):
+                res.obj.discovered.update({t: _unlisted(t) for t in res.obj.allowed_tools})
+        plan = AgentPlan.compile(found)
+    except (DefinitionError, PlanError) as err:
+        err_console.print(f"[red]{escape(str(err))}[/red]")
+        raise typer.Exit(2) from None
+    console.print(f"agent {plan.agent_name} (version {plan.agent_version}): valid", highlight=False)
+    for name, spec in plan.actions.items():
+        on = ", ".join(t if isinstance(t, str) else t.event_type for t in spec.triggers)
+        console.print(f"  action {name}: on {on}", highlight=False, markup=False)
+    for name, (kind, obj) in plan.resources.items():
+        console.print(f"  {kind.value} {name}: {type(obj).__name__}", highlight=False, markup=False)
+
+
+def _unlisted(name: str) -> Any:
+    from eddies.engine import ToolSpec
+
+    return ToolSpec(name, "(listed by the MCP server at start)", {"type": "object", "properties": {}})

@@ -1,0 +1,149 @@
+"""Agents declared in YAML (Flink Agents' shape): the same agent declared in Python and in
+YAML compiles to the same plan and writes the same events (same ids) on the same inputs;
+unknown keys, wrong types and dangling references are errors with file, line and column;
+``${NAME}`` reads the environment; ``eddies check`` validates offline."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from eddies import (
+    ChatModelSetup,
+    FunctionTool,
+    LocalRunner,
+    ReActAgent,
+    ReActOptions,
+    ReflectionAgent,
+    ReflectionOptions,
+    ResourceType,
+)
+from eddies.cli import app
+from eddies.connectors.declarative.located import DefinitionError
+from eddies.connectors.declarative.yaml_agents import load_yaml, load_yaml_text
+from eddies.connectors.kafka.settings import ConfigError, load_agent
+from eddies.connectors.models.scripted import ScriptedChatModel
+from eddies.demo import calculator_agent
+from eddies.engine import Agent, AgentPlan
+from tests.agents import critic_by_version, draft_by_version
+from tests.unit.engine import test_react
+
+DEFS = Path(__file__).resolve().parents[2] / "definitions"
+
+
+def described(plan: AgentPlan) -> Any:
+    """What a plan holds, comparable across sources (connections by class)."""
+    resources = {}
+    for name, (kind, obj) in plan.resources.items():
+        if kind is ResourceType.CHAT_MODEL_CONNECTION:
+            obj = (type(obj).__name__, getattr(getattr(obj, "responder", None), "__name__", None))
+        resources[name] = (kind, obj)
+    actions = {n: (a.fn, a.triggers if all(isinstance(t, str) for t in a.triggers) else
+                   tuple(t if isinstance(t, str) else t.event_type for t in a.triggers), a.config)
+               for n, a in plan.actions.items()}
+    return (plan.agent_name, plan.agent_version, actions, resources, plan.config, plan.retry,
+            plan.timeouts, plan.budgets)
+
+
+def events(agent: Agent, inputs: list[tuple[str, Any]]) -> list[tuple[str, str]]:
+    runner = LocalRunner(agent)
+    for session, value in inputs:
+        runner.submit(session, value)
+    runner.run_until_idle()
+    return [(e.event_id, e.type) for e in runner.history]
+
+
+def python_react() -> ReActAgent:
+    a = ReActAgent("react", model="llm", prompt="You add numbers.", config={"step": 10},
+                   options=ReActOptions(max_iterations=5, handle_exception="CONTINUE",
+                                        tokens_management_strategy="TRIM", max_tokens_threshold=2000))
+    a.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(test_react.adds_twice))
+    a.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", tools=["add"]))
+    a.add_resource("add", ResourceType.TOOL,
+                   FunctionTool(test_react.add, name="add", inject={"b": "config:step"}))
+    return a
+
+
+def python_haiku() -> ReflectionAgent:
+    a = ReflectionAgent("haiku", drafter="writer", critic="editor", drafter_prompt="You write haiku.",
+                        critic_prompt="You judge haiku.",
+                        options=ReflectionOptions(max_iterations=2, confidence_value=0.8))
+    a.add_resource("w", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(draft_by_version))
+    a.add_resource("c", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(critic_by_version))
+    a.add_resource("writer", ResourceType.CHAT_MODEL, ChatModelSetup("w"))
+    a.add_resource("editor", ResourceType.CHAT_MODEL, ChatModelSetup("c"))
+    return a
+
+
+@pytest.mark.parametrize(("make", "path", "name", "inputs"), [
+    (calculator_agent, DEFS / "calculator.yaml", None, [("a", '{"a": 2, "b": 3}'), ("b", "hi")]),
+    (python_react, DEFS / "agents.yaml", "react", [("a", "add things")]),
+    (python_haiku, DEFS / "agents.yaml", "haiku", [("a", "a tagline"), ("b", "never good")]),
+])
+def test_python_and_yaml_give_the_same_plan_and_the_same_events(
+        make: Any, path: Path, name: str | None, inputs: list[tuple[str, Any]]) -> None:
+    from_yaml = load_yaml(path, name)
+    assert described(AgentPlan.compile(from_yaml)) == described(AgentPlan.compile(make()))
+    written = events(from_yaml, inputs)
+    assert written == events(make(), inputs)
+    assert len(written) > 10
+
+
+def test_load_agent_takes_a_yaml_file_and_an_agent_name() -> None:
+    assert load_agent(f"{DEFS / 'agents.yaml'}#haiku").name == "haiku"
+    with pytest.raises(ConfigError, match=r"agents.yaml:4:3: the file declares 2 agents \(react, haiku\)"):
+        load_agent(str(DEFS / "agents.yaml"))
+
+
+BASE = """\
+agents:
+  - name: a
+    chat_model_connections:
+      - {name: conn, clazz: scripted}
+    chat_model_setups:
+      - {name: llm, connection: conn, tools: [add]}
+    tools:
+      - {name: add, function: "eddies.demo:add"}
+"""
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("tools: [add]", "tools: [sub]"), "<yaml>:6:47: tool 'sub' is not declared in tools"),
+    (("connection: conn", "connection: nope"), "<yaml>:6:33: connection 'nope' is not declared in "
+                                               "chat_model_connections"),
+    (("- name: a\n", "- name: a\n    colour: blue\n"), "<yaml>:3:5: 'colour' is not a key of an agent"),
+    (('"eddies.demo:add"', '"eddies.demo:sub"'), "<yaml>:8:31: 'eddies.demo' has no 'sub'"),
+    (("- name: a\n", "- name: a\n    config: [1]\n"), "<yaml>:3:13: config: expected a mapping"),
+    (("- name: a\n", "- name: a\n    type: react\n    model: llm\n    options: {max_iterations: lots}\n"),
+     "<yaml>:5:14: ReActOptions.max_iterations: 'lots' is not a number"),
+    (("- name: a\n", "- name: a\n    actions:\n      - {name: x, function: 'eddies.demo:add'}\n"),
+     "<yaml>:4:9: 'trigger_conditions' is required"),
+])
+def test_errors_name_the_line_and_column(change: tuple[str, str], message: str) -> None:
+    with pytest.raises(DefinitionError) as err:
+        load_yaml_text(BASE.replace(*change))
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_a_value_written_dollar_brace_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = BASE.replace("{name: conn, clazz: scripted}", "{name: conn, clazz: litellm, "
+                        "api_base: 'http://127.0.0.1:9/v1', api_key: '${TEST_KEY}'}")
+    with pytest.raises(DefinitionError, match="the environment variable TEST_KEY is not set"):
+        load_yaml_text(text)
+    monkeypatch.setenv("TEST_KEY", "sk-123")
+    [conn] = [r.obj for r in load_yaml_text(text).resources if r.name == "conn"]
+    assert conn.api_key == "sk-123"
+
+
+def test_eddies_check_validates_offline(tmp_path: Path) -> None:
+    good = CliRunner().invoke(app, ["check", str(DEFS / "agents.yaml"), "--agent", "react"])
+    assert good.exit_code == 0, good.output
+    assert "agent react (version 1): valid" in good.output and "tool add: FunctionTool" in good.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(textwrap.dedent(BASE.replace("tools: [add]", "tools: [sub]")))
+    failed = CliRunner().invoke(app, ["check", str(bad)])
+    assert failed.exit_code == 2 and "bad.yaml:6:47: tool 'sub' is not declared in tools" in failed.output
