@@ -20,13 +20,16 @@ def check(
     from eddies.cli import console, err_console
     from eddies.connectors.declarative.located import DefinitionError
     from eddies.connectors.declarative.yaml_agents import load_yaml
-    from eddies.engine import AgentPlan, McpTool, PlanError
+    from eddies.engine import A2aTool, AgentPlan, McpTool, PlanError
 
     try:
         found = load_yaml(file, agent)
-        for res in found.resources:  # MCP tools are listed by their servers at start
+        for res in found.resources:  # remote tools are listed by their servers at start
             if isinstance(res.obj, McpTool):
                 res.obj.discovered.update({t: _unlisted(t) for t in res.obj.allowed_tools})
+            elif isinstance(res.obj, A2aTool):
+                name = res.obj.name or f"{res.name}-card-name"  # the card's name, at start
+                res.obj.discovered[name] = _unlisted(name)
         plan = AgentPlan.compile(found)
     except (DefinitionError, PlanError) as err:
         err_console.print(f"[red]{escape(str(err))}[/red]")
@@ -42,4 +45,4 @@ def check(
 def _unlisted(name: str) -> Any:
     from eddies.engine import ToolSpec
 
-    return ToolSpec(name, "(listed by the MCP server at start)", {"type": "object", "properties": {}})
+    return ToolSpec(name, "(listed by its server at start)", {"type": "object", "properties": {}})

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from eddies.engine import (
+    A2aServer,
+    A2aTool,
     Agent,
     ChatModelSetup,
     FunctionTool,
@@ -57,9 +59,9 @@ CONNECTIONS = {"openai": "eddies.connectors.models.litellm:LiteLLMChatModel",
                "scripted": "eddies.connectors.models.scripted:ScriptedChatModel"}
 _ENV = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 _AGENT_KEYS = {"name", "description", "version", "type", "config", "actions", "prompts", "tools",
-               "chat_model_connections", "chat_model_setups", "mcp_servers", "model", "prompt",
+               "chat_model_connections", "chat_model_setups", "mcp_servers", "a2a_servers", "model", "prompt",
                "options", "drafter", "critic", "drafter_prompt", "critic_prompt", "output_schema"}
-_SECTIONS = ("prompts", "mcp_servers", "tools", "chat_model_connections", "chat_model_setups")
+_SECTIONS = ("prompts", "mcp_servers", "a2a_servers", "tools", "chat_model_connections", "chat_model_setups")
 _MCP_SERVER_KEYS = {"name", "clazz", "type", "endpoint", "url", "command", "args", "env", "headers",
                     "api_key_env"}
 _SETUP_KEYS = {"name", "clazz", "type", "connection", "model", "prompt", "tools", "arguments",
@@ -229,6 +231,16 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, str]) -> None:
         except ValueError as err:
             raise DefinitionError(f"{entry.where}: {err}") from None
         agent.add_resource(_text(entry, "name", required=True), ResourceType.MCP_SERVER, server)
+    for i, item in enumerate(_list(spec, "a2a_servers")):
+        entry = _entry(spec["a2a_servers"], i, item, {"name", "type", "endpoint", "url", "headers",
+                                                       "api_key_env"}, "an A2A server")
+        _python(entry)
+        try:
+            a2a = A2aServer(url=_text(entry, "endpoint") or _text(entry, "url", required=True),
+                            headers=dict(_map(entry, "headers")), api_key_env=_text(entry, "api_key_env"))
+        except ValueError as err:
+            raise DefinitionError(f"{entry.where}: {err}") from None
+        agent.add_resource(_text(entry, "name", required=True), ResourceType.A2A_SERVER, a2a)
     for i, item in enumerate(_list(spec, "tools")):
         _tool(spec["tools"], i, item, agent, ref)
     for i, item in enumerate(_list(spec, "chat_model_connections")):
@@ -262,11 +274,25 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, str]) -> None:
 
 
 def _tool(parent: Seq, i: int, item: Any, agent: Agent, ref: Callable[[Map, str, str, str], str]) -> None:
-    if isinstance(item, Map) and item.get("type") == "mcp":
+    if isinstance(item, Map) and item.get("type") == "a2a":
+        entry = _entry(parent, i, item, {"name", "type", "server", "agent_card_path", "tool_name",
+                                          "description", "request_timeout", "max_retries"}, "an A2A tool")
+        server = ref(entry, "server", "a2a_servers", "A2A server")
+        try:
+            tool: Any = A2aTool(server,
+                                agent_card_path=_text(entry, "agent_card_path", required=True),
+                                name=_text(entry, "tool_name"),  # else the card's name
+                                description=_text(entry, "description"),
+                                request_timeout=float(entry.get("request_timeout", 60.0)),
+                                max_retries=_int(entry, "max_retries", 2) or 0)
+        except (ValueError, TypeError) as err:
+            raise DefinitionError(f"{entry.where}: {err}") from None
+    elif isinstance(item, Map) and item.get("type") == "mcp":
         entry = _entry(parent, i, item, {"name", "type", "server", "allowed_tools", "request_timeout",
                                           "max_retries", "descriptions"}, "an MCP tool")
+        server = ref(entry, "server", "mcp_servers", "MCP server")
         try:
-            tool: Any = McpTool(ref(entry, "server", "mcp_servers", "MCP server"),
+            tool = McpTool(server,
                                 allowed_tools=[str(t) for t in _list(entry, "allowed_tools", required=True)],
                                 request_timeout=float(entry.get("request_timeout", 20.0)),
                                 max_retries=_int(entry, "max_retries", 2) or 0,
@@ -326,7 +352,7 @@ def _entry(parent: Seq, i: int, item: Any, allowed: set[str] | None, what: str,
 
 def _python(entry: Map) -> None:
     kind = entry.get("type", "python")
-    if kind not in ("python", "mcp"):
+    if kind not in ("python", "mcp", "a2a"):
         raise DefinitionError(f"{where(entry, 'type')}: type {kind!r}: only python is supported here")
 
 

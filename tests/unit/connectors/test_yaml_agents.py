@@ -147,3 +147,43 @@ def test_eddies_check_validates_offline(tmp_path: Path) -> None:
     bad.write_text(textwrap.dedent(BASE.replace("tools: [add]", "tools: [sub]")))
     failed = CliRunner().invoke(app, ["check", str(bad)])
     assert failed.exit_code == 2 and "bad.yaml:6:47: tool 'sub' is not declared in tools" in failed.output
+
+
+REMOTE = """\
+agents:
+  - name: remote
+    type: react
+    model: llm
+    chat_model_connections:
+      - {name: conn, clazz: scripted}
+    chat_model_setups:
+      - {name: llm, connection: conn, tools: [clock, helper]}
+    mcp_servers:
+      - {name: time, command: python, args: [-m, mcp_server_time], api_key_env: TIME_KEY}
+    a2a_servers:
+      - {name: agents, endpoint: "http://127.0.0.1:9", headers: {X-Team: "${TEAM}"}}
+    tools:
+      - {name: clock, type: mcp, server: time, allowed_tools: [get_current_time], max_retries: 1}
+      - {name: helper, type: a2a, server: agents, agent_card_path: /.well-known/agent-card.json}
+"""
+
+
+def test_mcp_and_a2a_tools_in_yaml(tmp_path: Path) -> None:
+    from eddies.engine import A2aServer, A2aTool, McpServer, McpTool
+
+    agent = load_yaml_text(REMOTE)
+    got = {r.name: r.obj for r in agent.resources}
+    assert got["time"] == McpServer(command="python", args=("-m", "mcp_server_time"), api_key_env="TIME_KEY")
+    assert got["clock"] == McpTool("time", allowed_tools=("get_current_time",), max_retries=1)
+    # ${TEAM} in a header stays as written: the connector reads it when the worker starts.
+    assert got["agents"] == A2aServer(url="http://127.0.0.1:9", headers={"X-Team": "${TEAM}"})
+    assert isinstance(got["helper"], A2aTool)
+    assert got["helper"].agent_card_path == "/.well-known/agent-card.json"
+    file = tmp_path / "remote.yaml"
+    file.write_text(REMOTE)
+    checked = CliRunner().invoke(app, ["check", str(file)])  # offline: no server is asked
+    assert checked.exit_code == 0, checked.output
+    assert "tool get_current_time: RemoteTool" in checked.output
+    assert "tool helper-card-name: RemoteTool" in checked.output
+    with pytest.raises(DefinitionError, match=r"^<yaml>:14:42: MCP server 'nope' is not declared in "):
+        load_yaml_text(REMOTE.replace("server: time", "server: nope"))
