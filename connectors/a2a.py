@@ -18,7 +18,6 @@ import asyncio
 import json
 import logging
 import re
-import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -28,6 +27,7 @@ from eddies.engine.remote_tools import IDEMPOTENCY_META, A2aServer, A2aTool, Rem
 
 from .discovery import ConfigurationError, resolve_env, secret
 from .error_classes import TRANSIENT_STATUS
+from .loop_thread import LoopThread
 
 log = logging.getLogger("eddies.a2a")
 
@@ -67,28 +67,10 @@ class _Pool:
     event loop in a daemon thread."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.loop = LoopThread("eddies-a2a")
         self._http: dict[Key, Any] = {}
         self._agents: dict[tuple[Key, str], tuple[Any, Any]] = {}  # (card, client)
         self._opening: dict[tuple[Key, str], asyncio.Lock] = {}
-
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, daemon=True, name="eddies-a2a").start()
-                self._loop = loop
-            return self._loop
-
-    def run(self, coro: Any, timeout: float | None) -> Any:
-        """Run ``coro`` on the pool's loop; its result (TimeoutError after ``timeout`` s)."""
-        future = asyncio.run_coroutine_threadsafe(coro, self._running_loop())
-        try:
-            return future.result(timeout)
-        except TimeoutError:
-            future.cancel()
-            raise
 
     def _http_client(self, server: A2aServer) -> Any:
         key = _key(server)
@@ -129,12 +111,11 @@ class _Pool:
     def drop(self, server: A2aServer, path: str) -> None:
         """Forget the client for ``path`` on ``server`` (after a failure): the next call
         fetches the card and makes one again."""
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._agents.pop, (_key(server), path), None)
+        self.loop.call_soon(self._agents.pop, (_key(server), path), None)
 
     def close(self) -> None:
         """Close every client."""
-        if self._loop is None:
+        if not self.loop.started:
             return
 
         async def close_all() -> None:
@@ -145,7 +126,7 @@ class _Pool:
                 await http.aclose()
             self._http.clear()
 
-        self.run(close_all(), 10)
+        self.loop.run(close_all(), 10)
 
 
 class _NotACard(Exception):
@@ -209,7 +190,7 @@ def discover_tools(agent: Agent, timeout: float = 30.0) -> None:
                               f"pip install 'eddies[a2a]' ({err})") from None
         url = server.where.rstrip("/") + "/" + tool.agent_card_path.lstrip("/")
         try:
-            card, _ = _POOL.run(_POOL.agent(server, tool.agent_card_path), timeout)
+            card, _ = _POOL.loop.run(_POOL.agent(server, tool.agent_card_path), timeout)
         except ConfigurationError:
             raise
         except TimeoutError:
@@ -253,7 +234,7 @@ def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], k
     path = a2a_tool.agent_card_path
     timeout = tool.timeout_ms / 1000
     try:
-        return _POOL.run(_call(server, path, prompt, key, timeout), timeout)
+        return _POOL.loop.run(_call(server, path, prompt, key, timeout), timeout)
     except (A2aTaskError, A2aRequestError, ConfigurationError):
         raise
     except TimeoutError:

@@ -17,7 +17,6 @@ import contextlib
 import logging
 import os
 import sys
-import threading
 from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any
@@ -26,6 +25,7 @@ from eddies.engine import Agent, AgentPlan, ResourceType
 from eddies.engine.remote_tools import IDEMPOTENCY_META, McpServer, McpTool, RemoteTool, spec_from_listing
 
 from .discovery import ConfigurationError, resolve_env, secret
+from .loop_thread import LoopThread
 
 log = logging.getLogger("eddies.mcp")
 
@@ -42,27 +42,9 @@ class _Pool:
     """Client sessions by server, owned by tasks on one event loop in a daemon thread."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.loop = LoopThread("eddies-mcp")
         self._sessions: dict[tuple[Any, ...], tuple[Any, asyncio.Event]] = {}
         self._connecting: dict[tuple[Any, ...], Future[Any]] = {}
-
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, daemon=True, name="eddies-mcp").start()
-                self._loop = loop
-            return self._loop
-
-    def run(self, coro: Any, timeout: float | None) -> Any:
-        """Run ``coro`` on the pool's loop; its result (TimeoutError after ``timeout`` s)."""
-        future = asyncio.run_coroutine_threadsafe(coro, self._running_loop())
-        try:
-            return future.result(timeout)
-        except TimeoutError:
-            future.cancel()
-            raise
 
     async def session(self, server: McpServer) -> Any:
         """The live session to ``server``, connecting first if there is none."""
@@ -107,8 +89,8 @@ class _Pool:
 
     def _drop(self, key: tuple[Any, ...]) -> None:
         live = self._sessions.pop(key, None)
-        if live is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(live[1].set)
+        if live is not None:
+            self.loop.call_soon(live[1].set)
 
     def close(self) -> None:
         """Close every session."""
@@ -179,7 +161,7 @@ def discover_tools(agent: Agent, timeout: float = 30.0) -> None:
         if not isinstance(server, McpServer):
             raise ConfigurationError(f"tool {res.name!r}: server {tool.server!r} is not an MCP_SERVER "
                                      "resource (an McpServer) of this agent")
-        listed = _POOL.run(_list(server), timeout)
+        listed = _POOL.loop.run(_list(server), timeout)
         missing = [t for t in tool.allowed_tools if t not in listed]
         if missing:
             raise ConfigurationError(
@@ -210,7 +192,7 @@ def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], k
     result if the server gives one, else its text content (parsed when it is JSON)."""
     server: McpServer = plan.resource(tool.server, ResourceType.MCP_SERVER)
     try:
-        return _POOL.run(_call(server, tool.name, dict(arguments), key), tool.timeout_ms / 1000)
+        return _POOL.loop.run(_call(server, tool.name, dict(arguments), key), tool.timeout_ms / 1000)
     except (McpToolError, ConfigurationError):
         raise
     except TimeoutError:

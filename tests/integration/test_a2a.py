@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
 import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,55 +26,20 @@ from eddies.connectors.discovery import ConfigurationError
 from eddies.connectors.kafka.replay import replay
 from eddies.connectors.models.litellm import LiteLLMChatModel
 from eddies.events import CallKind, DurableCallRequest, encode
+from tests.integration.tool_servers import calls_then_answers, free_port, start_server, stop
 from tests.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 CARD = "/.well-known/agent-card.json"
 TOOL = "Echo_Agent"  # the card's name, "Echo Agent", as a tool name
 SECRET = "sk-test-a2a-5ecret-7d1e"
 PROMPT = "What to ask the agent: the whole request, in plain words."
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_agent(log: Path, port: int | None = None, **env: str) -> tuple[subprocess.Popen[bytes], str]:
     """The echo agent of tests.a2a_servers on ``port`` (a free one), once it serves its card."""
-    port = port or _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.a2a_servers", "echo", str(port), str(log)],
-                            cwd=ROOT, env={**os.environ, **env},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the A2A server exited"
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc, f"http://127.0.0.1:{port}"
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("the A2A server did not start")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.kill()
-    proc.wait(10)
-
-
-def calls_then_answers(tool: str, arguments: dict[str, Any]) -> Any:
-    """A model that calls ``tool`` once, then answers with what it returned."""
-    def reply(body: dict[str, Any]) -> dict[str, Any]:
-        last = body["messages"][-1]
-        if last["role"] == "tool":
-            return {"role": "assistant", "content": f"Got: {last['content']}"}
-        n = sum(1 for m in body["messages"] if m["role"] == "user")
-        return {"role": "assistant", "content": None, "tool_calls": [{
-            "id": f"call_{n}", "type": "function",
-            "function": {"name": tool, "arguments": json.dumps(arguments)}}]}
-    return reply
+    proc, port = start_server("tests.a2a_servers", "echo", str(log), port=port, env=env)
+    return proc, f"http://127.0.0.1:{port}"
 
 
 def agent(server: A2aServer, model: OpenAIServer, **tool: Any) -> ReActAgent:
@@ -201,7 +162,7 @@ def test_a_slow_call_times_out_and_its_retry_succeeds_with_the_same_key(echo_age
 
 def test_an_agent_killed_and_restarted_between_calls(tmp_path: Path) -> None:
     log = tmp_path / "echo.log"
-    port = _free_port()
+    port = free_port()
     proc, url = start_agent(log, port)
     llm = OpenAIServer(responder=calls_then_answers(TOOL, {"prompt": "hello"})).start()
     try:

@@ -8,7 +8,6 @@ server killed and restarted between calls; replays call nothing."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -25,50 +24,17 @@ from eddies.connectors.kafka.replay import replay
 from eddies.connectors.mcp import ConfigurationError
 from eddies.connectors.models.litellm import LiteLLMChatModel
 from eddies.events import CallKind, DurableCallRequest, OutputEvent
+from tests.integration.tool_servers import calls_then_answers, free_port, stop
+from tests.integration.tool_servers import start_server as start_tool_server
 from tests.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_server(*args: str, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """A tests.mcp_servers server on ``port`` (a free one), once it accepts connections."""
-    port = port or _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_servers", args[0], str(port), *args[1:]],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the MCP server exited"
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc, f"http://127.0.0.1:{port}/mcp"
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("the MCP server did not start")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.kill()
-    proc.wait(10)
-
-
-def calls_then_answers(tool: str, arguments: dict[str, Any]) -> Any:
-    """A model that calls ``tool`` once, then answers with what it returned."""
-    def reply(body: dict[str, Any]) -> dict[str, Any]:
-        last = body["messages"][-1]
-        if last["role"] == "tool":
-            return {"role": "assistant", "content": f"Got: {last['content']}"}
-        n = sum(1 for m in body["messages"] if m["role"] == "user")
-        return {"role": "assistant", "content": None, "tool_calls": [{
-            "id": f"call_{n}", "type": "function",
-            "function": {"name": tool, "arguments": json.dumps(arguments)}}]}
-    return reply
+    """A tests.mcp_servers server (``time``, or ``ledger LOG [DELAY_S]``) and its URL."""
+    proc, port = start_tool_server("tests.mcp_servers", *args, port=port)
+    return proc, f"http://127.0.0.1:{port}/mcp"
 
 
 def agent(server: McpServer, model: OpenAIServer, allowed: list[str], **tool: Any) -> ReActAgent:
@@ -156,7 +122,7 @@ def test_a_slow_call_times_out_and_its_retry_succeeds_with_the_same_key(tmp_path
 
 def test_a_server_killed_and_restarted_between_calls(tmp_path: Path) -> None:
     log = tmp_path / "ledger.log"
-    port = _free_port()
+    port = free_port()
     proc, url = start_server("ledger", str(log), port=port)
     llm = OpenAIServer(responder=calls_then_answers("record", {"entry": "e"})).start()
     try:
