@@ -100,18 +100,19 @@ class CallPerformer:
             messages = [message_from_value(m) for m in kwargs.pop("messages")]
             tools = self.plan.tool_specs(req.target)
             budget = kwargs.pop(BUDGET_ARG, None)
-            if budget is None:
-                return self.call(
-                    conn.chat, [messages], {"model": setup.model, "tools": tools, **setup.arguments, **kwargs}
-                )
-            fitted = fit(conn, messages, setup.model, kwargs.get("tools", tools), budget)
-            if not fitted.send:  # over the budget: the loop summarises, then asks again
-                return ChatMessage(MessageRole.ASSISTANT, "", [], None, {REPORT_KEY: fitted.report})
-            reply = self.call(conn.chat, [fitted.messages],
-                              {"model": setup.model, "tools": tools, **setup.arguments, **kwargs})
-            extras = (reply.extra_args if isinstance(reply, ChatMessage)
-                      else reply.setdefault("extra_args", {}))
-            extras[REPORT_KEY] = fitted.report
+            offered = kwargs.get("tools", tools)  # a summary call is offered none
+            fitted = None if budget is None else fit(conn, messages, setup.model, offered, budget)
+            if fitted is not None:
+                if not fitted.send:  # over the budget: the loop summarises, then asks again
+                    return ChatMessage(MessageRole.ASSISTANT, "", [], None, {REPORT_KEY: fitted.report})
+                messages = fitted.messages
+            reply = self.call(
+                conn.chat, [messages], {"model": setup.model, "tools": tools, **setup.arguments, **kwargs}
+            )
+            if fitted is not None:  # what was counted and cut, for the loop and the journal
+                extras = (reply.extra_args if isinstance(reply, ChatMessage)
+                          else reply.setdefault("extra_args", {}))
+                extras[REPORT_KEY] = fitted.report
             return reply
         if kind is CallKind.TOOL:
             tool = self.plan.tool(req.target)
