@@ -9,6 +9,7 @@ Shared by every executor (in-process, Kafka). Example::
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from eddies.events import (
 )
 from eddies.events.ids import call_digest, result_event_id
 
+from . import secrets
 from .token_budget import fit
 
 Resolver = Callable[[DurableCallRequest], Callable[..., Any] | None]
@@ -65,6 +67,10 @@ def result_event(
     # A reconciler answers for a call whose digest the machine already checked.
     reconcile = req.kind is CallKind.RECONCILE
     dig = "" if reconcile else (req.digest or call_digest(req.kind, req.target, req.args))
+    if secrets.known():  # a result or an error that quotes a key is written without it
+        value = secrets.redact(value)
+        if error is not None:
+            error = dataclasses.replace(error, message=secrets.redact(error.message))
     payload = DurableCallResult(req.call_id, req.kind, status, value, error, req.attempt, dig)
     # A timer's answer is at its due time: the session's clock moves there with it.
     stamp = max(request.timestamp, req.not_before or 0)

@@ -16,6 +16,8 @@ import re
 
 from eddies.engine import Agent
 
+from .secrets import remember
+
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -38,7 +40,7 @@ def secret(name: str, what: str) -> str:
     value = os.environ.get(name)
     if value is None:
         raise ConfigurationError(f"{what}: the environment variable {name} is not set")
-    return value
+    return remember(value)
 
 
 def resolve_env(value: str, what: str) -> str:

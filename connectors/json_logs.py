@@ -65,7 +65,8 @@ class JsonFormatter(logging.Formatter):
             if value is not None:
                 line[name] = value
         if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
+            # exc_text if set: the traceback with secrets redacted (connectors/secrets.py).
+            line["exception"] = record.exc_text or self.formatException(record.exc_info)
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
         # default=str: an argument or id of an unexpected type must not lose the line.

@@ -149,9 +149,12 @@ def worker(
     bootstrap_servers: BootstrapOpt = None,
     partitions: PartitionsOpt = None,
     agent: Annotated[str | None, typer.Option(
-        help="module:attribute of the Agent, or a YAML file declaring it (FILE or FILE#name).")] = None,
+        help="module:attribute of the Agent, or a YAML or SQL file declaring it (FILE or "
+             "FILE#name).")] = None,
     yaml_file: Annotated[Path | None, typer.Option(
         "--yaml", help="A YAML file declaring the agent (the same as --agent FILE).")] = None,
+    sql_file: Annotated[Path | None, typer.Option(
+        "--sql", help="A SQL file declaring the agent (the same as --agent FILE).")] = None,
     role: Annotated[str | None, typer.Option(help="all, orchestrator or executor.")] = None,
     metrics_port: Annotated[int | None, typer.Option(
         help="Serve Prometheus metrics on this port (0: any free one; needs the metrics extra).")] = None,
@@ -164,8 +167,9 @@ def worker(
     from eddies.connectors.kafka.settings import ConfigError, load_agent
     from eddies.connectors.kafka.worker import Worker
 
-    if yaml_file is not None:
-        agent = str(yaml_file)
+    for given in (yaml_file, sql_file):
+        if given is not None:
+            agent = str(given)
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers,
                          partitions=partitions, agent=agent, role=role, metrics_port=metrics_port,
                          metrics_host=metrics_host, log_format=log_format)

@@ -13,17 +13,17 @@ check_app = typer.Typer()
 
 @check_app.command()
 def check(
-    file: Annotated[Path, typer.Argument(help="A YAML file declaring agents.")],
+    file: Annotated[Path, typer.Argument(help="A YAML or SQL file declaring agents.")],
     agent: Annotated[str | None, typer.Option(help="Which agent, when the file declares several.")] = None,
 ) -> None:
     """Check an agent definition offline (it connects to nothing) and print its plan."""
     from eddies.cli import console, err_console
+    from eddies.connectors.declarative import load_definition
     from eddies.connectors.declarative.located import DefinitionError
-    from eddies.connectors.declarative.yaml_agents import load_yaml
     from eddies.engine import A2aTool, AgentPlan, McpTool, PlanError
 
     try:
-        found = load_yaml(file, agent)
+        found = load_definition(file, agent)
         for res in found.resources:  # remote tools are listed by their servers at start
             if isinstance(res.obj, McpTool):
                 res.obj.discovered.update({t: _unlisted(t) for t in res.obj.allowed_tools})

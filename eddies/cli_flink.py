@@ -28,7 +28,8 @@ def run_cmd(
     bootstrap_servers: Annotated[str | None, typer.Option("--bootstrap-servers", "-b",
                                                           help="Kafka bootstrap servers.")] = None,
     partitions: Annotated[int | None, typer.Option("--partitions", help="Partitions per topic.")] = None,
-    agent: Annotated[str | None, typer.Option(help="module:attribute of the Agent.")] = None,
+    agent: Annotated[str | None, typer.Option(help="module:attribute of the Agent, or a YAML or SQL file "
+                                                      "declaring it (FILE or FILE#name).")] = None,
     parallelism: Annotated[int | None, typer.Option(help="Parallel session-machine tasks.")] = None,
     checkpoint_interval_ms: Annotated[int | None, typer.Option(
         "--checkpoint-interval-ms", help="Checkpoint every this many ms (default 10000).")] = None,

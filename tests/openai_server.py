@@ -31,8 +31,10 @@ class OpenAIServer:
         # A request whose messages' contents are longer than this is refused as a
         # provider refuses one over its context window (HTTP 400).
         self.context_chars = context_chars
-        # Statuses (and headers) the next requests get instead of an answer, in order.
-        self.failures: list[tuple[int, dict[str, str]]] = []
+        # Statuses (and headers, and message) the next requests get instead of an answer.
+        self.failures: list[tuple[int, dict[str, str], str | None]] = []
+        # The Authorization header of each request, as sent.
+        self.authorizations: list[str | None] = []
         self.log_path = log_path
         self._lock = threading.Lock()
         server = self
@@ -44,16 +46,19 @@ class OpenAIServer:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.record(body)
+                server.authorizations.append(self.headers.get("Authorization"))
                 if server.delay:
                     time.sleep(server.delay)
                 failure = server.next_failure()
                 too_long = failure is None and server.too_long(body)
                 if too_long:
-                    failure = (400, {})
+                    failure = (400, {}, "This model's maximum context length is exceeded: "
+                                        "context_length_exceeded")
                 if failure is not None:
-                    status, headers = failure
-                    text = ("This model's maximum context length is exceeded: context_length_exceeded"
-                            if too_long else f"test failure {status}")
+                    status, headers, message = failure
+                    # A provider that quotes the key it was sent, as some do in a 401.
+                    text = (message or f"test failure {status}").replace(
+                        "{authorization}", self.headers.get("Authorization") or "")
                     data = json.dumps({"error": {"message": text,
                                                  "type": "test", "code": status}}).encode()
                     self.send_response(status)
@@ -84,12 +89,14 @@ class OpenAIServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def fail(self, status: int, times: int = 1, headers: dict[str, str] | None = None) -> None:
-        """Answer the next ``times`` requests with ``status`` (and ``headers``)."""
+    def fail(self, status: int, times: int = 1, headers: dict[str, str] | None = None,
+             message: str | None = None) -> None:
+        """Answer the next ``times`` requests with ``status`` (and ``headers``; ``message``
+        as the error's, ``{authorization}`` in it replaced by the request's header)."""
         with self._lock:
-            self.failures += [(status, headers or {})] * times
+            self.failures += [(status, headers or {}, message)] * times
 
-    def next_failure(self) -> tuple[int, dict[str, str]] | None:
+    def next_failure(self) -> tuple[int, dict[str, str], str | None] | None:
         with self._lock:
             return self.failures.pop(0) if self.failures else None
 

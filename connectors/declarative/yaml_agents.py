@@ -24,9 +24,6 @@ written ``${NAME}`` is read from the environment variable NAME when the file is 
 
 from __future__ import annotations
 
-import importlib
-import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,6 +45,7 @@ from eddies.engine import (
 from eddies.engine.agent import ActionSpec
 
 from .located import DefinitionError, Map, Seq, parse_yaml, where
+from .references import import_target, read_env
 
 #: Built-in event type aliases of Flink Agents' YAML, and Eddies' own.
 EVENT_ALIASES = {"input": "InputEvent", "output": "OutputEvent", "chat_request": "ChatRequestEvent",
@@ -57,7 +55,6 @@ EVENT_ALIASES = {"input": "InputEvent", "output": "OutputEvent", "chat_request":
 CONNECTIONS = {"openai": "eddies.connectors.models.litellm:LiteLLMChatModel",
                "litellm": "eddies.connectors.models.litellm:LiteLLMChatModel",
                "scripted": "eddies.connectors.models.scripted:ScriptedChatModel"}
-_ENV = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 _AGENT_KEYS = {"name", "description", "version", "type", "config", "actions", "prompts", "tools",
                "chat_model_connections", "chat_model_setups", "mcp_servers", "a2a_servers", "model", "prompt",
                "options", "drafter", "critic", "drafter_prompt", "critic_prompt", "output_schema"}
@@ -248,7 +245,8 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, str]) -> None:
         _python(entry)
         clazz = _text(entry, "clazz", required=True)
         target = _import_text(entry, "clazz", CONNECTIONS.get(clazz, clazz))
-        extras = {k: _env(v, where(entry, k)) for k, v in entry.items() if k not in ("name", "clazz", "type")}
+        extras = {k: read_env(v, where(entry, k)) for k, v in entry.items()
+                  if k not in ("name", "clazz", "type")}
         if "responder" in extras and isinstance(extras["responder"], str):
             extras["responder"] = _import_text(entry, "responder", extras["responder"])
         try:
@@ -364,7 +362,7 @@ def _text(entry: Map, key: str, required: bool = False) -> Any:
         return None
     if not isinstance(value, str):
         raise DefinitionError(f"{where(entry, key)}: {key}: expected text, got {value!r}")
-    return _env(value, where(entry, key))
+    return read_env(value, where(entry, key))
 
 
 def _int(entry: Map, key: str, default: int | None = None) -> int | None:
@@ -398,37 +396,13 @@ def _map(entry: Map, key: str) -> Map:
     return value
 
 
-def _env(value: Any, at: str) -> Any:
-    """A string written ``${NAME}``: the environment variable NAME (never echoed)."""
-    if not isinstance(value, str):
-        return value
-    found = _ENV.match(value)
-    if found is None:
-        return value
-    got = os.environ.get(found.group(1))
-    if got is None:
-        raise DefinitionError(f"{at}: the environment variable {found.group(1)} is not set")
-    return got
-
-
 def _import(entry: Map, key: str, required: bool = False) -> Any:
     text = _text(entry, key, required)
     return None if text is None else _import_text(entry, key, text)
 
 
 def _import_text(entry: Map, key: str, text: str) -> Any:
-    module_name, _, attr = text.partition(":")
-    if not module_name or not attr:
-        raise DefinitionError(f"{where(entry, key)}: {key}: expected module:attribute, got {text!r}")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except ImportError as err:
-        raise DefinitionError(f"{where(entry, key)}: cannot import {module_name!r}: {err}") from None
-    except AttributeError:
-        raise DefinitionError(f"{where(entry, key)}: {module_name!r} has no {attr!r}") from None
-    return obj
+    return import_target(text, where(entry, key), key)
 
 
 __all__ = ["CONNECTIONS", "EVENT_ALIASES", "DefinitionError", "load_yaml", "load_yaml_text"]

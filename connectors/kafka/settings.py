@@ -124,8 +124,8 @@ class Settings:
         if self.flink_state_backend not in ("hashmap", "rocksdb"):
             raise ConfigError(f"flink_state_backend: {self.flink_state_backend!r} is not one of "
                               "hashmap, rocksdb")
-        if ":" not in self.agent:
-            raise ConfigError(f"agent: {self.agent!r} is not 'module:attribute'")
+        if ":" not in self.agent and not self.agent.partition("#")[0].endswith((".yaml", ".yml", ".sql")):
+            raise ConfigError(f"agent: {self.agent!r} is not 'module:attribute' nor a .yaml or .sql file")
         return self
 
     @property
@@ -253,18 +253,18 @@ def load_settings(
 
 def load_agent(spec: str) -> Any:
     """The Agent named by ``module:attribute`` (an Agent, or a callable returning one), or
-    declared in a YAML file: ``agents.yaml`` (its only agent) or ``agents.yaml#name``."""
+    declared in a YAML or SQL file: ``agents.yaml`` (its only agent) or ``agents.sql#name``."""
     import importlib
 
     from eddies.engine import Agent
 
     path, _, name = spec.partition("#")
-    if path.endswith((".yaml", ".yml")):
+    if path.endswith((".yaml", ".yml", ".sql")):
+        from eddies.connectors.declarative import load_definition
         from eddies.connectors.declarative.located import DefinitionError
-        from eddies.connectors.declarative.yaml_agents import load_yaml
 
         try:
-            return load_yaml(path, name or None)
+            return load_definition(path, name or None)
         except DefinitionError as err:
             raise ConfigError(f"agent: {err}") from None
     module_name, _, attr = spec.partition(":")

@@ -20,6 +20,8 @@ from typing import Any
 from eddies.engine.resources import ToolSpec
 from eddies.events import ChatMessage, MessageRole, ToolCall
 
+from ..secrets import remember
+
 
 def to_openai(message: ChatMessage) -> dict[str, Any]:
     """A ChatMessage in the OpenAI chat-completions wire shape."""
@@ -59,7 +61,8 @@ class LiteLLMChatModel:
                  timeout: float = 120.0, input_cost_per_token: float | None = None,
                  output_cost_per_token: float | None = None, **params: Any) -> None:
         self.api_base = api_base
-        self.api_key = api_key
+        # Masked wherever this process writes it (a provider's error may quote it).
+        self.api_key = api_key if api_key is None else remember(api_key)
         self.timeout = timeout
         # Prices of a model litellm's price table does not know (a local or private one):
         # both given, they are the cost; else the table's, when it has the model.

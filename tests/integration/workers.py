@@ -18,15 +18,17 @@ from eddies.connectors.kafka.topics import TopicNames, ensure_topics
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start_worker(settings: Settings, agent: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
-    """The app's topics made, then a worker of ``agent`` (``module:attr``) started with
-    ``env`` added to this process's environment."""
+def start_worker(settings: Settings, agent: str, log: Path, *, option: str = "--agent",
+                 args: tuple[str, ...] = (), **env: str) -> subprocess.Popen[bytes]:
+    """The app's topics made, then a worker of ``agent`` (``module:attr``, or the file
+    given to ``option``: ``--yaml``, ``--sql``) started with ``args`` and with ``env``
+    added to this process's environment."""
     from confluent_kafka.admin import AdminClient
 
     ensure_topics(AdminClient(settings.client_config()), TopicNames(settings.app), settings.partitions)
     return subprocess.Popen(
         [sys.executable, "-m", "eddies", "worker", "--app", settings.app, "--bootstrap-servers",
-         settings.bootstrap_servers, "--partitions", str(settings.partitions), "--agent", agent],
+         settings.bootstrap_servers, "--partitions", str(settings.partitions), option, agent, *args],
         cwd=ROOT, stdout=log.open("ab"), stderr=subprocess.STDOUT,
         env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true", **env))
 

@@ -84,3 +84,27 @@ def test_compose_file_runs_the_flink_job_on_a_cluster() -> None:
     # Task managers check call results with the key the executor signs them with.
     key = executor["environment"]["EDDIES_RESULT_KEY"]
     assert services["taskmanager"]["environment"]["EDDIES_RESULT_KEY"] == key
+
+
+def test_readme_agent_definitions_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's YAML and SQL agents are valid as written (their tool module stood in)."""
+    import sys
+    import types
+
+    from eddies.connectors.declarative.sql_agents import load_sql_text
+    from eddies.connectors.declarative.yaml_agents import load_yaml_text
+
+    def refund(order: str, account: str) -> str:
+        return f"refunded {order} for {account}"
+
+    pkg, tools = types.ModuleType("my_pkg"), types.ModuleType("my_pkg.tools")
+    tools.refund = refund  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "my_pkg", pkg)
+    monkeypatch.setitem(sys.modules, "my_pkg.tools", tools)
+    monkeypatch.setenv("OPENAI_KEY", "sk-readme-0000")
+    text = (ROOT / "README.md").read_text()
+    [yaml_block] = re.findall(r"```yaml\n(agents:.*?)```", text, flags=re.S)
+    assert load_yaml_text(yaml_block, "README.md").name == "support"
+    [sql_block] = re.findall(r"```sql\n(.*?)```", text, flags=re.S)
+    assert load_sql_text(sql_block, "README.md", "support").name == "support"
+    assert load_sql_text(sql_block, "README.md", "taglines").name == "taglines"

@@ -1,0 +1,203 @@
+"""Agents declared in Confluent-style SQL DDL: the same agent declared in Python, YAML and
+SQL compiles to the same plan and writes the same events (same ids) on the same inputs;
+unknown options, wrong types and dangling references are errors with file, line and
+column; a secret is only ever the name of an environment variable; ``eddies check``
+validates a SQL file offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from eddies import A2aServer, A2aTool, ChatModelSetup, McpServer, McpTool, ReActAgent
+from eddies.cli import app
+from eddies.connectors.declarative import load_definition
+from eddies.connectors.declarative.located import DefinitionError
+from eddies.connectors.declarative.sql_agents import load_sql, load_sql_text
+from eddies.connectors.declarative.yaml_agents import load_yaml_text
+from eddies.connectors.kafka.settings import load_agent, load_settings
+from eddies.connectors.models.litellm import LiteLLMChatModel
+from eddies.engine import AgentPlan
+from tests.unit.connectors.test_yaml_agents import REMOTE, described, events, python_haiku, python_react
+
+DEFS = Path(__file__).resolve().parents[2] / "definitions"
+
+
+@pytest.mark.parametrize(("make", "name", "inputs"), [
+    (python_react, "react", [("a", "add things"), ("b", "more")]),
+    (python_haiku, "haiku", [("a", "a tagline"), ("b", "never good")]),
+])
+def test_python_yaml_and_sql_give_the_same_plan_and_the_same_events(
+        make: Any, name: str, inputs: list[tuple[str, Any]]) -> None:
+    sources = {"python": make(), "yaml": load_definition(DEFS / "agents.yaml", name),
+               "sql": load_definition(DEFS / "agents.sql", name)}
+    plans = {k: described(AgentPlan.compile(a)) for k, a in sources.items()}
+    assert plans["sql"] == plans["python"] == plans["yaml"]
+    written = {k: events(a, inputs) for k, a in sources.items()}
+    assert written["sql"] == written["python"] == written["yaml"]
+    assert len(written["sql"]) > 10
+
+
+REMOTE_SQL = """\
+CREATE CONNECTION conn WITH ('type' = 'scripted');
+CREATE MODEL llm WITH ('connection' = 'conn');
+CREATE CONNECTION time WITH ('type' = 'mcp_server', 'command' = 'python',
+                             'args' = '["-m", "mcp_server_time"]', 'api-key' = '${TIME_KEY}');
+CREATE CONNECTION agents WITH ('type' = 'a2a', 'endpoint' = 'http://127.0.0.1:9',
+                               'headers.X-Team' = '${TEAM}');
+CREATE TOOL clock USING CONNECTION time WITH ('type' = 'mcp', 'allowed_tools' = 'get_current_time',
+                                              'max_retries' = 1);
+CREATE TOOL helper USING CONNECTION agents
+  WITH ('type' = 'a2a', 'agent_card_path' = '/.well-known/agent-card.json');
+CREATE AGENT remote USING MODEL llm USING TOOLS clock, helper;
+"""
+
+
+def resources(agent: Any) -> dict[str, Any]:
+    return {r.name: (r.type, r.obj) for r in agent.resources
+            if not isinstance(r.obj, (LiteLLMChatModel,)) and r.name != "conn"}
+
+
+def test_mcp_and_a2a_tools_in_sql_are_those_of_yaml_and_python() -> None:
+    sql, yaml = load_sql_text(REMOTE_SQL), load_yaml_text(REMOTE)
+    assert resources(sql) == resources(yaml)
+    got = {r.name: r.obj for r in sql.resources}
+    assert got["time"] == McpServer(command="python", args=("-m", "mcp_server_time"), api_key_env="TIME_KEY")
+    assert got["clock"] == McpTool("time", allowed_tools=("get_current_time",), max_retries=1)
+    assert got["agents"] == A2aServer(url="http://127.0.0.1:9", headers={"X-Team": "${TEAM}"})
+    assert got["helper"] == A2aTool("agents", agent_card_path="/.well-known/agent-card.json")
+    assert got["llm"] == ChatModelSetup("conn", tools=("clock", "helper"))
+    assert isinstance(sql, ReActAgent)
+
+
+def test_a_model_with_its_own_endpoint_and_a_secret_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    text = """
+        CREATE MODEL gpt COMMENT 'the big one'
+          INPUT (prompt STRING) OUTPUT (response STRING)
+          WITH ('provider' = 'openai', 'endpoint' = 'http://127.0.0.1:9/v1', 'api-key' = '${SQL_KEY}',
+                'openai.model_version' = 'gpt-4o-mini', 'task' = 'text_generation', 'temperature' = 0.2);
+        CREATE AGENT IF NOT EXISTS a USING MODEL gpt USING PROMPT 'Be brief; don''t ramble.';
+        CREATE AGENT IF NOT EXISTS a USING MODEL nothing_checks_this_one;
+    """
+    with pytest.raises(DefinitionError, match="the environment variable SQL_KEY is not set"):
+        load_sql_text(text)
+    monkeypatch.setenv("SQL_KEY", "sk-sql-123456")
+    agent = load_sql_text(text)
+    got = {r.name: r.obj for r in agent.resources}
+    assert got["gpt"] == ChatModelSetup("gpt-connection", model="openai/gpt-4o-mini",
+                                        arguments={"temperature": 0.2})
+    conn = got["gpt-connection"]
+    assert isinstance(conn, LiteLLMChatModel)
+    assert (conn.api_base, conn.api_key) == ("http://127.0.0.1:9/v1", "sk-sql-123456")
+    plan = AgentPlan.compile(agent)
+    assert plan.actions["react"].config["prompt"] == "Be brief; don't ramble."
+
+
+def test_a_secret_written_out_is_refused_without_echoing_it() -> None:
+    text = "CREATE CONNECTION c WITH ('type' = 'openai', 'api-key' = 'sk-live-abcdef123');"
+    with pytest.raises(DefinitionError) as err:
+        load_sql_text(text + "CREATE MODEL m WITH ('connection' = 'c'); CREATE AGENT a USING MODEL m;")
+    assert str(err.value).startswith("<sql>:1:58: api-key: write a secret as '${NAME}'")
+    assert "sk-live" not in str(err.value)
+
+
+BASE = """\
+CREATE CONNECTION conn WITH ('type' = 'scripted');
+CREATE MODEL llm WITH ('connection' = 'conn');
+CREATE FUNCTION add AS 'eddies.demo.add' LANGUAGE PYTHON;
+CREATE TOOL adder USING FUNCTION add WITH ('type' = 'function');
+CREATE AGENT a USING MODEL llm USING PROMPT 'You add.' USING TOOLS adder WITH ('max_iterations' = '5');
+"""
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("TOOLS adder", "TOOLS sub"), "<sql>:5:68: tool 'sub' is not created in this file"),
+    (("MODEL llm USING", "MODEL add USING"), "<sql>:5:28: model 'add' is not created in this file "
+                                             "('add' is a function)"),
+    (("'connection' = 'conn'", "'connection' = 'nope'"), "<sql>:2:39: connection 'nope' is not created"),
+    (("'max_iterations' = '5'", "'max_iterations' = 'lots'"),
+     "<sql>:5:99: ReActOptions.max_iterations: 'lots' is not a number"),
+    (("'max_iterations' = '5'", "'colour' = 'blue'"), "<sql>:5:80: ReActOptions: unknown option 'colour'"),
+    (("('type' = 'scripted')", "('type' = 'scripted', 'colour' = 'blue')"),
+     "<sql>:1:51: 'colour' is not an option of CREATE CONNECTION conn (its options: type, responder)"),
+    (("'eddies.demo.add'", "'eddies.demo.sub'"), "<sql>:3:24: 'eddies.demo' has no 'sub'"),
+    (("LANGUAGE PYTHON", "LANGUAGE JAVA"), "<sql>:3:51: language 'JAVA': only PYTHON functions run here"),
+    (("WITH ('type' = 'function')", "USING MODEL llm WITH ('type' = 'function')"),
+     "<sql>:4:38: CREATE TOOL takes no USING MODEL"),
+    (("'type' = 'function'", "'type' = 'rest'"), "<sql>:4:53: type 'rest' is not one of function, mcp, a2a"),
+    (("'You add.'", "'You add."), "<sql>:5:100: this quote is never closed"),
+    (("WITH ('max_iterations' = '5')", "WITH ('max_iterations' = '5'"),
+     "<sql>:5:102: expected ')' or ',' between options, got ';'"),
+    (("CREATE MODEL llm", "CREATE MODLE llm"), "<sql>:2:8: expected CONNECTION or MODEL or FUNCTION or "
+                                               "TOOL or AGENT, got 'MODLE'"),
+    (("CREATE TOOL adder", "CREATE MODEL llm WITH ('connection' = 'conn');\nCREATE TOOL adder"),
+     "<sql>:4:14: model 'llm' is created twice (first at <sql>:2:14"),
+    (("'type' = 'function'", "'type' = 'function', 'TYPE' = 'function'"),
+     "<sql>:4:65: option 'TYPE' is given twice (first at <sql>:4:44)"),
+    (("'type' = 'function'", "'type' = 'function', 'injected_args.z' = 'config:k'"),
+     "<sql>:4:13: tool 'adder': inject names 'z', which is not a parameter of it"),
+])
+def test_errors_name_the_line_and_column(change: tuple[str, str], message: str) -> None:
+    with pytest.raises(DefinitionError) as err:
+        load_sql_text(BASE.replace(*change))
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_the_base_definition_loads() -> None:
+    agent = load_sql_text(BASE)
+    assert [r.name for r in agent.resources] == ["llm", "conn", "adder"]
+    assert AgentPlan.compile(agent).tool_specs("llm")[0].name == "adder"
+
+
+REFLECTION = """\
+CREATE CONNECTION c WITH ('type' = 'scripted');
+CREATE MODEL m WITH ('connection' = 'c');
+CREATE AGENT writer USING MODEL m USING PROMPT 'Write.' WITH ('max_iterations' = 4);
+CREATE AGENT judge USING MODEL m USING PROMPT 'Judge.';
+CREATE AGENT r USING AGENTS writer, judge WITH ('type' = 'reflection', 'pass_condition' = '$.ok');
+"""
+
+
+def test_a_reflection_agent_is_the_one_no_other_agent_uses() -> None:
+    agent = load_sql_text(REFLECTION)
+    assert agent.name == "r"
+    opts = AgentPlan.compile(agent).actions["draft"].config["options"]
+    assert (opts.pass_condition, opts.loop.max_iterations) == ("$.ok", 4)
+    assert load_sql_text(REFLECTION, agent="writer").name == "writer"  # a drafter alone
+    with pytest.raises(DefinitionError, match=r"^<sql>:4:62: drafter and critic run under one set of loop "
+                                              r"options, and 'max_iterations' differs \(also at <sql>:3:"):
+        load_sql_text(REFLECTION.replace("PROMPT 'Judge.'", "PROMPT 'Judge.' WITH ('max_iterations' = 2)"))
+    with pytest.raises(DefinitionError, match=r"^<sql>:5:14: agent 'r' refers to itself"):
+        load_sql_text(REFLECTION.replace("writer, judge", "r, judge"))
+    with pytest.raises(DefinitionError, match=r"^<sql>:6:30: agent 'r' is a reflection agent: a drafter"):
+        load_sql_text(REFLECTION + "CREATE AGENT r2 USING AGENTS r, judge;")
+    with pytest.raises(DefinitionError, match=r"^<sql>:5:68: ReflectionOptions.max_iterations: 'x' is not"):
+        load_sql_text(REFLECTION.replace("'type' = 'reflection'", "'max_iterations' = 'x'"))
+
+
+def test_a_file_of_several_agents_names_the_one_to_load(tmp_path: Path) -> None:
+    assert load_agent(f"{DEFS / 'agents.sql'}#haiku").name == "haiku"
+    with pytest.raises(DefinitionError, match=r"creates 2 agents no other agent uses \(react, haiku\)"):
+        load_sql(DEFS / "agents.sql")
+    settings = load_settings(env={}, overrides={"agent": str(DEFS / "agents.sql")})
+    assert settings.agent.endswith("agents.sql")  # a file is an agent, without a colon
+
+
+def test_eddies_check_validates_sql_offline(tmp_path: Path) -> None:
+    good = CliRunner().invoke(app, ["check", str(DEFS / "agents.sql"), "--agent", "haiku"])
+    assert good.exit_code == 0, good.output
+    assert "agent haiku (version 1): valid" in good.output
+    assert "chat_model writer: ChatModelSetup" in good.output
+    remote = tmp_path / "remote.sql"
+    remote.write_text(REMOTE_SQL)
+    checked = CliRunner().invoke(app, ["check", str(remote)])  # offline: no server is asked
+    assert checked.exit_code == 0, checked.output
+    assert "tool get_current_time: RemoteTool" in checked.output
+    bad = tmp_path / "bad.sql"
+    bad.write_text(BASE.replace("TOOLS adder", "TOOLS sub"))
+    failed = CliRunner().invoke(app, ["check", str(bad)])
+    assert failed.exit_code == 2 and "bad.sql:5:68: tool 'sub' is not created in this file" in failed.output
