@@ -169,12 +169,13 @@ def _reason(err: BaseException, server: A2aServer) -> str:
     return _scrub(f"{type(err).__name__}: {err}", server)[:300]
 
 
-def discover_tools(agent: Agent, timeout: float = 30.0) -> None:
+def discover_tools(agent: Agent, timeout: float = 30.0, inherited: Mapping[str, Any] | None = None) -> None:
     """Fetch the agent card of each A2A tool resource of ``agent`` and fill its
     ``discovered`` spec (name and description from the card, unless the tool gives them);
     a card that cannot be fetched, or is no agent card, is a ConfigurationError naming
     the resource and URL. Nothing to do (and no import) for an agent without A2A tools."""
-    servers = {r.name: r.obj for r in agent.resources if r.type is ResourceType.A2A_SERVER}
+    servers = {**(inherited or {}),  # a sub-agent's callers' servers, under its own
+               **{r.name: r.obj for r in agent.resources if r.type is ResourceType.A2A_SERVER}}
     for res in agent.resources:
         tool = res.obj
         if res.type is not ResourceType.TOOL or not isinstance(tool, A2aTool) or tool.discovered:

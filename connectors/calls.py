@@ -30,7 +30,7 @@ from eddies.events import (
     MessageRole,
     decode_value,
 )
-from eddies.events.ids import call_digest, result_event_id
+from eddies.events.ids import call_digest, result_event_id, scope_of_call
 
 from . import secrets
 from .token_budget import fit
@@ -93,6 +93,8 @@ class CallPerformer:
         call = decode_value(req.args, f"arguments of {req.call_id}")
         args, kwargs = call.get("args", []), call.get("kwargs", {})
         kind = req.kind
+        scope = scope_of_call(req.call_id)
+        plan = self.plan.for_scope(scope) if scope else self.plan  # a sub-agent's resources
         if kind is CallKind.FUNCTION:
             return self.call(self.resolver(req) or import_target(req.target), args, kwargs)
         if kind is CallKind.RECONCILE:
@@ -101,10 +103,10 @@ class CallPerformer:
                 return self.call(fn, [], {})
             return self.call(fn, args, kwargs)
         if kind is CallKind.CHAT_MODEL:
-            setup = self.plan.chat_model(req.target)
-            conn = self.plan.resource(setup.connection)
+            setup = plan.chat_model(req.target)
+            conn = plan.resource(setup.connection)
             messages = [message_from_value(m) for m in kwargs.pop("messages")]
-            tools = self.plan.tool_specs(req.target)
+            tools = plan.tool_specs(req.target)
             budget = kwargs.pop(BUDGET_ARG, None)
             offered = kwargs.get("tools", tools)  # a summary call is offered none
             fitted = None if budget is None else fit(conn, messages, setup.model, offered, budget)
@@ -121,17 +123,20 @@ class CallPerformer:
                 extras[REPORT_KEY] = fitted.report
             return reply
         if kind is CallKind.TOOL:
-            tool = self.plan.tool(req.target)
+            tool = plan.tool(req.target)
             if isinstance(tool, RemoteTool):
                 if tool.protocol == "a2a":
                     from eddies.connectors.a2a import call_tool as call_agent
 
-                    return call_agent(self.plan, tool, kwargs, req.call_id)
+                    return call_agent(plan, tool, kwargs, req.call_id)
                 from eddies.connectors.mcp import call_tool
 
-                return call_tool(self.plan, tool, kwargs, req.call_id)
+                return call_tool(plan, tool, kwargs, req.call_id)
             if args:  # a positional call: as asked, without conversions
                 return self.call(tool.fn, args, kwargs)
+            for param, source in tool.inject.items():
+                if source == "call:id":
+                    kwargs[param] = req.call_id
             return self.call(tool.call, [kwargs], {})
         if kind is CallKind.TIMER:  # performed at its due time: nothing else to do
             return None

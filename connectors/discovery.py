@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
-from eddies.engine import Agent
+from eddies.engine import Agent, ResourceType
 
 from .secrets import remember
 
@@ -30,8 +31,21 @@ def discover_tools(agent: Agent, timeout: float = 30.0) -> None:
     server asked once per process); a ConfigurationError names what cannot be used."""
     from eddies.connectors import a2a, mcp
 
-    mcp.discover_tools(agent, timeout)
-    a2a.discover_tools(agent, timeout)
+    seen: set[int] = set()  # a cycle of sub-agents is the plan's error to name, not a hang here
+
+    def walk(agent: Agent, servers: dict[str, Any]) -> None:
+        if id(agent) in seen:
+            return
+        seen.add(id(agent))
+        mcp.discover_tools(agent, timeout, servers)
+        a2a.discover_tools(agent, timeout, servers)
+        here = {**servers, **{r.name: r.obj for r in agent.resources
+                              if r.type in (ResourceType.MCP_SERVER, ResourceType.A2A_SERVER)}}
+        for res in agent.resources:  # internal sub-agents use their callers' servers too
+            if res.type is ResourceType.AGENT and isinstance(res.obj, Agent):
+                walk(res.obj, here)
+
+    walk(agent, {})
 
 
 def secret(name: str, what: str) -> str:

@@ -148,11 +148,12 @@ def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"[:300]
 
 
-def discover_tools(agent: Agent, timeout: float = 30.0) -> None:
+def discover_tools(agent: Agent, timeout: float = 30.0, inherited: Mapping[str, Any] | None = None) -> None:
     """List the server of each MCP tool resource of ``agent`` and fill its ``discovered``
     specs; an ``allowed_tools`` name the server lacks is a ConfigurationError naming it.
     Nothing to do (and no import) for an agent without MCP tools."""
-    servers = {r.name: r.obj for r in agent.resources if r.type is ResourceType.MCP_SERVER}
+    servers = {**(inherited or {}),  # a sub-agent's callers' servers, under its own
+               **{r.name: r.obj for r in agent.resources if r.type is ResourceType.MCP_SERVER}}
     for res in agent.resources:
         tool = res.obj
         if res.type is not ResourceType.TOOL or not isinstance(tool, McpTool) or tool.discovered:

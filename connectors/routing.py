@@ -132,7 +132,7 @@ class Router:
             else:
                 produce(prod, self.names.requests, data, key, headers=HEADERS)
             self.counters.inc("requests")
-        elif isinstance(payload, OutputEvent):
+        elif isinstance(payload, OutputEvent) and not ev.scope:  # a sub-agent answers its caller only
             produce(prod, self.names.output, data, key, headers=HEADERS)
             error = payload.error
             self.counters.inc("outputs_failed" if error else "outputs")

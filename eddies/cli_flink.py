@@ -6,6 +6,7 @@ Nothing here imports PyFlink until a command runs (``eddies[flink]`` is an extra
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -65,8 +66,14 @@ def run_cmd(
                          flink_checkpoint_interval_ms=checkpoint_interval_ms,
                          flink_checkpoint_dir=checkpoint_dir, flink_state_backend=state_backend,
                          exactly_once=exactly_once)
+    import dataclasses
+
+    from eddies.connectors.declarative import SUFFIXES
     from eddies.connectors.kafka.settings import load_agent
 
+    path, _, name = settings.agent.partition("#")
+    if path.endswith(SUFFIXES):  # the tasks' Python workers may run in another directory
+        settings = dataclasses.replace(settings, agent=f"{Path(path).resolve()}{'#' + name if name else ''}")
     load_agent(settings.agent)  # a wrong agent fails here, not in a task
     with _kafka(settings, check=False) as s:
         jars, embedded = preflight(s)

@@ -24,6 +24,7 @@ from .reflection import ReflectionAgent, ReflectionOptions
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool
 from .resources import ChatModelConnection, ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .state import SessionState
+from .subagents import Result, Subagent
 
 __all__ = [
     "A2aServer",
@@ -50,9 +51,11 @@ __all__ = [
     "ReflectionAgent",
     "ReflectionOptions",
     "ResourceType",
+    "Result",
     "RunnerContext",
     "SessionMachine",
     "SessionState",
+    "Subagent",
     "ToolNotApprovedError",
     "ToolSpec",
     "UnsupportedEventError",

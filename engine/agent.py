@@ -72,6 +72,11 @@ class Agent:
 
     name: str = ""
     version: str = "1"
+    #: Whether it may run as another agent's sub-agent (an AGENT resource): an agent
+    #: written to be called (its input a prompt, its OutputEvent the answer) says so.
+    subagent_compatible: bool = False
+    #: What it does, as a model calling it as a tool is told.
+    description: str = ""
 
     def __init__(
         self,
@@ -80,9 +85,15 @@ class Agent:
         config: dict[str, Any] | None = None,
         *,
         builtin_actions: bool = True,
+        subagent_compatible: bool | None = None,
+        description: str | None = None,
     ) -> None:
         self.name = name or type(self).name or type(self).__name__
         self.version = version or type(self).version
+        if subagent_compatible is not None:
+            self.subagent_compatible = subagent_compatible
+        if description is not None:
+            self.description = description
         self.config: dict[str, Any] = dict(config or {})
         self.builtin_actions = builtin_actions
         self.actions: list[ActionSpec] = []

@@ -19,6 +19,7 @@ from .durable import Outcome
 
 if TYPE_CHECKING:
     from .context import RunnerContext
+    from .state import CallRecord
 
 
 class Suspend(BaseException):
@@ -46,6 +47,8 @@ class CallAwaitable:
             if rec is None:
                 yield SUSPEND
                 rec = ctx._run.calls[spec.cid]
+            if spec.result is not None:
+                return spec.result(rec, spec.cid)
             return ctx._unwrap(rec, spec.cid)
         records = [ctx._record(spec) for spec in self._specs]
         pending = False
@@ -59,6 +62,9 @@ class CallAwaitable:
             records = [calls[spec.cid] for spec in self._specs]
         outcomes = []
         for rec, spec in zip(records, self._specs, strict=True):
+            if spec.result is not None:  # a sub-agent's call: its Result, never an error
+                outcomes.append(Outcome(value=spec.result(rec, spec.cid)))  # type: ignore[arg-type]
+                continue
             try:
                 outcomes.append(Outcome(value=ctx._unwrap(rec, spec.cid)))  # type: ignore[arg-type]
             except Exception as err:
@@ -71,7 +77,7 @@ class CallSpec:
     journal records and a replay compares), and how the call may be performed."""
 
     __slots__ = ("args", "cid", "due_after", "due_at", "fn", "idempotent", "kind", "kwargs",
-                 "notice", "reconciler", "target")
+                 "notice", "reconciler", "result", "target")
 
     def __init__(
         self,
@@ -98,6 +104,9 @@ class CallSpec:
         # An event announcing the call (an approval request), emitted once, when the call
         # is first issued.
         self.notice: Event | None = None
+        # What an awaiting action gets of the call's record instead of its value (a
+        # sub-agent's Result), if not the value.
+        self.result: Callable[[CallRecord, str], Any] | None = None
 
 
 def duration_ms(duration: float | timedelta, what: str) -> int:

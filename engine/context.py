@@ -43,10 +43,12 @@ from .durable import (
 )
 from .handles import ChatModelHandle, ToolHandle, call_tools
 from .resources import ResourceType
-from .state import OK, TERMINAL, CallRecord, Invocation, RunState, SessionState
+from .state import OK, TERMINAL, CallRecord, Frame, Invocation, RunState, SessionState
+from .subagents import Subagent
 
 if TYPE_CHECKING:
     from .machine import SessionMachine
+    from .plan import AgentPlan
 
 _MISSING = object()
 
@@ -62,18 +64,22 @@ class Memory:
     Example: ``ctx.short_term_memory.set("count", ctx.short_term_memory.get("count", 0) + 1)``.
     """
 
-    __slots__ = ("_base", "_name", "_writes")
+    __slots__ = ("_base", "_name", "_under", "_writes")
 
-    def __init__(self, base: dict[str, str], name: str) -> None:
+    def __init__(self, base: dict[str, str], name: str, under: Mapping[str, str] | None = None) -> None:
         self._base = base
         self._writes: dict[str, str | None] = {}
         self._name = name
+        # A sub-agent's memory reads its parent's where it has no key of its own (read-only).
+        self._under: Mapping[str, str] = under or {}
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value of ``key`` (a fresh copy), or ``default``."""
         text = self._writes.get(key, _MISSING)
         if text is _MISSING:
             text = self._base.get(key)
+            if text is None:
+                text = self._under.get(key)
         if text is None:
             return default
         return decode_value(text)  # type: ignore[arg-type]
@@ -89,12 +95,12 @@ class Memory:
     def __contains__(self, key: object) -> bool:
         if key in self._writes:
             return self._writes[key] is not None
-        return key in self._base
+        return key in self._base or key in self._under
 
     def keys(self) -> Iterator[str]:
         """Keys present, including this action's writes."""
         seen = set()
-        for k in (*self._base, *self._writes):
+        for k in (*self._under, *self._base, *self._writes):
             if k not in seen and k in self:
                 seen.add(k)
                 yield k
@@ -149,16 +155,20 @@ class RunnerContext:
             ctx.send_event(OutputEvent(output=n))
     """
 
-    __slots__ = ("_children", "_inv", "_machine", "_metrics", "_ordinal", "_run", "_sensory",
-                 "_short_term", "_state", "notices", "requests", "sent", "waiting")
+    __slots__ = ("_children", "_frame", "_inv", "_machine", "_metrics", "_ordinal", "_plan", "_run",
+                 "_sensory", "_short_term", "_state", "notices", "requests", "sent", "waiting")
 
     def __init__(
-        self, machine: SessionMachine, state: SessionState, run: RunState, inv: Invocation
+        self, machine: SessionMachine, state: SessionState, run: RunState, inv: Invocation,
+        frame: Frame | None = None,
     ) -> None:
         self._machine = machine
         self._state = state
         self._run = run
         self._inv = inv
+        # A sub-agent's frame (None: the agent's own run) and the plan its actions run in.
+        self._frame = frame
+        self._plan: AgentPlan = machine.plan if frame is None else machine.plan.for_scope(frame.scope)
         self._ordinal = 0
         self._children = 0
         self.sent: list[Event] = []
@@ -172,16 +182,23 @@ class RunnerContext:
 
     @property
     def short_term_memory(self) -> Memory:
-        """Per-session memory that persists across runs (JSON values)."""
+        """Per-session memory that persists across runs (JSON values). In a sub-agent: its
+        own, over its parent's, which it reads but never changes."""
         if self._short_term is None:
-            self._short_term = Memory(self._state.memory, "short_term_memory")
+            frame = self._frame
+            if frame is None:
+                self._short_term = Memory(self._state.memory, "short_term_memory")
+            else:
+                self._short_term = Memory(frame.memory, "short_term_memory",
+                                          self._machine.parent_memory(self._state, self._run, frame))
         return self._short_term
 
     @property
     def sensory_memory(self) -> Memory:
-        """Per-run memory, cleared when the run ends (JSON values)."""
+        """Per-run memory, cleared when the run ends (JSON values); a sub-agent has its own."""
         if self._sensory is None:
-            self._sensory = Memory(self._run.sensory, "sensory_memory")
+            frame = self._frame
+            self._sensory = Memory(self._run.sensory if frame is None else frame.sensory, "sensory_memory")
         return self._sensory
 
     @property
@@ -219,12 +236,12 @@ class RunnerContext:
     @property
     def config(self) -> Mapping[str, Any]:
         """The agent's configuration (read-only)."""
-        return self._machine.plan.config
+        return self._plan.config
 
     @property
     def action_config(self) -> Mapping[str, Any]:
         """This action's configuration (keyword arguments of ``@action``)."""
-        return self._machine.plan.actions[self._inv.action].config
+        return self._plan.actions[self._inv.action].config
 
     def next_session_id(self) -> str:
         """A deterministic id for a child session started by this action."""
@@ -249,7 +266,7 @@ class RunnerContext:
     def get_resource(self, name: str, resource_type: ResourceType | None = None) -> Any:
         """A resource by name. Chat models and tools come back as handles whose calls are
         durable: ``ctx.get_resource("llm", ResourceType.CHAT_MODEL).chat(messages)``."""
-        entry = self._machine.plan.resources.get(name)
+        entry = self._plan.resources.get(name)
         if entry is None:
             raise KeyError(f"resource {name!r} is not defined")
         rtype, obj = entry
@@ -259,6 +276,8 @@ class RunnerContext:
             return ChatModelHandle(self, name, obj)
         if rtype is ResourceType.TOOL:
             return ToolHandle(self, name, obj.idempotent)
+        if rtype is ResourceType.AGENT:
+            return Subagent(name, obj.description)
         return obj
 
     def call_tools_async(self, model: str, tool_calls: list[ToolCall]
@@ -309,20 +328,17 @@ class RunnerContext:
         )
         return CallAwaitable(self, [spec], batch=False)
 
-    def durable_execute_all_async(self, calls: list[DurableCall]) -> CallAwaitable:
-        """Run several calls in parallel; resolves to a list of :class:`Outcome` in order."""
-        specs = [
-            CallSpec(
-                CallKind.FUNCTION,
-                function_name(c.func),
-                c.args,
-                c.kwargs,
-                c.func,
-                c.reconciler,
-                c.idempotent,
-            )
-            for c in calls
-        ]
+    def durable_execute_all_async(self, calls: list[DurableCall | CallAwaitable]) -> CallAwaitable:
+        """Run several calls in parallel; resolves to a list of :class:`Outcome` in order.
+        Besides functions (:class:`DurableCall`), sub-agent calls
+        (``subagent.as_async_callable(ctx, prompt)``): their Outcome's value is the Result."""
+        specs = []
+        for c in calls:
+            if isinstance(c, CallAwaitable):
+                specs.extend(c._specs)
+                continue
+            specs.append(CallSpec(CallKind.FUNCTION, function_name(c.func), c.args, c.kwargs, c.func,
+                                  c.reconciler, c.idempotent))
         return CallAwaitable(self, specs, batch=True)
 
     # --- timers and signals ---------------------------------------------------------------
@@ -435,7 +451,7 @@ class RunnerContext:
             self.requests.append(DurableCallRequest(
                 call_id=cid, kind=spec.kind, target=spec.target, args=args,
                 idempotent=spec.idempotent, attempt=1,
-                timeout_ms=self._machine.plan.call_timeout(spec.kind, spec.target), digest=dig,
+                timeout_ms=self._plan.call_timeout(spec.kind, spec.target), digest=dig,
                 not_before=rec.due))
             if spec.notice is not None:
                 self.notices.append(spec.notice)

@@ -30,7 +30,8 @@ from . import approval
 from .calls import CallSpec, signal_wait_spec
 from .durable import DurableCallError, Outcome
 from .remote_tools import AnyTool
-from .resources import ChatModelSetup
+from .resources import ChatModelSetup, ResourceType
+from .subagents import Result, Subagent
 from .tool_args import ToolArgumentError, problem
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class ToolHandle:
         injected ones are filled in. A tool that ``requires_approval`` first waits for
         it, and raises :class:`~eddies.engine.approval.ToolNotApprovedError` if refused."""
         ctx = self._ctx
-        plan = ctx._machine.plan
+        plan = ctx._plan
         tool = plan.tool(self.name)
         arguments = prepared(ctx, tool, arguments)
         if tool.requires_approval:
@@ -118,7 +119,7 @@ def approval_wait(ctx: RunnerContext, name: str, tool: AnyTool, arguments: dict[
                   tool_call_id: str, ahead: int = 0) -> CallSpec:
     """The wait for a person's approval of one call of ``tool`` (the call ``ctx`` makes
     ``ahead`` calls from now), announced by an ApprovalRequestEvent."""
-    waited = approval.timeout_ms(tool, ctx._machine.plan.config)
+    waited = approval.timeout_ms(tool, ctx._plan.config)
     signal = approval.signal_name(ctx._next_call_id(ahead))
     spec = signal_wait_spec(signal, timedelta(milliseconds=waited))
     # The deadline the wait gets when it is issued (the notice is emitted then only: a
@@ -132,7 +133,7 @@ async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> l
     durable TOOL call; one the model's setup does not offer is a ToolNotOfferedError, and
     one that requires approval waits for it (beside the other calls) and runs once
     approved. The results in the order of ``calls``; errors are results the model sees."""
-    plan = ctx._machine.plan
+    plan = ctx._plan
     results: list[ToolResult | None] = [None] * len(calls)
     waits: list[tuple[int, CallSpec]] = []  # approval waits
     ready: list[tuple[int, CallSpec]] = []  # calls that need none
@@ -144,6 +145,15 @@ async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> l
             results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(
                 "ToolNotOfferedError", f"no tool {tc.name!r} is offered to model {model!r}"
                 f" (it offers: {', '.join(offered) or 'none'})", category=ErrorCategory.PERMANENT))
+            continue
+        if plan.resources[tc.name][0] is ResourceType.AGENT:  # a sub-agent, as a tool
+            prompt = tc.arguments.get("prompt") if isinstance(tc.arguments, Mapping) else None
+            if not isinstance(prompt, str):
+                results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(
+                    "ToolArgumentError", f"tool {tc.name!r}: prompt: expected text",
+                    category=ErrorCategory.PERMANENT))
+            else:
+                ready.append((i, Subagent(tc.name)._spec(prompt, None, None)))
             continue
         tool = plan.tool(tc.name)
         try:
@@ -198,6 +208,8 @@ def prepared(ctx: RunnerContext, tool: AnyTool, arguments: Mapping[str, Any]) ->
     out = dict(given)
     for name, source in inject.items():
         kind, _, key = source.partition(":")
+        if kind == "call":  # the executor fills it in: the call has no id yet
+            continue
         where = ctx.config if kind == "config" else ctx.short_term_memory
         value = where.get(key, _MISSING)
         if value is _MISSING:
@@ -212,6 +224,10 @@ def _tool_call(tc: ToolCall, tool: AnyTool) -> CallSpec:
 
 def _tool_result(tc: ToolCall, outcome: Outcome) -> ToolResult:
     err = outcome.error
+    if isinstance(outcome.value, Result):  # a sub-agent's answer: its result, or its error
+        if outcome.value.success:
+            return ToolResult(tc.id, tc.name, outcome.value.result)
+        err = outcome.value.exception
     if err is None:
         return ToolResult(tc.id, tc.name, outcome.value)
     if isinstance(err, DurableCallError):

@@ -33,10 +33,12 @@ from eddies.events import (
     InputEvent,
     OutputEvent,
     SignalEvent,
+    SubagentCallEvent,
+    encode_value,
     envelope_problem,
     event_type_name,
 )
-from eddies.events.ids import event_id, session_of_call
+from eddies.events.ids import event_id, scope_of_call, session_of_call
 
 from .agent import Agent
 from .calls import SUSPEND, Suspend
@@ -44,10 +46,12 @@ from .context import RunnerContext
 from .durable import JournalMismatchError
 from .outcomes import CallOutcomes
 from .plan import AgentPlan
+from .scopes import Scopes, scope_key, subagent_input
 from .state import (
     INPUT_DEDUP_WINDOW,
     TERMINAL,
     CallRecord,
+    Frame,
     Invocation,
     RunState,
     SessionState,
@@ -60,7 +64,7 @@ class UnsupportedEventError(ValueError):
     """An event the machine does not accept from outside (it emits those itself)."""
 
 
-class SessionMachine(CallOutcomes):
+class SessionMachine(Scopes, CallOutcomes):
     """Drives sessions of one agent. Holds no session state, only the compiled plan and a
     cache of live callables for the calls in flight (rebuilt by :meth:`resume`)."""
 
@@ -138,26 +142,32 @@ class SessionMachine(CallOutcomes):
         self._replay_waiting(state, run)
         again: list[AgentEvent] = []
         for cid, rec in run.calls.items():
-            if rec.status in TERMINAL:
+            if rec.status in TERMINAL or self._internal(cid, rec):
                 continue
             payload = self._request(cid, rec, self._args.get(cid) or rec.args)
             if payload.for_executor:
+                holder = self._holder(run, cid)
+                active = None if holder is None else holder.active
                 again.append(self._envelope(state, rec.request_id, 0, payload, None,
-                                            run.active.action))
+                                            None if active is None else active.action,
+                                            scope_of_call(cid)))
         return state, again
 
     def _replay_waiting(self, state: SessionState, run: RunState) -> None:
-        """Re-execute the run's waiting action from the journal (calling nothing: every
-        call it reaches exists), so its callables and call arguments are known again."""
-        assert run.active is not None
-        self._live.pop(self._live_key(state, run, run.active), None)
-        self._run_action(state, run, run.active)  # SUSPENDED: nothing new can happen
+        """Re-execute the run's waiting actions (its own, its sub-agents') from the journal
+        (calling nothing: every call they reach exists), so their callables and call
+        arguments are known again."""
+        for frame in (None, *run.frames.values()):
+            holder = run if frame is None else frame
+            if holder.active is not None:
+                self._live.pop(self._live_key(state, run, holder.active), None)
+                self._run_action(state, run, holder.active, frame)  # SUSPENDED: nothing new happens
 
     def _arguments(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord) -> str:
         """The arguments of a call in flight: known since it was issued or replayed here,
         in the record (a state saved before they left it), or computed by a replay."""
         args = self._args.get(call_id) or rec.args
-        if not args and run.active is not None:
+        if not args and (run.active is not None or run.frames):
             self._replay_waiting(state, run)
             args = self._args.get(call_id, "")
         return args
@@ -291,51 +301,72 @@ class SessionMachine(CallOutcomes):
             self._enqueue(run, inp)
             self._drive(state, out)
 
-    def _enqueue(self, run: RunState, trigger: AgentEvent) -> None:
-        for spec in self.plan.actions_for(trigger.type):
+    def _enqueue(self, run: RunState, trigger: AgentEvent, frame: Frame | None = None) -> None:
+        plan = self.plan if frame is None else self.plan.for_scope(frame.scope)
+        pending = run.pending if frame is None else frame.pending
+        for spec in plan.actions_for(trigger.type):
             run.invocations += 1
-            run.pending.append(Invocation(run.invocations, spec.name, trigger))
+            pending.append(Invocation(run.invocations, spec.name, trigger))
 
-    def _drive(self, state: SessionState, out: list[AgentEvent]) -> None:
-        """Run the current run's invocations until one waits for a call or none is left."""
+    def _drive(self, state: SessionState, out: list[AgentEvent], frame: Frame | None = None) -> None:
+        """Run the invocations of the current run (of its sub-agent ``frame``) until one
+        waits for a call or none is left."""
         run = state.run
-        while run is not None and state.run is run:
-            inv = run.active
+        holder: RunState | Frame | None = run if frame is None else frame
+        scope = () if frame is None else frame.scope
+        while run is not None and state.run is run and holder is not None:
+            if frame is not None and run.frames.get(scope_key(scope)) is not frame:
+                return  # ended meanwhile (its timeout)
+            inv = holder.active
             if inv is None:
-                if not run.pending:
-                    self._finish(state, run, failed=False)
+                if not holder.pending:
+                    if frame is None:
+                        self._finish(state, run, failed=False)
+                    else:
+                        self._child_done(state, run, frame, out)
                     return
-                inv = run.pending.popleft()
-                run.active = inv
-            failure, ctx = self._run_action(state, run, inv)
+                inv = holder.pending.popleft()
+                holder.active = inv
+            failure, ctx = self._run_action(state, run, inv, frame)
+            starts: list[tuple[DurableCallRequest, AgentEvent]] = []
             if ctx.requests:
+                internal = ctx._plan.subagents
                 for req in ctx.requests:
-                    env = self._emit(state, run, req, inv.trigger.event_id, inv.action, out)
+                    if req.kind is CallKind.SUBAGENT and req.target in internal:
+                        env = self._emit(state, run, SubagentCallEvent(
+                            req.call_id, req.target, subagent_input(req)), inv.trigger.event_id,
+                            inv.action, out, scope)
+                        starts.append((req, env))
+                    else:
+                        env = self._emit(state, run, req, inv.trigger.event_id, inv.action, out, scope)
                     run.calls[req.call_id].request_id = env.event_id
                     self.stats["calls"] += 1
                 for notice in ctx.notices:
-                    self._emit(state, run, notice, inv.trigger.event_id, inv.action, out)
+                    self._emit(state, run, notice, inv.trigger.event_id, inv.action, out, scope)
             if failure is SUSPENDED:
-                run.waiting = ctx.waiting
+                holder.waiting = ctx.waiting
+                for req, env in starts:  # each may answer at once, and resume this action
+                    self._start_child(state, run, scope, inv, req, env, out)
                 return
-            run.active = None
+            holder.active = None
             if failure is not None:
-                self._fail(state, run, inv, failure, out)
+                self._fail(state, run, inv, failure, out, frame)
                 return
-            self._complete(state, run, inv, ctx, out)
+            self._complete(state, run, inv, ctx, out, frame)
 
     @staticmethod
     def _live_key(state: SessionState, run: RunState, inv: Invocation) -> tuple[str, int, int]:
         return (state.session_id, run.number, inv.number)
 
     def _run_action(
-        self, state: SessionState, run: RunState, inv: Invocation
+        self, state: SessionState, run: RunState, inv: Invocation, frame: Frame | None = None
     ) -> tuple[Any, RunnerContext]:
-        """Execute, resume or replay one action.
+        """Execute, resume or replay one action (of sub-agent ``frame``).
 
         Returns (None if it completed, SUSPENDED, or an ErrorInfo) and its context.
         """
-        spec = self.plan.actions[inv.action]
+        plan = self.plan if frame is None else self.plan.for_scope(frame.scope)
+        spec = plan.actions[inv.action]
         coro: Any = None
         key = self._live_key(state, run, inv)
         if spec.is_async:
@@ -346,9 +377,9 @@ class SessionMachine(CallOutcomes):
                 ctx.notices = []
                 ctx.waiting = []
             else:
-                ctx = RunnerContext(self, state, run, inv)
+                ctx = RunnerContext(self, state, run, inv, frame)
         else:
-            ctx = RunnerContext(self, state, run, inv)
+            ctx = RunnerContext(self, state, run, inv, frame)
         try:
             if not spec.is_async:
                 spec.fn(inv.trigger.payload, ctx)
@@ -381,6 +412,7 @@ class SessionMachine(CallOutcomes):
         inv: Invocation,
         ctx: RunnerContext,
         out: list[AgentEvent],
+        frame: Frame | None = None,
     ) -> None:
         if ctx._short_term is not None:
             size = ctx._short_term.size_after_commit() if ctx._short_term.written else 0
@@ -389,7 +421,7 @@ class SessionMachine(CallOutcomes):
                     "MemoryLimitError",
                     f"action {inv.action!r} would make the short-term memory of session "
                     f"{state.session_id} {size} bytes, over max_memory_bytes={self._max_memory}; "
-                    "its writes were discarded"), out)
+                    "its writes were discarded"), out, frame)
                 return
             ctx._short_term.commit()
         if ctx._sensory is not None:
@@ -409,11 +441,16 @@ class SessionMachine(CallOutcomes):
                     "events; is an action looping?",
                 ),
                 out,
+                frame,
             )
             return
+        scope = () if frame is None else frame.scope
         for payload in ctx.sent:
-            env = self._emit(state, run, payload, inv.trigger.event_id, inv.action, out)
-            self._enqueue(run, env)
+            env = self._emit(state, run, payload, inv.trigger.event_id, inv.action, out, scope)
+            if frame is not None and isinstance(payload, OutputEvent):  # the answer, so far
+                frame.output = None if payload.error else encode_value(payload.output, "OutputEvent.output")
+                frame.error = payload.error
+            self._enqueue(run, env, frame)
 
     def _fail(
         self,
@@ -422,18 +459,30 @@ class SessionMachine(CallOutcomes):
         inv: Invocation,
         error: ErrorInfo,
         out: list[AgentEvent],
+        frame: Frame | None = None,
     ) -> None:
-        self._emit(state, run, OutputEvent(None, error), inv.trigger.event_id, inv.action, out)
-        self._finish(state, run, failed=True)
+        """An action failed: the run ends with a failed OutputEvent; in a sub-agent, the
+        sub-agent does, and its caller gets a failed Result."""
+        self._emit(state, run, OutputEvent(None, error), inv.trigger.event_id, inv.action, out,
+                   () if frame is None else frame.scope)
+        if frame is None:
+            self._finish(state, run, failed=True)
+            return
+        frame.output, frame.error = None, error
+        frame.pending.clear()
+        frame.active = None
+        self._child_done(state, run, frame, out)
 
     def _finish(self, state: SessionState, run: RunState, failed: bool) -> None:
         for cid in run.calls:
             self._callables.pop(cid, None)
             self._args.pop(cid, None)
-        if run.active is not None:
-            live = self._live.pop(self._live_key(state, run, run.active), None)
-            if live is not None:
-                live[0].close()
+        holders: list[RunState | Frame] = [run, *run.frames.values()]
+        for holder in holders:
+            if holder.active is not None:
+                live = self._live.pop(self._live_key(state, run, holder.active), None)
+                if live is not None:
+                    live[0].close()
         state.run = None
         self.stats["runs_failed" if failed else "runs_completed"] += 1
 
@@ -446,22 +495,24 @@ class SessionMachine(CallOutcomes):
         causation: str | None,
         action: str | None,
         out: list[AgentEvent],
+        scope: tuple[str, ...] = (),
     ) -> AgentEvent:
         state.seq += 1
         type_name = payload.event_type
         if type_name == "CustomEvent":
             type_name = event_type_name(payload)
+        plan = self.plan.for_scope(scope) if scope else self.plan
         env = AgentEvent(
             event_id(state.session_id, state.seq, type_name, causation),
             state.session_id,
             state.seq,
             run.number,
-            (),
+            scope,
             type_name,
             causation,
             action,
-            self.plan.agent_name,
-            self.plan.agent_version,
+            plan.agent_name,
+            plan.agent_version,
             state.clock,
             payload,
         )
@@ -476,11 +527,13 @@ class SessionMachine(CallOutcomes):
         payload: Event,
         causation: str | None,
         action: str | None,
+        scope: tuple[str, ...] = (),
     ) -> AgentEvent:
         run = state.run.number if state.run else 0
+        plan = self.plan.for_scope(scope) if scope else self.plan
         return AgentEvent(
-            eid, state.session_id, seq, run, (), event_type_name(payload), causation, action,
-            self.plan.agent_name, self.plan.agent_version, state.clock, payload,
+            eid, state.session_id, seq, run, scope, event_type_name(payload), causation, action,
+            plan.agent_name, plan.agent_version, state.clock, payload,
         )
 
 

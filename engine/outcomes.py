@@ -25,11 +25,12 @@ from eddies.events import (
     decode_value,
     encode_value,
 )
-from eddies.events.ids import call_digest, call_id
+from eddies.events.ids import call_digest, call_id, scope_of_call
 
 from .budgets import spent
 from .durable import JournalMismatchError
 from .halts import halted
+from .scopes import SUBAGENT_DEADLINE
 from .state import (
     ERROR,
     OK,
@@ -37,6 +38,7 @@ from .state import (
     RECONCILING,
     TERMINAL,
     CallRecord,
+    Frame,
     Invocation,
     RunState,
     SessionState,
@@ -70,12 +72,16 @@ class CallOutcomes:
         def _arguments(self, state: SessionState, run: RunState, call_id: str,
                        rec: CallRecord) -> str: ...
         def _emit(self, state: SessionState, run: RunState, payload: Event,
-                  causation: str | None, action: str | None, out: list[AgentEvent]) -> AgentEvent: ...
-        def _drive(self, state: SessionState, out: list[AgentEvent]) -> None: ...
+                  causation: str | None, action: str | None, out: list[AgentEvent],
+                  scope: tuple[str, ...] = ()) -> AgentEvent: ...
+        def _drive(self, state: SessionState, out: list[AgentEvent], frame: Frame | None = None) -> None: ...
+        def _holder(self, run: RunState, cid: str) -> RunState | Frame | None: ...
+        def _deadline_due(self, state: SessionState, run: RunState, cid: str,
+                          out: list[AgentEvent]) -> None: ...
         def _start_runs(self, state: SessionState, out: list[AgentEvent]) -> None: ...
         def _finish(self, state: SessionState, run: RunState, failed: bool) -> None: ...
         def _fail(self, state: SessionState, run: RunState, inv: Invocation, error: ErrorInfo,
-                  out: list[AgentEvent]) -> None: ...
+                  out: list[AgentEvent], frame: Frame | None = None) -> None: ...
         def _remember_input(self, state: SessionState, ev: AgentEvent) -> bool: ...
 
     def _accept_result(
@@ -97,12 +103,14 @@ class CallOutcomes:
             )
         )
         if result.digest and result.digest != rec.digest:
-            inv = run.active
-            assert inv is not None  # a run with calls in flight has an action waiting
+            holder = self._holder(run, result.call_id)
+            inv = None if holder is None else holder.active
+            if inv is None:  # nothing waits for it
+                return
             self._fail(state, run, inv, ErrorInfo("JournalMismatchError", str(
                 JournalMismatchError(result.call_id, f"a call with digest {result.digest}",
                                      f"{rec.kind} {rec.target} (digest {rec.digest})")
-            )), out)
+            )), out, None if holder is run else holder)  # type: ignore[arg-type]
             self._start_runs(state, out)
             return
         if result.status is CallStatus.UNKNOWN:
@@ -132,6 +140,9 @@ class CallOutcomes:
                         f"{state.session_id} went over the budget {over}",
                         category=ErrorCategory.PERMANENT), out)
                     return
+            if rec.target == SUBAGENT_DEADLINE and rec.kind == "TIMER":
+                self._deadline_due(state, run, result.call_id, out)
+                return
             if rec.target == RUN_DEADLINE and rec.kind == "TIMER" and not halted(run):
                 self._end_run(state, run, ev, ErrorInfo(
                     "RunDeadlineError", f"run {run.number} of session {state.session_id} did not "
@@ -141,7 +152,8 @@ class CallOutcomes:
                 return
         else:
             error = result.error or ErrorInfo("Error", "call failed without an error")
-            policy = self.plan.retry_for(CallKind(rec.kind), rec.target) if rec.status == PENDING else None
+            plan = self.plan.for_scope(scope_of_call(result.call_id))
+            policy = plan.retry_for(CallKind(rec.kind), rec.target) if rec.status == PENDING else None
             delay = None if policy is None else policy.delay_ms(result.call_id, rec.attempt, error)
             if delay is not None:  # asked again when the back-off is over
                 rec.due = state.clock + delay
@@ -156,8 +168,10 @@ class CallOutcomes:
         """Issue the call's next attempt (to its reconciler when it is RECONCILING)."""
         rec.attempt += 1
         req = self._request(call_id, rec, self._arguments(state, run, call_id, rec))
-        env = self._emit(state, run, req, rec.request_id,
-                         run.active.action if run.active else None, out)
+        holder = self._holder(run, call_id)
+        active = None if holder is None else holder.active
+        env = self._emit(state, run, req, rec.request_id, None if active is None else active.action,
+                         out, scope_of_call(call_id))
         rec.request_id = env.event_id
 
     def _request(self, call_id: str, rec: CallRecord, args: str) -> DurableCallRequest:
@@ -168,9 +182,10 @@ class CallOutcomes:
                                       target=rec.reconciler or "", args=args, idempotent=True,
                                       attempt=rec.attempt)
         kind = CallKind(rec.kind)
+        plan = self.plan.for_scope(scope_of_call(call_id))
         return DurableCallRequest(
             call_id=call_id, kind=kind, target=rec.target, args=args, idempotent=rec.idempotent,
-            attempt=rec.attempt, timeout_ms=self.plan.call_timeout(kind, rec.target),
+            attempt=rec.attempt, timeout_ms=plan.call_timeout(kind, rec.target),
             digest=rec.digest, not_before=rec.due)
 
     def _end_run(self, state: SessionState, run: RunState, cause: AgentEvent, error: ErrorInfo,
@@ -204,13 +219,14 @@ class CallOutcomes:
         rec.args = ""  # (a state saved by an earlier version kept them)
         self._args.pop(call_id, None)
         self._callables.pop(call_id, None)
-        if run.waiting:
+        holder = self._holder(run, call_id)
+        if holder is not None and holder.waiting:
             calls = run.calls
-            for c in run.waiting:
+            for c in holder.waiting:
                 if calls[c].status not in TERMINAL:
                     return
-            run.waiting = []
-            self._drive(state, out)
+            holder.waiting = []
+            self._drive(state, out, None if holder is run else holder)  # type: ignore[arg-type]
             self._start_runs(state, out)
 
     def _accept_signal(self, state: SessionState, ev: AgentEvent, signal: SignalEvent,

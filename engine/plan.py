@@ -14,7 +14,7 @@ from typing import Any
 
 from eddies.events import CallKind, Event
 
-from .agent import ActionSpec, Agent
+from .agent import ActionSpec, Agent, Resource
 from .budgets import Budget, budgets
 from .chat import builtin_actions
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool, RemoteTool, remote_names, remote_tools
@@ -55,12 +55,18 @@ class AgentPlan:
     timeouts: dict[CallKind, int | None] = field(default_factory=lambda: dict(DEFAULT_TIMEOUTS))
     #: Spending limits by scope ("run", "session"): the ``budget`` config.
     budgets: dict[str, Budget] = field(default_factory=dict)
+    #: The plans of its internal sub-agents (AGENT resources that are Agents), by name.
+    subagents: dict[str, AgentPlan] = field(default_factory=dict, repr=False)
     _tool_specs: dict[str, list[ToolSpec]] = field(default_factory=dict, compare=False, repr=False)
     _offered: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def compile(cls, agent: Agent) -> AgentPlan:
-        """Validate ``agent`` and build its plan; raises :class:`PlanError`."""
+    def compile(cls, agent: Agent, *, parent: AgentPlan | None = None,
+                path: tuple[str, ...] = ()) -> AgentPlan:
+        """Validate ``agent`` and build its plan; raises :class:`PlanError`. A sub-agent's
+        plan (``parent``: its caller's; ``path``: the names of the agents above it) has its
+        own resources first, then its parent's (other than sub-agents), and its parent's
+        configuration under its own."""
         specs = list(agent.actions)
         if agent.builtin_actions:
             specs.extend(builtin_actions())
@@ -77,8 +83,12 @@ class AgentPlan:
             actions[spec.name] = spec
             for trig in spec.triggers:
                 by_type.setdefault(_type_name(spec, trig), []).append(spec)
-        resources = _compile_resources(agent)
-        config = dict(OPTIONS)
+        declared = list(agent.resources)
+        if parent is None:
+            declared += _general_purpose(declared)
+        resources = _compile_resources(declared, {} if parent is None else {
+            k: v for k, v in parent.resources.items() if v[0] is not ResourceType.AGENT})
+        config = dict(OPTIONS) if parent is None else dict(parent.config)
         for key, value in agent.config.items():
             if key in OPTIONS and (not isinstance(value, int) or value <= 0):
                 raise PlanError(f"config {key!r}: expected a positive integer, got {value!r}")
@@ -111,6 +121,24 @@ class AgentPlan:
         check = getattr(agent, "check_plan", None)
         if callable(check):
             check(plan)
+        here = (*path, agent.name)
+        for name, (rtype, obj) in resources.items():
+            if rtype is ResourceType.AGENT and isinstance(obj, Agent):
+                if obj.name in here:
+                    chain = " -> ".join((*here[here.index(obj.name):], obj.name))
+                    raise PlanError(f"resource {name!r}: sub-agents call each other in a cycle: {chain}")
+                if not obj.subagent_compatible:
+                    raise PlanError(f"resource {name!r}: agent {obj.name!r} is not marked as a sub-agent "
+                                    "(set subagent_compatible = True on its class, or pass "
+                                    "subagent_compatible=True)")
+                plan.subagents[name] = cls.compile(obj, parent=plan, path=here)
+        return plan
+
+    def for_scope(self, scope: tuple[str, ...]) -> AgentPlan:
+        """The plan of the sub-agent running in ``scope`` (each part ``name@call``)."""
+        plan = self
+        for part in scope:
+            plan = plan.subagents[part.rpartition("@")[0]]
         return plan
 
     def actions_for(self, type_name: str) -> tuple[ActionSpec, ...]:
@@ -146,7 +174,9 @@ class AgentPlan:
             if entry is None or entry[0] is not ResourceType.CHAT_MODEL:
                 return ()
             out: list[str] = []
-            for t in entry[1].tools:
+            for t in entry[1].tools:  # a sub-agent (an AGENT resource) stands for itself
+                if t not in self.resources:  # a sub-agent of the caller whose setup this is
+                    continue
                 obj = self.resources[t][1]
                 out.extend(remote_names(obj) if isinstance(obj, McpTool | A2aTool) else (t,))
             names = self._offered[model] = tuple(out)
@@ -173,8 +203,19 @@ class AgentPlan:
         """Specs of the tools the chat model ``model`` may call (a new list each time)."""
         specs = self._tool_specs.get(model)
         if specs is None:
-            specs = self._tool_specs[model] = [self.tool(t).spec for t in self.offered_tools(model)]
+            specs = self._tool_specs[model] = [
+                subagent_spec(t, self.resources[t][1]) if self.resources[t][0] is ResourceType.AGENT
+                else self.tool(t).spec for t in self.offered_tools(model)]
         return list(specs)
+
+
+def subagent_spec(name: str, agent: Agent) -> ToolSpec:
+    """How a model is offered sub-agent ``name``: a tool taking one ``prompt``."""
+    return ToolSpec(name, agent.description or f"Ask the {name} agent; it answers with its result.", {
+        "type": "object",
+        "properties": {"prompt": {"type": "string", "description": "What to ask it, in full: it sees "
+                                                                    "nothing else of this conversation."}},
+        "required": ["prompt"], "additionalProperties": False})
 
 
 def _type_name(spec: ActionSpec, trig: Any) -> str:
@@ -200,13 +241,29 @@ def _check_signature(spec: ActionSpec) -> None:
         ) from None
 
 
-def _compile_resources(agent: Agent) -> dict[str, tuple[ResourceType, Any]]:
+def _general_purpose(declared: list[Resource]) -> list[Resource]:
+    """The built-in ``general-purpose`` sub-agent, on the first chat model declared, for an
+    agent that has one and no resource of that name."""
+    from .react import GENERAL_PURPOSE, general_purpose
+
+    models = [r for r in declared if r.type is ResourceType.CHAT_MODEL and isinstance(r.obj, ChatModelSetup)]
+    if not models or any(r.name == GENERAL_PURPOSE for r in declared):
+        return []
+    return [Resource(GENERAL_PURPOSE, ResourceType.AGENT, general_purpose(models[0].name))]
+
+
+def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[ResourceType, Any]]
+                       ) -> dict[str, tuple[ResourceType, Any]]:
     out: dict[str, tuple[ResourceType, Any]] = {}
-    for res in agent.resources:
+    for res in declared:
         if not res.name:
             raise PlanError("resource: empty name")
         if res.name in out:
             raise PlanError(f"resource {res.name!r}: defined twice")
+        if res.type is ResourceType.AGENT and not isinstance(res.obj, Agent):
+            raise PlanError(f"resource {res.name!r}: an AGENT must be an Agent")
+        if res.type is ResourceType.AGENT and ("@" in res.name or "/" in res.name):
+            raise PlanError(f"resource {res.name!r}: a sub-agent's name may not hold '@' or '/'")
         if not isinstance(res.type, ResourceType):
             raise PlanError(f"resource {res.name!r}: {res.type!r} is not a ResourceType")
         obj = res.obj
@@ -223,11 +280,13 @@ def _compile_resources(agent: Agent) -> dict[str, tuple[ResourceType, Any]]:
         if res.type is ResourceType.CHAT_MODEL_CONNECTION and not callable(getattr(obj, "chat", None)):
             raise PlanError(f"resource {res.name!r}: a CHAT_MODEL_CONNECTION needs a chat() method")
         out[res.name] = (res.type, obj)
+    own = set(out)
+    out = {**{k: v for k, v in inherited.items() if k not in own}, **out}
     for name, (_, obj) in list(out.items()):
-        if isinstance(obj, McpTool | A2aTool):
+        if name in own and isinstance(obj, McpTool | A2aTool):
             _add_remote_tools(out, name, obj)
     for name, (rtype, obj) in out.items():
-        if rtype is not ResourceType.CHAT_MODEL:
+        if rtype is not ResourceType.CHAT_MODEL or name not in own:  # inherited: checked above
             continue
         conn = out.get(obj.connection)
         if conn is None or conn[0] is not ResourceType.CHAT_MODEL_CONNECTION:
@@ -237,8 +296,8 @@ def _compile_resources(agent: Agent) -> dict[str, tuple[ResourceType, Any]]:
             )
         for tool in obj.tools:
             entry = out.get(tool)
-            if entry is None or entry[0] is not ResourceType.TOOL:
-                raise PlanError(f"resource {name!r}: tool {tool!r} is not a TOOL resource")
+            if entry is None or entry[0] not in (ResourceType.TOOL, ResourceType.AGENT):
+                raise PlanError(f"resource {name!r}: tool {tool!r} is not a TOOL or AGENT resource")
     return out
 
 

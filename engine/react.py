@@ -140,6 +140,8 @@ class OutputParseError(ValueError):
 class ReActAgent(Agent):
     """A ReAct loop per input on the chat model resource ``model`` (see the module)."""
 
+    subagent_compatible = True  # a prompt in, its answer out
+
     def __init__(self, name: str, *, model: str, prompt: str | None = None,
                  output_schema: type | None = None, options: ReActOptions | None = None,
                  version: str | None = None, config: dict[str, Any] | None = None) -> None:
@@ -158,6 +160,23 @@ class ReActAgent(Agent):
         """Called by ``AgentPlan.compile``: the model must be a CHAT_MODEL resource."""
         config = plan.actions[ACTION].config
         check_model(plan, f"ReActAgent {self.name!r}", config["model"], config["options"])
+
+
+#: The name of the built-in sub-agent an agent with a chat model gets (unless it has its own).
+GENERAL_PURPOSE = "general-purpose"
+GENERAL_PURPOSE_PROMPT = (
+    "You are a general-purpose assistant another agent has handed a self-contained task. "
+    "Work it out, using the tools you are offered where they help, and answer with the result "
+    "only: the agent that asked sees nothing but your answer.")
+
+
+def general_purpose(model: str) -> ReActAgent:
+    """The built-in ``general-purpose`` sub-agent: a ReAct loop on its caller's chat model
+    ``model``, offered the same tools (a sub-agent has no sub-agents of its caller's)."""
+    agent = ReActAgent(GENERAL_PURPOSE, model=model, prompt=GENERAL_PURPOSE_PROMPT)
+    agent.description = ("A general-purpose agent: hand it a self-contained task (in full: it sees "
+                         "nothing else of this conversation) and it answers with the result.")
+    return agent
 
 
 def check_model(plan: AgentPlan, who: str, model: str, options: ReActOptions) -> None:

@@ -216,6 +216,8 @@ class ReflectionOptions:
 class ReflectionAgent(Agent):
     """A drafter-critic loop per input (see the module)."""
 
+    subagent_compatible = True  # a prompt in, its answer out
+
     def __init__(self, name: str, *, drafter: str, critic: str, drafter_prompt: str | None = None,
                  critic_prompt: str | None = None, options: ReflectionOptions | None = None,
                  version: str | None = None, config: dict[str, Any] | None = None) -> None:

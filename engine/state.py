@@ -103,6 +103,50 @@ class Invocation:
 
 
 @dataclass(slots=True)
+class Frame:
+    """An internal sub-agent running inside the run: the child scope ``scope`` answering
+    the parent's call ``call``, with its own invocations, sensory memory and short-term
+    memory writes (it reads its parent's; its writes stay here)."""
+
+    scope: tuple[str, ...]
+    call: str
+    #: The child session whose short-term memory it keeps (named by the caller), or "".
+    session: str = ""
+    active: Invocation | None = None
+    pending: deque[Invocation] = field(default_factory=deque)
+    waiting: list[str] = field(default_factory=list)
+    sensory: dict[str, str] = field(default_factory=dict)
+    memory: dict[str, str] = field(default_factory=dict)
+    events: int = 0
+    #: The last OutputEvent the child sent: its output as JSON text, or its error.
+    output: str | None = None
+    error: ErrorInfo | None = None
+    #: The timer call that ends it at the caller's timeout, if it has one.
+    deadline: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "scope": list(self.scope), "call": self.call, "session": self.session,
+            "active": None if self.active is None else _inv_dict(self.active),
+            "pending": [_inv_dict(i) for i in self.pending], "waiting": list(self.waiting),
+            "sensory": self.sensory, "memory": self.memory, "events": self.events,
+            "output": self.output, "error": None if self.error is None else _error_list(self.error),
+            "deadline": self.deadline,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Frame:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            tuple(d["scope"]), d["call"], d["session"],
+            None if d["active"] is None else _inv_from(d["active"]),
+            deque(_inv_from(i) for i in d["pending"]), list(d["waiting"]), d["sensory"],
+            d["memory"], d["events"], d["output"], None if d["error"] is None else ErrorInfo(*d["error"]),
+            d["deadline"])
+
+
+@dataclass(slots=True)
 class RunState:
     """The run in progress: its invocations, calls and sensory memory."""
 
@@ -118,6 +162,10 @@ class RunState:
     #: What its model calls spent (tokens, USD), for budgets.
     tokens: int = 0
     cost_usd: float = 0.0
+    #: Internal sub-agents running, by scope path (``"reviewer@i1c0/checker@i3c0"``).
+    frames: dict[str, Frame] = field(default_factory=dict)
+    #: Sub-agent call deadlines issued so far (their timers' ids count them).
+    deadlines: int = 0
 
     def to_dict(self, *, parts: bool = True) -> dict[str, Any]:
         """JSON-able form; without ``parts``, no ``calls`` and ``sensory`` (a runner that
@@ -133,6 +181,10 @@ class RunState:
         }
         if self.tokens or self.cost_usd:
             d["spent"] = [self.tokens, self.cost_usd]
+        if self.frames:
+            d["frames"] = [f.to_dict() for f in self.frames.values()]
+        if self.deadlines:
+            d["deadlines"] = self.deadlines
         if parts:
             d["calls"] = {k: v.to_dict() for k, v in self.calls.items()}
             d["sensory"] = self.sensory
@@ -153,6 +205,8 @@ class RunState:
             events=d["events"],
             tokens=d.get("spent", (0, 0.0))[0],
             cost_usd=d.get("spent", (0, 0.0))[1],
+            frames={"/".join(f["scope"]): Frame.from_dict(f) for f in d.get("frames", ())},
+            deadlines=d.get("deadlines", 0),
         )
 
 
@@ -188,6 +242,8 @@ class SessionState:
     #: What the session's model calls spent (tokens, USD), for budgets.
     tokens: int = 0
     cost_usd: float = 0.0
+    #: The short-term memory of sub-sessions a parent named (``session_id=``), by id.
+    child_memory: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def idle(self) -> bool:
@@ -217,6 +273,8 @@ class SessionState:
             d["signals"] = self.signals
         if self.tokens or self.cost_usd:
             d["spent"] = [self.tokens, self.cost_usd]
+        if self.child_memory:
+            d["child_memory"] = self.child_memory
         if parts:
             d["memory"] = self.memory
         return d
@@ -238,6 +296,7 @@ class SessionState:
             signals=d.get("signals", {}),
             tokens=d.get("spent", (0, 0.0))[0],
             cost_usd=d.get("spent", (0, 0.0))[1],
+            child_memory=d.get("child_memory", {}),
         )
 
     def to_bytes(self) -> bytes:

@@ -35,6 +35,12 @@ def session_of_call(call_id: str) -> str:
     return head.split("/", 1)[0]
 
 
+def scope_of_call(call_id: str) -> tuple[str, ...]:
+    """The sub-agent scope part of a call id (``()`` for the agent's own calls)."""
+    head = call_id.rsplit(":", 3)[0]
+    return tuple(head.split("/")[1:]) if "/" in head else ()
+
+
 def run_of_call(call_id: str) -> int:
     """The run number part of a call id (``session[/scope]:rN:iN:cN``)."""
     return int(call_id.rsplit(":", 3)[1][1:])

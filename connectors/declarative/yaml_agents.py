@@ -308,11 +308,12 @@ def _tool(parent: Seq, i: int, item: Any, agent: Agent, ref: Callable[[Map, str,
                                       "{source, key}")
             _keys(binding, {"source", "key"}, "an injected argument")
             source = _text(binding, "source") or "short_term_memory"
-            kinds = {"config": "config", "short_term_memory": "memory", "memory": "memory"}
+            kinds = {"config": "config", "short_term_memory": "memory", "memory": "memory", "call": "call"}
             if source not in kinds:
                 raise DefinitionError(f"{where(binding, 'source')}: source {source!r} is not one of config, "
-                                      "short_term_memory")
-            inject[param] = f"{kinds[source]}:{_text(binding, 'key', required=True)}"
+                                      "short_term_memory, call")
+            key = "id" if source == "call" and "key" not in binding else _text(binding, "key", required=True)
+            inject[param] = f"{kinds[source]}:{key}"
         fn = _import(entry, "function", required=True)
         try:
             tool = FunctionTool(fn,

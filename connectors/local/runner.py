@@ -235,7 +235,7 @@ class LocalRunner:
                 continue
             self._seen.add(ev.event_id)
             self.history.append(ev)
-            if isinstance(ev.payload, OutputEvent):
+            if isinstance(ev.payload, OutputEvent) and not ev.scope:  # a sub-agent's is its caller's
                 self.outputs.append(ev)
 
 

@@ -201,3 +201,24 @@ def test_eddies_check_validates_sql_offline(tmp_path: Path) -> None:
     bad.write_text(BASE.replace("TOOLS adder", "TOOLS sub"))
     failed = CliRunner().invoke(app, ["check", str(bad)])
     assert failed.exit_code == 2 and "bad.sql:5:68: tool 'sub' is not created in this file" in failed.output
+
+
+def test_the_call_id_is_injected_from_yaml_and_sql_alike() -> None:
+    from tests.unit.engine.test_tool_schema import reserve
+
+    sql = load_sql_text(BASE.replace("'eddies.demo.add'", "'tests.unit.engine.test_tool_schema.reserve'")
+                        .replace("'type' = 'function'", "'type' = 'function', 'injected_args.account' = "
+                                 "'call:id', 'injected_args.region' = 'short_term_memory:region'"))
+    yaml = load_yaml_text("""\
+agents:
+  - name: a
+    tools:
+      - name: adder
+        function: tests.unit.engine.test_tool_schema:reserve
+        injected_args: {account: {source: call}, region: {source: short_term_memory, key: region}}
+""")
+    [from_sql] = [r.obj for r in sql.resources if r.name == "adder"]
+    [from_yaml] = [r.obj for r in yaml.resources if r.name == "adder"]
+    assert from_sql == from_yaml
+    assert from_sql.fn is reserve
+    assert dict(from_sql.inject) == {"account": "call:id", "region": "memory:region"}

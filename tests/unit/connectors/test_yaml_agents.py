@@ -41,6 +41,8 @@ def described(plan: AgentPlan) -> Any:
     for name, (kind, obj) in plan.resources.items():
         if kind is ResourceType.CHAT_MODEL_CONNECTION:
             obj = (type(obj).__name__, getattr(getattr(obj, "responder", None), "__name__", None))
+        elif kind is ResourceType.AGENT:  # a sub-agent (the built-in general-purpose one): its plan
+            obj = (type(obj).__name__, described(plan.subagents[name]))
         resources[name] = (kind, obj)
     actions = {n: (a.fn, a.triggers if all(isinstance(t, str) for t in a.triggers) else
                    tuple(t if isinstance(t, str) else t.event_type for t in a.triggers), a.config)

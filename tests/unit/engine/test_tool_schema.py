@@ -16,7 +16,16 @@ from eddies import Agent, ChatModelSetup, FunctionTool, InputEvent, LocalRunner,
 from eddies.connectors.models.scripted import ScriptedChatModel
 from eddies.engine.tool_args import ToolArgumentError, problem
 from eddies.engine.tool_schema import docstring, parameters
-from eddies.events import ChatMessage, ChatRequestEvent, ChatResponseEvent, MessageRole, OutputEvent, ToolCall
+from eddies.events import (
+    CallKind,
+    ChatMessage,
+    ChatRequestEvent,
+    ChatResponseEvent,
+    DurableCallRequest,
+    MessageRole,
+    OutputEvent,
+    ToolCall,
+)
 
 
 class Size(enum.Enum):
@@ -182,8 +191,24 @@ def test_a_missing_injected_value_is_a_tool_error() -> None:
 def test_injection_is_checked_when_the_tool_is_made() -> None:
     with pytest.raises(ValueError, match="inject names 'user', which is not a parameter"):
         FunctionTool(reserve, inject={"user": "memory:u"})
-    with pytest.raises(ValueError, match="must be 'config:KEY' or 'memory:KEY'"):
+    with pytest.raises(ValueError, match="must be 'config:KEY', 'memory:KEY' or 'call:id'"):
         FunctionTool(reserve, inject={"account": "env:USER"})
+    with pytest.raises(ValueError, match="must be 'config:KEY', 'memory:KEY' or 'call:id'"):
+        FunctionTool(reserve, inject={"account": "call:name"})
+
+
+def test_the_call_id_is_injected_by_the_executor_as_an_idempotency_key() -> None:
+    """``call:id`` gives the tool its call's deterministic id; the model does not see the
+    parameter, and the request (its digest, the journal) does not hold it."""
+    CALLED.clear()
+    runner = LocalRunner(shop(account="call:id", region="config:region"))
+    assert set(runner.plan.tool("reserve").spec.parameters["properties"]) == {"size", "order"}
+    runner.run([("s1", "reserve two")])
+    [(_, _, key, region)] = CALLED
+    [request] = [e.payload for e in runner.history if isinstance(e.payload, DurableCallRequest)
+                 and e.payload.kind is CallKind.TOOL]
+    assert (key, region) == (request.call_id, "eu-north")
+    assert "account" not in request.args
 
 
 def test_an_action_calling_a_tool_with_bad_arguments_gets_tool_argument_error() -> None:

@@ -1,0 +1,202 @@
+"""Internal sub-agents in the session machine: a child scope per call, run beside the
+caller that waits for it, and its answer made the call's outcome.
+
+A call of an internal sub-agent is announced by a ``SubagentCallEvent`` in the caller's
+scope; the child gets the prompt as an ``InputEvent`` in its own scope
+(``name@i<invocation>c<ordinal>`` of the call, under the caller's), runs its actions on
+its own events only (a :class:`~eddies.engine.state.Frame` of the run: its invocations,
+sensory memory and short-term memory writes), and when nothing is left to run its last
+OutputEvent becomes the call's outcome, announced by a ``SubagentResultEvent``. A child
+that fails, or outlives the caller's timeout (its calls then abandoned, late results
+ignored), is a failed Result: the caller's run goes on.
+
+A part of :class:`eddies.engine.machine.SessionMachine` (mixed into it). Example::
+
+    scope_key(("reviewer@i1c0", "checker@i4c0"))   # "reviewer@i1c0/checker@i4c0"
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from eddies.events import (
+    AgentEvent,
+    CallKind,
+    DurableCallRequest,
+    ErrorCategory,
+    ErrorInfo,
+    InputEvent,
+    SubagentResultEvent,
+    decode_value,
+    encode_value,
+)
+from eddies.events.ids import call_digest, call_id, scope_of_call
+
+from .state import ERROR, OK, TERMINAL, CallRecord, Frame, Invocation, RunState, SessionState
+from .subagents import TIMEOUT
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from eddies.events import Event
+
+    from .plan import AgentPlan
+
+#: The target of the timer that ends a sub-agent call at its timeout.
+SUBAGENT_DEADLINE = "subagent-deadline"
+
+
+def scope_key(scope: tuple[str, ...]) -> str:
+    """How a run keys the frame of ``scope``."""
+    return "/".join(scope)
+
+
+def subagent_input(req: DurableCallRequest) -> Any:
+    """The prompt of a sub-agent call request."""
+    return decode_value(req.args)["kwargs"].get("prompt")
+
+
+class Scopes:
+    """Sub-agent frames, for the session machine (see the module's docstring)."""
+
+    if TYPE_CHECKING:  # provided by SessionMachine
+        plan: AgentPlan
+        _args: dict[str, str]
+        _callables: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]]
+        _live: dict[tuple[str, int, int], tuple[Any, Any, RunState]]
+
+        def _emit(self, state: SessionState, run: RunState, payload: Event, causation: str | None,
+                  action: str | None, out: list[AgentEvent],
+                  scope: tuple[str, ...] = ()) -> AgentEvent: ...
+        def _enqueue(self, run: RunState, trigger: AgentEvent, frame: Frame | None = None) -> None: ...
+        def _drive(self, state: SessionState, out: list[AgentEvent], frame: Frame | None = None) -> None: ...
+        def _settled(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord,
+                     out: list[AgentEvent]) -> None: ...
+        @staticmethod
+        def _live_key(state: SessionState, run: RunState, inv: Invocation) -> tuple[str, int, int]: ...
+
+    def _holder(self, run: RunState, cid: str) -> RunState | Frame | None:
+        """What runs the action that made call ``cid``: the run, or a sub-agent's frame
+        (None: one that has ended)."""
+        scope = scope_of_call(cid)
+        return run if not scope else run.frames.get(scope_key(scope))
+
+    def _internal(self, cid: str, rec: CallRecord) -> bool:
+        """Whether call ``cid`` is of an internal sub-agent (answered here, never sent)."""
+        return (rec.kind == CallKind.SUBAGENT
+                and rec.target in self.plan.for_scope(scope_of_call(cid)).subagents)
+
+    def parent_memory(self, state: SessionState, run: RunState, frame: Frame) -> dict[str, str]:
+        """What a sub-agent reads under its own short-term memory: its callers', nearest
+        first (the session's memory at the root)."""
+        merged = dict(state.memory)
+        for depth in range(1, len(frame.scope)):
+            above = run.frames.get(scope_key(frame.scope[:depth]))
+            if above is not None:
+                merged.update(above.memory)
+        return merged
+
+    def _start_child(self, state: SessionState, run: RunState, scope: tuple[str, ...], inv: Invocation,
+                     req: DurableCallRequest, announced: AgentEvent, out: list[AgentEvent]) -> None:
+        """Start the sub-agent call ``req`` made by ``inv`` (in ``scope``): its frame, its
+        deadline timer, and the prompt as its InputEvent."""
+        kwargs = decode_value(req.args)["kwargs"]
+        ordinal = req.call_id.rsplit(":", 1)[1]
+        child = (*scope, f"{req.target}@i{inv.number}{ordinal}")
+        session = str(kwargs.get("session_id") or "")
+        frame = Frame(child, req.call_id, session,
+                      memory=dict(state.child_memory.get(session, {})) if session else {})
+        run.frames[scope_key(child)] = frame
+        timeout = kwargs.get("timeout_ms")
+        if timeout is not None:
+            frame.deadline = self._deadline(state, run, scope, req.call_id, int(timeout), announced, out)
+        first = self._emit(state, run, InputEvent(input=kwargs.get("prompt")), announced.event_id, None, out,
+                           child)
+        self._enqueue(run, first, frame)
+        self._drive(state, out, frame)
+
+    def _deadline(self, state: SessionState, run: RunState, scope: tuple[str, ...], guarded: str,
+                  timeout_ms: int, cause: AgentEvent, out: list[AgentEvent]) -> str:
+        """A timer, in the caller's scope, that ends the sub-agent call ``guarded`` when due."""
+        run.deadlines += 1
+        cid = call_id(state.session_id, scope, run.number, 0, run.deadlines)
+        args = encode_value({"args": [], "kwargs": {"call": guarded, "after_ms": timeout_ms}})
+        dig = call_digest(CallKind.TIMER, SUBAGENT_DEADLINE, args)
+        rec = CallRecord(CallKind.TIMER.value, SUBAGENT_DEADLINE, dig, args, "", True,
+                         due=state.clock + timeout_ms)
+        run.calls[cid] = rec
+        req = DurableCallRequest(call_id=cid, kind=CallKind.TIMER, target=SUBAGENT_DEADLINE, args=args,
+                                 idempotent=True, attempt=1, digest=dig, not_before=rec.due)
+        rec.request_id = self._emit(state, run, req, cause.event_id, None, out, scope).event_id
+        return cid
+
+    def _deadline_due(self, state: SessionState, run: RunState, cid: str, out: list[AgentEvent]) -> None:
+        """A sub-agent call's timer fired: the sub-agent, if it still runs, is ended."""
+        frame = next((f for f in run.frames.values() if f.deadline == cid), None)
+        if frame is None:
+            return
+        name = frame.scope[-1].rpartition("@")[0]
+        timeout = decode_value(run.calls[cid].args)["kwargs"]["after_ms"]
+        self._cancel(state, run, frame, ErrorInfo(
+            TIMEOUT, f"sub-agent {name!r} did not answer within {timeout} ms; what it was doing is "
+            "abandoned", category=ErrorCategory.TRANSIENT), out)
+
+    def _cancel(self, state: SessionState, run: RunState, frame: Frame, error: ErrorInfo,
+                out: list[AgentEvent]) -> None:
+        """End ``frame`` (and the sub-agents it called) now: its calls are abandoned (late
+        results ignored), and its caller's call fails with ``error``."""
+        depth = len(frame.scope)
+        for key in [k for k, f in run.frames.items() if f.scope[:depth] == frame.scope and f is not frame]:
+            self._drop(state, run, run.frames.pop(key))
+        abandoned = ErrorInfo("SubagentCancelledError", f"cancelled: {error.message}",
+                              category=ErrorCategory.PERMANENT)
+        for cid, rec in run.calls.items():
+            if rec.status not in TERMINAL and scope_of_call(cid)[:depth] == frame.scope:
+                rec.status, rec.error = ERROR, abandoned
+                self._args.pop(cid, None)
+                self._callables.pop(cid, None)
+        self._drop(state, run, frame)
+        frame.output, frame.error = None, error
+        frame.pending.clear()
+        self._child_done(state, run, frame, out)
+
+    def _drop(self, state: SessionState, run: RunState, frame: Frame) -> None:
+        if frame.active is not None:
+            live = self._live.pop(self._live_key(state, run, frame.active), None)
+            if live is not None:
+                live[0].close()
+            frame.active = None
+
+    def _child_done(self, state: SessionState, run: RunState, frame: Frame, out: list[AgentEvent]) -> None:
+        """``frame`` has nothing left to run: its answer completes its caller's call."""
+        run.frames.pop(scope_key(frame.scope), None)
+        if frame.session:
+            if frame.memory:
+                state.child_memory[frame.session] = frame.memory
+            else:
+                state.child_memory.pop(frame.session, None)
+        if frame.deadline:
+            timer = run.calls.get(frame.deadline)
+            if timer is not None and timer.status not in TERMINAL:
+                timer.status = OK  # not needed any more: a late firing is ignored
+        rec = run.calls[frame.call]
+        if rec.status in TERMINAL:
+            return
+        error = frame.error
+        if error is None and frame.output is None:
+            name = frame.scope[-1].rpartition("@")[0]
+            error = ErrorInfo("SubagentNoOutputError", f"sub-agent {name!r} finished without an "
+                              "OutputEvent", category=ErrorCategory.PERMANENT)
+        if error is None:
+            rec.status, rec.value = OK, frame.output or "null"
+        else:
+            rec.status, rec.error = ERROR, error
+        caller = self._holder(run, frame.call)
+        active = None if caller is None else caller.active
+        self._emit(state, run, SubagentResultEvent(
+            frame.call, None if error is not None else decode_value(rec.value), error), rec.request_id,
+            None if active is None else active.action, out, frame.scope[:-1])
+        self._settled(state, run, frame.call, rec, out)
+
+
+__all__ = ["SUBAGENT_DEADLINE", "Scopes", "scope_key", "subagent_input"]

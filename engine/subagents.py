@@ -1,0 +1,96 @@
+"""Sub-agents: an AGENT resource called from an action, as in Apache Flink Agents' sub-agent
+design. ``ctx.get_resource(name, ResourceType.AGENT)`` returns a :class:`Subagent`; its
+call is a durable call whose answer is a :class:`Result`, never an exception.
+
+An internal sub-agent (an ``Agent`` registered as the resource, marked
+``subagent_compatible``) runs inside the caller's session, in a child scope: the prompt is
+its InputEvent, its events carry the scope path and reach none of the caller's actions,
+and its last OutputEvent is the answer (never sent to APP.output). Example::
+
+    @action(InputEvent)
+    async def start(event, ctx):
+        reviewer = ctx.get_resource("reviewer", ResourceType.AGENT)
+        verdict = reviewer.call(ctx, f"review: {event.input}")      # sync actions too
+        a, b = await ctx.durable_execute_all_async([                 # in parallel
+            reviewer.as_async_callable(ctx, "one"), reviewer.as_async_callable(ctx, "two")])
+        ctx.send_event(OutputEvent(output=verdict.result if verdict.success else "no review"))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from eddies.events import CallKind, decode_value
+
+from .calls import CallAwaitable, CallSpec, duration_ms
+from .durable import durable_error
+
+if TYPE_CHECKING:
+    from .context import RunnerContext
+    from .state import CallRecord
+
+#: The error type of a sub-agent call that did not finish within its timeout.
+TIMEOUT = "SubagentTimeoutError"
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a sub-agent call came to: ``success`` and its ``result`` (the sub-agent's
+    output), or the ``exception`` it failed with (a timeout is a ``SubagentTimeoutError``)."""
+
+    success: bool
+    result: Any = None
+    exception: Exception | None = None
+
+
+class Subagent:
+    """An AGENT resource, as an action calls it (what ``ctx.get_resource`` returns)."""
+
+    __slots__ = ("description", "name")
+
+    def __init__(self, name: str, description: str = "") -> None:
+        self.name = name
+        self.description = description
+
+    def call(self, ctx: RunnerContext, prompt: Any, session_id: str | None = None, *,
+             timeout: float | timedelta | None = None) -> Result:
+        """Call the sub-agent with ``prompt`` and wait for its Result (it never raises).
+        ``session_id`` names a sub-session whose short-term memory later calls with the same
+        id see again (``ctx.next_session_id()`` makes one that is the same after a failover);
+        ``timeout`` (seconds, logical time) fails the call with a ``SubagentTimeoutError``
+        and cancels what the sub-agent was doing."""
+        spec = self._spec(prompt, session_id, timeout)
+        rec = ctx._record(spec)
+        if rec is None:
+            from .calls import Suspend
+
+            raise Suspend()
+        return as_result(rec, spec.cid)
+
+    def as_async_callable(self, ctx: RunnerContext, prompt: Any, session_id: str | None = None, *,
+                          timeout: float | timedelta | None = None) -> CallAwaitable:
+        """:meth:`call` as an awaitable (in ``async def`` actions), which
+        ``ctx.durable_execute_all_async([...])`` also takes, to call several in parallel."""
+        return CallAwaitable(ctx, [self._spec(prompt, session_id, timeout)], batch=False)
+
+    def _spec(self, prompt: Any, session_id: str | None, timeout: float | timedelta | None) -> CallSpec:
+        kwargs: dict[str, Any] = {"prompt": prompt}
+        if session_id is not None:
+            kwargs["session_id"] = str(session_id)
+        if timeout is not None:
+            kwargs["timeout_ms"] = duration_ms(timeout, f"sub-agent {self.name!r} timeout")
+        spec = CallSpec(CallKind.SUBAGENT, self.name, (), kwargs, idempotent=True)
+        spec.result = as_result
+        return spec
+
+
+def as_result(rec: CallRecord, cid: str) -> Result:
+    """The Result of a sub-agent call that has its outcome."""
+    if rec.error is not None:
+        return Result(False, None, durable_error(cid, rec.error))
+    return Result(True, decode_value(rec.value))
+
+
+__all__ = ["TIMEOUT", "Result", "Subagent", "as_result"]
