@@ -42,6 +42,7 @@ from eddies.engine import (
     SessionMachine,
     SessionState,
     Subagent,
+    SubagentTimeoutError,
     ToolNotApprovedError,
     action,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "SessionState",
     "SignalEvent",
     "Subagent",
+    "SubagentTimeoutError",
     "ToolCall",
     "ToolNotApprovedError",
     "ToolRequestEvent",

@@ -21,7 +21,8 @@ def demo(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answers.")] = 60.0,
 ) -> None:
     """Run the bundled agents end to end on Kafka with offline models: a calculator, a
-    ReAct travel helper and a reflection (drafter and critic) tagline writer."""
+    ReAct travel helper, a reflection (drafter and critic) tagline writer, and a trip
+    planner that calls the last two as sub-agents."""
     import dataclasses
 
     from eddies import demo as d
@@ -30,15 +31,19 @@ def demo(
     settings = _settings(config, app="demo", bootstrap_servers=bootstrap_servers)
     with _kafka(settings, check=False) as s:  # Worker.start checks the broker
         parts = [
-            (s, d.calculator_agent(), d.PROMPTS, "1/3 calculator",
+            (s, d.calculator_agent(), d.PROMPTS, "1/4 calculator",
              "An agent of two actions: the model calls the add tool, then answers."),
             (dataclasses.replace(s, app="demo-travel"), d.travel_agent(), d.TRAVEL_PROMPTS,
-             "2/3 travel helper", "A ReActAgent: the model asks for the weather of each city "
+             "2/4 travel helper", "A ReActAgent: the model asks for the weather of each city "
              "and its local time (a tool of the MCP time server, over stdio), all in parallel, "
              "then answers from the results."),
             (dataclasses.replace(s, app="demo-tagline"), d.tagline_agent(), d.TAGLINE_PROMPTS,
-             "3/3 tagline writer", "A ReflectionAgent: a drafter writes, a critic reviews; "
+             "3/4 tagline writer", "A ReflectionAgent: a drafter writes, a critic reviews; "
              "drafts go back with its feedback until it approves one."),
+            (dataclasses.replace(s, app="demo-planner"), d.planner_agent(), d.PLANNER_PROMPTS,
+             "4/4 trip planner", "A ReActAgent whose model calls two sub-agents as tools, in "
+             "parallel: the travel helper and the tagline writer, each in a child scope of the "
+             "session (its events shown under its call, marked | name)."),
         ]
         ok = [_demo_part(on, agent, prompts, title, about, timeout)
               for on, agent, prompts, title, about in parts]
@@ -50,7 +55,8 @@ def demo(
                   "  eddies tail --app demo\n"
                   "  eddies replay --session alice --app demo\n"
                   "  eddies worker --app travel --agent eddies.demo:travel_agent &\n"
-                  "  eddies worker --app tagline --agent eddies.demo:tagline_agent &",
+                  "  eddies worker --app tagline --agent eddies.demo:tagline_agent &\n"
+                  "  eddies worker --app planner --agent eddies.demo:planner_agent &",
                   highlight=False, markup=False)
     if not all(ok):
         err_console.print(f"[red]{ok.count(False)} of {len(ok)} demo parts failed[/red]")

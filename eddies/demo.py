@@ -47,6 +47,8 @@ from eddies.events import (
     MessageRole,
     OutputEvent,
     SignalEvent,
+    SubagentCallEvent,
+    SubagentResultEvent,
     ToolCall,
 )
 
@@ -236,6 +238,54 @@ def tagline_agent(drafter: Any = None, critic: Any = None) -> ReflectionAgent:
     return agent
 
 
+# --- the trip planner: sub-agents ---------------------------------------------------------
+
+
+def planner_model(messages: list[ChatMessage], tools: list[ToolSpec]) -> ChatMessage | str:
+    """The trip planner's scripted model: it hands the packing to the ``travel`` sub-agent
+    and the tagline to the ``tagline`` sub-agent, both at once, then puts their answers
+    together."""
+    done = [m for m in messages if m.role is MessageRole.TOOL]  # in the order asked
+    if not done:
+        question = next((m.content for m in reversed(messages) if m.role is MessageRole.USER), "")
+        city = next((c for c in _WEATHER if c.lower() in question.lower()), None)
+        if city is None:
+            return f"Name a city I know: {', '.join(_WEATHER)}."
+        return ChatMessage(MessageRole.ASSISTANT, "", [
+            ToolCall("pack", "travel", {"prompt": f"I fly to {city}. What should I pack?"}),
+            ToolCall("slogan", "tagline", {"prompt": f"Write a tagline for a trip to {city} that "
+                                                     "starts at dawn."})])
+    packing = json.loads(done[0].content)
+    verdict = json.loads(done[1].content)
+    draft = verdict.get("draft") if isinstance(verdict, dict) else verdict
+    return f"Packing: {packing} Tagline: {draft}"
+
+
+PLANNER_PROMPTS = [("erin", "Plan my trip to Tokyo.")]
+
+
+def planner_agent(model: Any = None) -> ReActAgent:
+    """The trip planner: a ReActAgent whose model (default: :func:`planner_model` on the
+    offline scripted model) calls two sub-agents as tools, in parallel: the travel helper
+    (a ReAct loop of its own) and the tagline writer (a reflection loop), each in a child
+    scope of the session."""
+    from eddies.connectors.models.scripted import ScriptedChatModel
+
+    travel = travel_agent()
+    travel.description = "Tells a traveller what to pack for the cities they name, from the weather."
+    tagline = tagline_agent()
+    tagline.description = "Writes a short tagline, reviewed until a critic approves it."
+    agent = ReActAgent("planner", model="llm", prompt="You plan trips; delegate what you can.",
+                       options=ReActOptions(max_iterations=3))
+    agent.add_resource("travel", ResourceType.AGENT, travel)
+    agent.add_resource("tagline", ResourceType.AGENT, tagline)
+    agent.add_resource("planner_model", ResourceType.CHAT_MODEL_CONNECTION,
+                       model or ScriptedChatModel(planner_model))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("planner_model", tools=["travel", "tagline"]))
+    return agent
+
+
 # --- traces -------------------------------------------------------------------------------
 
 
@@ -303,7 +353,14 @@ def describe(ev: AgentEvent) -> str:
         sure = "no confidence" if p.confidence is None else f"confidence {p.confidence:g}"
         verdict = "passed" if p.passed else "failed"
         detail = f"draft {p.iteration} {verdict} ({sure}): {json.dumps(_cut(p.feedback, 64))}"
-    return f"#{ev.seq:<3} run {ev.run}  {ev.type:<19} {ev.action or '':<18} {detail}"
+    elif isinstance(p, SubagentCallEvent):
+        detail = f"{p.agent}({_cut(json.dumps(p.input))})"
+    elif isinstance(p, SubagentResultEvent):
+        detail = (_cut(json.dumps(p.output)) if p.error is None
+                  else f"ERROR {p.error.type}: {_cut(p.error.message)}")
+    # A sub-agent's events sit under its caller's call, one step in per level.
+    nest = "".join(f"| {part.partition('@')[0]} " for part in ev.scope)
+    return f"#{ev.seq:<3} run {ev.run}  {nest}{ev.type:<19} {ev.action or '':<18} {detail}"
 
 
 def one_turn_agent() -> Calculator:

@@ -14,6 +14,7 @@ from .durable import (
     DurableCallUnknownError,
     JournalMismatchError,
     Outcome,
+    SubagentTimeoutError,
     function_name,
 )
 from .journal import Journal
@@ -56,6 +57,7 @@ __all__ = [
     "SessionMachine",
     "SessionState",
     "Subagent",
+    "SubagentTimeoutError",
     "ToolNotApprovedError",
     "ToolSpec",
     "UnsupportedEventError",

@@ -32,15 +32,21 @@ SUSPEND = object()  # what an async action's awaitable yields to the machine
 class CallAwaitable:
     """Awaitable of ``durable_execute_async``/``durable_execute_all_async``."""
 
-    __slots__ = ("_batch", "_ctx", "_specs")
+    __slots__ = ("_batch", "_ctx", "_first", "_specs", "_window")
 
-    def __init__(self, ctx: RunnerContext, specs: list[CallSpec], batch: bool) -> None:
+    def __init__(self, ctx: RunnerContext, specs: list[CallSpec], batch: bool, *,
+                 window: int | None = None, first: bool = False) -> None:
         self._ctx = ctx
         self._specs = specs
         self._batch = batch
+        # At most ``window`` calls of the batch in flight; ``first``: the first to finish.
+        self._window = window
+        self._first = first
 
     def __await__(self) -> Generator[Any, None, Any]:
         ctx = self._ctx
+        if self._window is not None or self._first:
+            return (yield from self._gradually())
         if not self._batch:  # one call: the common case, without the lists
             spec = self._specs[0]
             rec = ctx._record(spec)
@@ -70,6 +76,52 @@ class CallAwaitable:
             except Exception as err:
                 outcomes.append(Outcome(error=err))
         return outcomes
+
+
+    def _gradually(self) -> Generator[Any, None, Any]:
+        """A batch whose calls are issued as room frees up (``window``), or that ends when
+        its first call does (``first``: the others are abandoned). The action is resumed
+        each time one of its calls has its outcome."""
+        ctx, specs = self._ctx, self._specs
+        for spec in specs:  # ids by place in the batch, whichever are issued when
+            ctx._claim(spec)
+        while True:
+            calls = ctx._run.calls
+            records: list[CallRecord | None] = []
+            busy = 0
+            for spec in specs:
+                rec = calls.get(spec.cid)
+                if rec is None and self._window is not None and busy >= self._window:
+                    records.append(None)  # not yet: the window is full
+                    continue
+                rec = ctx._record(spec)  # issued now, waited for again, or done
+                busy += rec is None
+                records.append(rec)
+            if self._first:
+                done = [i for i, r in enumerate(records)
+                        if r is not None and (r.error is None or r.error.type != ABANDONED)]
+                if done:
+                    won = done[0]
+                    ctx.abandon.extend(s.cid for i, (s, r) in enumerate(zip(specs, records, strict=True))
+                                       if i != won and r is None)
+                    return won, _outcome(ctx, records[won], specs[won])  # type: ignore[arg-type]
+            elif all(r is not None for r in records):
+                return [_outcome(ctx, r, s) for r, s in zip(records, specs, strict=True)]  # type: ignore[arg-type]
+            ctx.wake_any = True
+            yield SUSPEND
+
+
+#: The error of a call its batch no longer needed (another answered first).
+ABANDONED = "DurableCallAbandonedError"
+
+
+def _outcome(ctx: RunnerContext, rec: CallRecord, spec: CallSpec) -> Outcome:
+    if spec.result is not None:  # a sub-agent's call: its Result, never an error
+        return Outcome(value=spec.result(rec, spec.cid))
+    try:
+        return Outcome(value=ctx._unwrap(rec, spec.cid))
+    except Exception as err:
+        return Outcome(error=err)
 
 
 class CallSpec:

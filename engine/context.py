@@ -156,7 +156,8 @@ class RunnerContext:
     """
 
     __slots__ = ("_children", "_frame", "_inv", "_machine", "_metrics", "_ordinal", "_plan", "_run",
-                 "_sensory", "_short_term", "_state", "notices", "requests", "sent", "waiting")
+                 "_sensory", "_short_term", "_state", "abandon", "notices", "requests", "sent", "waiting",
+                 "wake_any")
 
     def __init__(
         self, machine: SessionMachine, state: SessionState, run: RunState, inv: Invocation,
@@ -175,6 +176,8 @@ class RunnerContext:
         self.requests: list[DurableCallRequest] = []
         self.notices: list[Event] = []  # emitted with the requests, not when it completes
         self.waiting: list[str] = []
+        self.wake_any = False  # resumed when any call it waits for is done, not all
+        self.abandon: list[str] = []  # calls of a batch answered by another first
         # Created on first use: most actions never touch them.
         self._short_term: Memory | None = None
         self._sensory: Memory | None = None
@@ -328,10 +331,33 @@ class RunnerContext:
         )
         return CallAwaitable(self, [spec], batch=False)
 
-    def durable_execute_all_async(self, calls: list[DurableCall | CallAwaitable]) -> CallAwaitable:
+    def durable_execute_all_async(self, calls: list[DurableCall | CallAwaitable], *,
+                                  max_parallel: int | None = None) -> CallAwaitable:
         """Run several calls in parallel; resolves to a list of :class:`Outcome` in order.
         Besides functions (:class:`DurableCall`), sub-agent calls
-        (``subagent.as_async_callable(ctx, prompt)``): their Outcome's value is the Result."""
+        (``subagent.as_async_callable(ctx, prompt)``): their Outcome's value is the Result.
+        ``max_parallel``: at most that many in flight, the next issued as one finishes."""
+        if max_parallel is not None and (isinstance(max_parallel, bool) or not isinstance(max_parallel, int)
+                                         or max_parallel < 1):
+            raise ValueError(f"durable_execute_all_async: max_parallel must be a positive integer, "
+                             f"got {max_parallel!r}")
+        return CallAwaitable(self, self._batch_specs(calls), batch=True, window=max_parallel)
+
+    def durable_execute_first_async(self, calls: list[DurableCall | CallAwaitable]) -> CallAwaitable:
+        """Run several calls in parallel and resolve to ``(index, Outcome)`` of the first to
+        finish (succeeded or failed); the others are abandoned (their late results ignored,
+        a sub-agent's scope cancelled). Example::
+
+            i, first = await ctx.durable_execute_first_async([
+                fast.as_async_callable(ctx, q), thorough.as_async_callable(ctx, q)])
+        """
+        specs = self._batch_specs(calls)
+        if not specs:
+            raise ValueError("durable_execute_first_async: the first of no calls never comes")
+        return CallAwaitable(self, specs, batch=True, first=True)
+
+    @staticmethod
+    def _batch_specs(calls: list[DurableCall | CallAwaitable]) -> list[CallSpec]:
         specs = []
         for c in calls:
             if isinstance(c, CallAwaitable):
@@ -339,7 +365,7 @@ class RunnerContext:
                 continue
             specs.append(CallSpec(CallKind.FUNCTION, function_name(c.func), c.args, c.kwargs, c.func,
                                   c.reconciler, c.idempotent))
-        return CallAwaitable(self, specs, batch=True)
+        return specs
 
     # --- timers and signals ---------------------------------------------------------------
     def sleep(self, duration: float | timedelta) -> None:
@@ -418,9 +444,10 @@ class RunnerContext:
     def _record(self, spec: CallSpec) -> CallRecord | None:
         """The call's journal record if it has an outcome; else register it and return None."""
         run = self._run
-        cid = self._next_call_id()
-        self._ordinal += 1
-        spec.cid = cid
+        cid = spec.cid
+        if not cid:
+            cid = spec.cid = self._next_call_id()
+            self._ordinal += 1
         args = encode_value(
             {"args": spec.args, "kwargs": spec.kwargs}, f"arguments of durable call {spec.target}"
         )
@@ -460,6 +487,11 @@ class RunnerContext:
             self._machine._callables[cid] = (spec.fn, spec.reconciler)
         self.waiting.append(cid)
         return None
+
+    def _claim(self, spec: CallSpec) -> None:
+        """Give ``spec`` the id of the next call, whether or not it is issued now."""
+        spec.cid = self._next_call_id()
+        self._ordinal += 1
 
     def _take_signal(self, name: str, rec: CallRecord) -> bool:
         """A signal of ``name`` that arrived before this wait answers it at once."""

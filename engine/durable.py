@@ -69,6 +69,10 @@ class DurableCallUnknownError(DurableCallError):
     """
 
 
+class SubagentTimeoutError(DurableCallError, TimeoutError):
+    """A sub-agent call that did not answer within its timeout (its work was abandoned)."""
+
+
 class JournalMismatchError(BaseException):
     """On replay, an action asked for a different call than the journal recorded there.
 
@@ -86,7 +90,7 @@ class JournalMismatchError(BaseException):
         self.call_id = call_id
 
 
-_ERROR_CLASSES: dict[str, type[DurableCallError]] = {}
+_ERROR_CLASSES: dict[str, type[DurableCallError]] = {"SubagentTimeoutError": SubagentTimeoutError}
 
 
 def durable_error(call_id: str, error: ErrorInfo) -> DurableCallError:

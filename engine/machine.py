@@ -328,6 +328,8 @@ class SessionMachine(Scopes, CallOutcomes):
                 inv = holder.pending.popleft()
                 holder.active = inv
             failure, ctx = self._run_action(state, run, inv, frame)
+            if ctx.abandon:  # a batch's first answer came: the other calls are not needed
+                self._abandon(state, run, ctx.abandon, out)
             starts: list[tuple[DurableCallRequest, AgentEvent]] = []
             if ctx.requests:
                 internal = ctx._plan.subagents
@@ -345,6 +347,7 @@ class SessionMachine(Scopes, CallOutcomes):
                     self._emit(state, run, notice, inv.trigger.event_id, inv.action, out, scope)
             if failure is SUSPENDED:
                 holder.waiting = ctx.waiting
+                holder.any = ctx.wake_any
                 for req, env in starts:  # each may answer at once, and resume this action
                     self._start_child(state, run, scope, inv, req, env, out)
                 return
@@ -376,6 +379,8 @@ class SessionMachine(Scopes, CallOutcomes):
                 ctx.requests = []
                 ctx.notices = []
                 ctx.waiting = []
+                ctx.wake_any = False
+                ctx.abandon = []
             else:
                 ctx = RunnerContext(self, state, run, inv, frame)
         else:

@@ -222,10 +222,15 @@ class CallOutcomes:
         holder = self._holder(run, call_id)
         if holder is not None and holder.waiting:
             calls = run.calls
-            for c in holder.waiting:
-                if calls[c].status not in TERMINAL:
+            if holder.any:  # a batch that goes on as each call is done
+                if call_id not in holder.waiting:
                     return
+            else:
+                for c in holder.waiting:
+                    if calls[c].status not in TERMINAL:
+                        return
             holder.waiting = []
+            holder.any = False
             self._drive(state, out, None if holder is run else holder)  # type: ignore[arg-type]
             self._start_runs(state, out)
 

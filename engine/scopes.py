@@ -32,6 +32,7 @@ from eddies.events import (
 )
 from eddies.events.ids import call_digest, call_id, scope_of_call
 
+from .calls import ABANDONED
 from .state import ERROR, OK, TERMINAL, CallRecord, Frame, Invocation, RunState, SessionState
 from .subagents import TIMEOUT
 
@@ -159,6 +160,23 @@ class Scopes:
         frame.output, frame.error = None, error
         frame.pending.clear()
         self._child_done(state, run, frame, out)
+
+    def _abandon(self, state: SessionState, run: RunState, cids: list[str], out: list[AgentEvent]) -> None:
+        """Calls a batch no longer needs: abandoned (late results ignored); a sub-agent's
+        scope cancelled."""
+        error = ErrorInfo(ABANDONED, "another call of its batch finished first",
+                          category=ErrorCategory.PERMANENT)
+        for cid in cids:
+            rec = run.calls.get(cid)
+            if rec is None or rec.status in TERMINAL:
+                continue
+            frame = next((f for f in run.frames.values() if f.call == cid), None)
+            if frame is not None:
+                self._cancel(state, run, frame, error, out)
+                continue
+            rec.status, rec.error = ERROR, error
+            self._args.pop(cid, None)
+            self._callables.pop(cid, None)
 
     def _drop(self, state: SessionState, run: RunState, frame: Frame) -> None:
         if frame.active is not None:

@@ -123,6 +123,8 @@ class Frame:
     error: ErrorInfo | None = None
     #: The timer call that ends it at the caller's timeout, if it has one.
     deadline: str = ""
+    #: Its action goes on when any call it waits for is done (a gradual batch), not all.
+    any: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -132,7 +134,7 @@ class Frame:
             "pending": [_inv_dict(i) for i in self.pending], "waiting": list(self.waiting),
             "sensory": self.sensory, "memory": self.memory, "events": self.events,
             "output": self.output, "error": None if self.error is None else _error_list(self.error),
-            "deadline": self.deadline,
+            "deadline": self.deadline, "any": self.any,
         }
 
     @classmethod
@@ -143,7 +145,7 @@ class Frame:
             None if d["active"] is None else _inv_from(d["active"]),
             deque(_inv_from(i) for i in d["pending"]), list(d["waiting"]), d["sensory"],
             d["memory"], d["events"], d["output"], None if d["error"] is None else ErrorInfo(*d["error"]),
-            d["deadline"])
+            d["deadline"], d["any"])
 
 
 @dataclass(slots=True)
@@ -166,6 +168,8 @@ class RunState:
     frames: dict[str, Frame] = field(default_factory=dict)
     #: Sub-agent call deadlines issued so far (their timers' ids count them).
     deadlines: int = 0
+    #: Its action goes on when any call it waits for is done (a gradual batch), not all.
+    any: bool = False
 
     def to_dict(self, *, parts: bool = True) -> dict[str, Any]:
         """JSON-able form; without ``parts``, no ``calls`` and ``sensory`` (a runner that
@@ -185,6 +189,8 @@ class RunState:
             d["frames"] = [f.to_dict() for f in self.frames.values()]
         if self.deadlines:
             d["deadlines"] = self.deadlines
+        if self.any:
+            d["any"] = True
         if parts:
             d["calls"] = {k: v.to_dict() for k, v in self.calls.items()}
             d["sensory"] = self.sensory
@@ -207,6 +213,7 @@ class RunState:
             cost_usd=d.get("spent", (0, 0.0))[1],
             frames={"/".join(f["scope"]): Frame.from_dict(f) for f in d.get("frames", ())},
             deadlines=d.get("deadlines", 0),
+            any=d.get("any", False),
         )
 
 

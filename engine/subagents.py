@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from .context import RunnerContext
     from .state import CallRecord
 
-#: The error type of a sub-agent call that did not finish within its timeout.
+#: The error type of a sub-agent call that did not finish within its timeout (the
+#: Result's exception is then a ``SubagentTimeoutError``, a ``TimeoutError``).
 TIMEOUT = "SubagentTimeoutError"
 
 

@@ -220,3 +220,50 @@ def reflect_agent() -> Any:
     agent.add_resource("writer", ResourceType.CHAT_MODEL, ChatModelSetup("w", prompt="You draft."))
     agent.add_resource("editor", ResourceType.CHAT_MODEL, ChatModelSetup("c", prompt="You review."))
     return agent
+
+
+def boss_model(messages: list[Any], tools: list[Any]) -> Any:
+    """The boss asks the reviewer and general-purpose at once, then answers with both;
+    general-purpose (its own system prompt) answers at once."""
+    from eddies.engine.react import GENERAL_PURPOSE_PROMPT
+    from eddies.events import ChatMessage, MessageRole, ToolCall
+
+    if messages[0].content == GENERAL_PURPOSE_PROMPT:
+        return ChatMessage(MessageRole.ASSISTANT, f"summary of {messages[-1].content}")
+    results = [m.content for m in messages if m.role is MessageRole.TOOL]
+    if results:
+        return ChatMessage(MessageRole.ASSISTANT, " | ".join(results))
+    task = next(m.content for m in messages if m.role is MessageRole.USER)
+    return ChatMessage(MessageRole.ASSISTANT, "", [
+        ToolCall("r", "reviewer", {"prompt": f"review {task}"}),
+        ToolCall("g", "general-purpose", {"prompt": task})])
+
+
+def reviewer_model(messages: list[Any], tools: list[Any]) -> Any:
+    """The reviewer adds the letters of what it reviews with its caller's ``add`` tool."""
+    from eddies.events import ChatMessage, MessageRole, ToolCall
+
+    if messages[-1].role is MessageRole.TOOL:
+        return ChatMessage(MessageRole.ASSISTANT, f"reviewed, score {messages[-1].content}")
+    text = messages[-1].content
+    return ChatMessage(MessageRole.ASSISTANT, "", [ToolCall("a", "add", {"a": len(text), "b": 1})])
+
+
+def delegating_agent() -> Any:
+    """A ReActAgent whose model calls two sub-agents as tools: an internal ReAct reviewer
+    (its own model; its caller's tool) and the built-in general-purpose one."""
+    from eddies import ReActAgent, ReActOptions
+    from eddies.engine import ChatModelSetup, ResourceType
+
+    reviewer = ReActAgent("reviewer", model="critic", options=ReActOptions(request_timeout=2e9))
+    reviewer.description = "Reviews a text and scores it."
+    reviewer.add_resource("critic-conn", ResourceType.CHAT_MODEL_CONNECTION,
+                          ScriptedChatModel(reviewer_model))
+    reviewer.add_resource("critic", ResourceType.CHAT_MODEL, ChatModelSetup("critic-conn", tools=["add"]))
+    boss = ReActAgent("boss", model="llm", options=ReActOptions(request_timeout=2e9))
+    boss.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(boss_model))
+    boss.add_resource("llm", ResourceType.CHAT_MODEL,
+                      ChatModelSetup("conn", tools=["reviewer", "general-purpose", "add"]))
+    boss.add_resource("add", ResourceType.TOOL, add)
+    boss.add_resource("reviewer", ResourceType.AGENT, reviewer)
+    return boss

@@ -232,3 +232,32 @@ def mcp_ledger_http() -> Agent:
     agent.add_resource("llm", ResourceType.CHAT_MODEL,
                        ChatModelSetup("conn", model="openai/test-model", tools=["book"]))
     return agent
+
+
+class Steps(Agent):
+    """A sub-agent of two slow steps (each execution recorded), the second idempotent: it is
+    where a test kills the worker, and it is run again after."""
+
+    subagent_compatible = True
+
+    @action(InputEvent)
+    async def work(event: InputEvent, ctx: Any) -> None:
+        first = await ctx.durable_execute_async(charge, f"{event.input}-first", 1)
+        second = await ctx.durable_execute_async(charge, f"{event.input}-second", 2, idempotent=True)
+        ctx.send_event(OutputEvent(output=[first, second]))
+
+
+class Delegates(Agent):
+    """input -> the ``steps`` sub-agent -> its answer (a run that waits on a child scope)."""
+
+    @action(InputEvent)
+    async def start(event: InputEvent, ctx: Any) -> None:
+        steps = ctx.get_resource("steps", ResourceType.AGENT)
+        result = await steps.as_async_callable(ctx, event.input)
+        ctx.send_event(OutputEvent(output=result.result if result.success else str(result.exception)))
+
+
+def delegates() -> Delegates:
+    agent = Delegates("delegates")
+    agent.add_resource("steps", ResourceType.AGENT, Steps("steps"))
+    return agent

@@ -62,6 +62,11 @@ CONFORMANCE = [
         ("rf-never", ["never good"]),  # NOT_APPROVED after three
         ("rf-unsure", ["unsure one"]),  # approved, but not confidently enough
     ]),
+    # Sub-agents as tools: an internal ReAct reviewer and general-purpose, in child scopes.
+    ("tests.agents:delegating_agent", [
+        ("sub-1", ["the plan", "the next plan"]),
+        ("sub-2", ["a draft"]),
+    ]),
 ]
 #: The logical time of the first input _send_all sends (2023-11-14).
 SENT_AT = 1_700_000_000_000
@@ -212,6 +217,16 @@ def test_flink_job_writes_the_history_the_worker_writes(
                 if isinstance(p := e.payload, OutputEvent) and e.session_id.startswith("rf-")}
         assert outs == {("rf-pass", 1): ("APPROVED", 2), ("rf-pass", 2): ("APPROVED", 2),
                         ("rf-never", 1): ("NOT_APPROVED", 3), ("rf-unsure", 1): ("NOT_APPROVED", 3)}, outs
+    if agent.endswith("delegating_agent"):  # the sub-agents ran in their scopes, answered once
+        outs = {(e.session_id, e.run): p.output for e in by_flink
+                if isinstance(p := e.payload, OutputEvent) and e.session_id.startswith("sub-")}
+        assert outs == {("sub-1", 1): '"reviewed, score 16" | "summary of the plan"',
+                        ("sub-1", 2): '"reviewed, score 21" | "summary of the next plan"',
+                        ("sub-2", 1): '"reviewed, score 15" | "summary of a draft"'}, outs
+        assert all(not e.scope for e in by_flink)  # a sub-agent's OutputEvent answers its caller only
+        scoped = {e.scope[0].split("@")[0] for e in read_events(flink_app, TopicNames(flink_app.app).events)
+                  if e.scope}
+        assert scoped == {"reviewer", "general-purpose"}
     # A ten-round ReAct run really ran ten tool rounds.
     if agent.endswith("react_agent"):
         outs = [e.payload for e in by_flink

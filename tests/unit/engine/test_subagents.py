@@ -144,7 +144,7 @@ def test_three_in_parallel_with_one_timing_out_give_results_in_call_order() -> N
     agent.add_resource("reviewer", ResourceType.AGENT, Reviewer("reviewer"))
     runner = LocalRunner(agent)
     [out] = runner.run([("s1", "go")])
-    assert out == ["one: fine (review 1 for nobody)", "DurableCallError",
+    assert out == ["one: fine (review 1 for nobody)", "SubagentTimeoutError",
                    "three: fine (review 1 for nobody)"]
     [timed_out] = [e.payload for e in runner.history if isinstance(e.payload, SubagentResultEvent)
                    and e.payload.error is not None]
@@ -264,3 +264,88 @@ def test_the_model_calls_a_named_sub_agent_and_general_purpose_as_tools() -> Non
     assert gp == '"gp did \'sum it up\' with [\'count\']"'  # its caller's tools, no sub-agents
     assert bad == "error: ToolArgumentError: tool 'reviewer': prompt: expected text"
     assert {e.scope[0].split("@")[0] for e in runner.history if e.scope} == {"reviewer", "general-purpose"}
+
+
+STARTED: list[str] = []
+
+
+def step(name: str) -> str:
+    """A durable function that notes when it runs."""
+    STARTED.append(name)
+    return name.upper()
+
+
+class Bounded(Agent):
+    @action(InputEvent)
+    async def start(event: InputEvent, ctx: Any) -> None:
+        from eddies import DurableCall
+
+        outcomes = await ctx.durable_execute_all_async(
+            [DurableCall(step, (n,)) for n in ("a", "b", "c", "d", "e")], max_parallel=2)
+        ctx.send_event(OutputEvent(output=[o.value for o in outcomes]))
+
+
+def in_flight(history: list[Any]) -> int:
+    """The most calls of the run that were ever asked and not yet answered at once."""
+    from eddies.events import DurableCallRequest, DurableCallResult
+
+    open_calls: set[str] = set()
+    most = 0
+    for e in history:
+        if isinstance(e.payload, DurableCallRequest) and e.payload.kind.value == "FUNCTION":
+            open_calls.add(e.payload.call_id)
+        elif isinstance(e.payload, DurableCallResult):
+            open_calls.discard(e.payload.call_id)
+        most = max(most, len(open_calls))
+    return most
+
+
+def test_a_bounded_batch_keeps_at_most_max_parallel_in_flight_and_survives_a_crash() -> None:
+    STARTED.clear()
+    runner = LocalRunner(Bounded("bounded"))
+    assert runner.run([("s1", "go")]) == [["A", "B", "C", "D", "E"]]
+    assert in_flight(runner.history) == 2 and STARTED == ["a", "b", "c", "d", "e"]
+    STARTED.clear()
+    crashed = LocalRunner(Bounded("bounded"), snapshot_every=1)
+    crashed.submit("s1", "go")
+    for _ in range(7):
+        crashed.step()
+    crashed.crash()
+    crashed.recover()
+    crashed.run_until_idle()
+    assert [o.payload.output for o in crashed.outputs] == [["A", "B", "C", "D", "E"]]
+    assert sorted(STARTED) == ["a", "b", "c", "d", "e"]  # none twice
+
+
+class Unbounded(Agent):
+    @action(InputEvent)
+    async def start(event: InputEvent, ctx: Any) -> None:
+        await ctx.durable_execute_all_async([], max_parallel=0)
+
+
+def test_a_batch_bound_that_is_no_positive_integer_fails_the_run() -> None:
+    from eddies.connectors.local.runner import RunFailedError
+
+    with pytest.raises(RunFailedError, match="max_parallel must be a positive integer, got 0"):
+        LocalRunner(Unbounded("u")).run([("s1", "go")])
+
+
+class Race(Agent):
+    @action(InputEvent)
+    async def start(event: InputEvent, ctx: Any) -> None:
+        reviewer = ctx.get_resource("reviewer", ResourceType.AGENT)
+        won, outcome = await ctx.durable_execute_first_async(
+            [reviewer.as_async_callable(ctx, "slow"), reviewer.as_async_callable(ctx, "quick")])
+        ctx.send_event(OutputEvent(output=[won, outcome.value.result]))
+
+
+def test_the_first_to_finish_wins_and_the_others_are_cancelled() -> None:
+    agent = Race("race")
+    agent.add_resource("reviewer", ResourceType.AGENT, Reviewer("reviewer"))
+    runner = LocalRunner(agent)
+    assert runner.run([("s1", "go")]) == [[1, "quick: fine (review 1 for nobody)"]]
+    answers = [e.payload for e in runner.history if isinstance(e.payload, SubagentResultEvent)]
+    assert [(a.error.type if a.error else "ok") for a in answers] == ["ok", "DurableCallAbandonedError"]
+    slow = next(e.scope for e in runner.history if e.type == "InputEvent" and e.payload.input == "slow")
+    assert not [e for e in runner.history if e.scope == slow and e.type == "DurableCallResult"]
+    assert runner.states["s1"].run is None

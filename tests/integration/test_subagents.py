@@ -1,0 +1,68 @@
+"""Sub-agents under a Kafka worker on the embedded broker: a worker SIGKILLed while its
+sub-agent waits on a call, and restarted, finishes the session once, without running the
+sub-agent's completed call again (the Flink conformance test runs sub-agents as tools)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eddies.events import OutputEvent
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_worker_killed_during_a_sub_agent_call_finishes_the_session_once(settings: Any,
+                                                                          tmp_path: Path) -> None:
+    from eddies.connectors.kafka.client import producer, read_events, send_input
+    from eddies.connectors.kafka.topics import TopicNames
+    from tests.integration.workers import ROOT, start_worker, stop_worker, wait_until
+
+    effects, log = tmp_path / "effects.log", tmp_path / "worker.log"
+    env = {"TEST_EFFECTS": str(effects), "TEST_EFFECT_DELAY": "3"}
+    agent = "tests.integration.agents:delegates"
+    worker = start_worker(settings, agent, log, **env)
+    try:
+        prod = producer(settings)
+        send_input(settings, "s1", "job", prod=prod)
+        prod.flush(30)
+        wait_until("the sub-agent's second step", lambda: effects.exists() and "job-second" in
+                   effects.read_text(), worker, log, timeout=90)
+        worker.kill()  # the first step done and journaled, the second under way
+        worker.wait(10)
+        worker = start_worker(settings, agent, log, **env)
+
+        def answers() -> list[Any]:
+            return [e for e in read_events(settings, TopicNames(settings.app).output)
+                    if isinstance(e.payload, OutputEvent)]
+        [out] = wait_until("the answer", answers, worker, log, timeout=90)
+        time.sleep(1)  # nothing more comes
+        assert len({e.event_id for e in answers()}) == 1
+    finally:
+        stop_worker(worker)
+    assert out.payload.error is None and not out.scope
+    assert out.payload.output == ["charged job-first 1", "charged job-second 2"]
+    # eddies replay recomputes it (calling nothing) and shows the child under its call.
+    shown = subprocess.run(
+        [sys.executable, "-m", "eddies", "replay", "--session", "s1", "--app", settings.app,
+         "--bootstrap-servers", settings.bootstrap_servers, "--agent", agent],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
+                 COLUMNS="250", **env))
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "every id recomputed identically" in shown.stdout
+    lines = shown.stdout.splitlines()
+    call = next(i for i, line in enumerate(lines) if "SubagentCallEvent" in line)
+    answer = next(i for i, line in enumerate(lines) if "SubagentResultEvent" in line)
+    inside = [line for line in lines[call + 1:answer] if "#" in line]
+    assert inside and all("| steps " in line for line in inside), lines
+    assert any("| steps InputEvent" in line for line in inside)
+    ran = [line.split()[1] for line in effects.read_text().splitlines()]
+    assert ran.count("job-first/1") == 1  # completed before the kill: not run again
+    assert ran.count("job-second/2") == 2  # under way at the kill (idempotent): run again
