@@ -258,15 +258,9 @@ async def _call(server: A2aServer, path: str, prompt: str, key: str, timeout: fl
     context = ClientCallContext(timeout=timeout, service_parameters={IDEMPOTENCY_HEADER: key})
     try:
         _, client = await _POOL.agent(server, path)
-        task = None
-        async for response in client.send_message(SendMessageRequest(message=message), context=context):
-            if response.HasField("message"):  # the agent answered without a task
-                return _content([response.message.parts])
-            if response.HasField("task"):
-                task = response.task
-        if task is None:
-            raise A2aConnectionError(f"A2A server {server.where}: the agent answered neither a task nor "
-                                     "a message")
+        answered, task = await _send(client, SendMessageRequest(message=message), context, server)
+        if answered:  # the agent answered without a task
+            return task
         for delay in _polls():
             if _state(task) not in ("submitted", "working", "unspecified"):
                 break
@@ -275,6 +269,106 @@ async def _call(server: A2aServer, path: str, prompt: str, key: str, timeout: fl
     except Exception as err:
         raise _failure(err, server) from None
     return _result(task)
+
+
+def call_subagent(server: A2aServer, path: str, prompt: Any, *, key: str, session_id: str | None,
+                  timeout_s: float, look_up: bool) -> Any:
+    """An A2A sub-agent call (see :mod:`eddies.connectors.external_subagents`): one message
+    whose id derives from the call id ``key`` and whose context from the sub-session (or the
+    call), its task followed to its end, canceled at ``timeout_s``; with ``look_up``, the
+    task of an earlier attempt is found in that context first."""
+    try:
+        return _POOL.loop.run(_subagent(server, path, prompt, key, session_id, timeout_s, look_up),
+                              timeout_s + 10)
+    except (A2aTaskError, A2aRequestError, ConfigurationError, TimeoutError):
+        raise
+    except Exception as err:  # the client may be broken: make one again next time
+        _POOL.drop(server, path)
+        if isinstance(err, A2aConnectionError):
+            raise
+        raise A2aConnectionError(f"A2A server {server.where}: {_reason(err, server)}") from None
+
+
+async def _subagent(server: A2aServer, path: str, prompt: Any, key: str, session_id: str | None,
+                    timeout: float, look_up: bool) -> Any:
+    from a2a.client import ClientCallContext
+    from a2a.types import (
+        CancelTaskRequest,
+        GetTaskRequest,
+        ListTasksRequest,
+        Message,
+        Part,
+        Role,
+        SendMessageConfiguration,
+        SendMessageRequest,
+    )
+
+    from .external_subagents import SubagentTimeoutError
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    client: Any = None
+    message_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"eddies:{key}"))
+    context_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"eddies:context:{session_id or key}"))
+    context = ClientCallContext(timeout=timeout, service_parameters={IDEMPOTENCY_HEADER: key})
+    task = None
+    try:
+        _, client = await _POOL.agent(server, path)
+        if look_up:
+            listed = await client.list_tasks(ListTasksRequest(context_id=context_id, history_length=100,
+                                                              include_artifacts=True), context=context)
+            task = next((t for t in listed.tasks if any(m.message_id == message_id for m in t.history)),
+                        None)
+            log.info("A2A server %s: the task of call %s %s", server.where, key,
+                     "found" if task is not None else "not found: sending its message now")
+        if task is None:
+            text = prompt if isinstance(prompt, str) else json.dumps(prompt)
+            message = Message(role=Role.ROLE_USER, parts=[Part(text=text)], message_id=message_id,
+                              context_id=context_id)
+            message.metadata.update({IDEMPOTENCY_META: key})
+            # Its task at once, not at its end: followed here, and canceled at the timeout.
+            ask = SendMessageRequest(message=message,
+                                     configuration=SendMessageConfiguration(return_immediately=True))
+            answered, task = await _send(client, ask, context, server)
+            if answered:  # the agent answered without a task
+                return task
+        for delay in _polls():
+            if _state(task) not in ("submitted", "working", "unspecified"):
+                break
+            if loop.time() + delay > deadline:
+                raise TimeoutError
+            await asyncio.sleep(delay)
+            task = await client.get_task(GetTaskRequest(id=task.id), context=context)
+    except Exception as err:
+        from a2a.client import A2AClientTimeoutError
+
+        if not isinstance(err, TimeoutError | A2AClientTimeoutError):
+            raise _failure(err, server) from None
+        canceled = ""  # at the timeout, its task (if it got one) is canceled
+        if task is not None and client is not None:
+            try:
+                await client.cancel_task(CancelTaskRequest(id=task.id), context=ClientCallContext(timeout=5))
+                canceled = f"; task {task.id} canceled"
+            except Exception:  # it may have ended meanwhile
+                canceled = f"; task {task.id} not canceled (the agent refused)"
+        raise SubagentTimeoutError(f"A2A server {server.where}: no answer within {timeout:g} s"
+                                   f"{canceled}") from None
+    return _result(task)
+
+
+async def _send(client: Any, ask: Any, context: Any, server: A2aServer) -> tuple[bool, Any]:
+    """Send ``ask``: (True, the content of the agent's direct answer), or (False, the task
+    it started)."""
+    task = None
+    async for response in client.send_message(ask, context=context):
+        if response.HasField("message"):
+            return True, _content([response.message.parts])
+        if response.HasField("task"):
+            task = response.task
+    if task is None:
+        raise A2aConnectionError(f"A2A server {server.where}: the agent answered neither a task nor "
+                                 "a message")
+    return False, task
 
 
 def _polls() -> Iterator[float]:
@@ -339,7 +433,8 @@ def _failure(err: Exception, server: A2aServer) -> Exception:
     from a2a.client import A2AClientError, A2AClientTimeoutError
     from a2a.utils.errors import A2AError, InternalError
 
-    if isinstance(err, A2aTaskError | A2aRequestError | A2aConnectionError | ConfigurationError):
+    if isinstance(err, A2aTaskError | A2aRequestError | A2aConnectionError | ConfigurationError
+                  | TimeoutError):
         return err
     if isinstance(err, A2AClientTimeoutError):
         return TimeoutError(f"A2A server {server.where}: timed out")
@@ -359,5 +454,15 @@ def close() -> None:
     _POOL.close()
 
 
-__all__ = ["IDEMPOTENCY_HEADER", "IDEMPOTENCY_META", "A2aConnectionError", "A2aRequestError", "A2aTaskError",
-           "ConfigurationError", "call_tool", "close", "discover_tools"]
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "IDEMPOTENCY_META",
+    "A2aConnectionError",
+    "A2aRequestError",
+    "A2aTaskError",
+    "ConfigurationError",
+    "call_subagent",
+    "call_tool",
+    "close",
+    "discover_tools",
+]

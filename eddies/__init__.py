@@ -42,6 +42,7 @@ from eddies.engine import (
     SessionMachine,
     SessionState,
     Subagent,
+    SubagentSetup,
     SubagentTimeoutError,
     ToolNotApprovedError,
     action,
@@ -64,12 +65,15 @@ from eddies.events import (
 )
 
 if TYPE_CHECKING:
+    from eddies.connectors.external_subagents import A2ASubagentSetup, HttpSubagentSetup
     from eddies.connectors.local import LocalRunner
     from eddies.connectors.models.scripted import ScriptedChatModel
 
 __version__ = "0.1.0"
 
 _LAZY = {
+    "A2ASubagentSetup": "eddies.connectors.external_subagents",
+    "HttpSubagentSetup": "eddies.connectors.external_subagents",
     "LocalRunner": "eddies.connectors.local",
     "ScriptedChatModel": "eddies.connectors.models.scripted",
 }
@@ -85,6 +89,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "A2ASubagentSetup",
     "A2aServer",
     "A2aTool",
     "Agent",
@@ -101,6 +106,7 @@ __all__ = [
     "DurableCallUnknownError",
     "Event",
     "FunctionTool",
+    "HttpSubagentSetup",
     "InputEvent",
     "JournalMismatchError",
     "LocalRunner",
@@ -122,6 +128,7 @@ __all__ = [
     "SessionState",
     "SignalEvent",
     "Subagent",
+    "SubagentSetup",
     "SubagentTimeoutError",
     "ToolCall",
     "ToolNotApprovedError",

@@ -25,7 +25,7 @@ from .reflection import ReflectionAgent, ReflectionOptions
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool
 from .resources import ChatModelConnection, ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .state import SessionState
-from .subagents import Result, Subagent
+from .subagents import Result, Subagent, SubagentSetup
 
 __all__ = [
     "A2aServer",
@@ -57,6 +57,7 @@ __all__ = [
     "SessionMachine",
     "SessionState",
     "Subagent",
+    "SubagentSetup",
     "SubagentTimeoutError",
     "ToolNotApprovedError",
     "ToolSpec",

@@ -138,7 +138,7 @@ class CallSpec:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         fn: Callable[..., Any] | None = None,
-        reconciler: Callable[..., Any] | None = None,
+        reconciler: Callable[..., Any] | str | None = None,
         idempotent: bool = False,
     ) -> None:
         self.kind = kind

@@ -44,7 +44,7 @@ from .durable import (
 from .handles import ChatModelHandle, ToolHandle, call_tools
 from .resources import ResourceType
 from .state import OK, TERMINAL, CallRecord, Frame, Invocation, RunState, SessionState
-from .subagents import Subagent
+from .subagents import Subagent, SubagentSetup
 
 if TYPE_CHECKING:
     from .machine import SessionMachine
@@ -280,7 +280,7 @@ class RunnerContext:
         if rtype is ResourceType.TOOL:
             return ToolHandle(self, name, obj.idempotent)
         if rtype is ResourceType.AGENT:
-            return Subagent(name, obj.description)
+            return Subagent(name, obj.description, obj if isinstance(obj, SubagentSetup) else None)
         return obj
 
     def call_tools_async(self, model: str, tool_calls: list[ToolCall]
@@ -463,7 +463,8 @@ class RunnerContext:
             if rec.status in TERMINAL:
                 return rec
         else:
-            reconciler = None if spec.reconciler is None else function_name(spec.reconciler)
+            reconciler = (spec.reconciler if spec.reconciler is None or isinstance(spec.reconciler, str)
+                          else function_name(spec.reconciler))
             # request_id is filled in when the machine emits the request event.
             # The arguments are not kept in the record: the request carries them, and a
             # replay of the action computes them again (see SessionMachine._args).
@@ -478,13 +479,14 @@ class RunnerContext:
             self.requests.append(DurableCallRequest(
                 call_id=cid, kind=spec.kind, target=spec.target, args=args,
                 idempotent=spec.idempotent, attempt=1,
-                timeout_ms=self._plan.call_timeout(spec.kind, spec.target), digest=dig,
+                timeout_ms=self._plan.call_timeout(spec.kind, spec.target, spec.kwargs), digest=dig,
                 not_before=rec.due))
             if spec.notice is not None:
                 self.notices.append(spec.notice)
         self._machine._args[cid] = args
         if spec.fn is not None:
-            self._machine._callables[cid] = (spec.fn, spec.reconciler)
+            live = spec.reconciler if spec.reconciler is None or callable(spec.reconciler) else None
+            self._machine._callables[cid] = (spec.fn, live)
         self.waiting.append(cid)
         return None
 

@@ -31,7 +31,7 @@ from .calls import CallSpec, signal_wait_spec
 from .durable import DurableCallError, Outcome
 from .remote_tools import AnyTool
 from .resources import ChatModelSetup, ResourceType
-from .subagents import Result, Subagent
+from .subagents import Result, Subagent, SubagentSetup
 from .tool_args import ToolArgumentError, problem
 
 if TYPE_CHECKING:
@@ -146,14 +146,22 @@ async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> l
                 "ToolNotOfferedError", f"no tool {tc.name!r} is offered to model {model!r}"
                 f" (it offers: {', '.join(offered) or 'none'})", category=ErrorCategory.PERMANENT))
             continue
-        if plan.resources[tc.name][0] is ResourceType.AGENT:  # a sub-agent, as a tool
-            prompt = tc.arguments.get("prompt") if isinstance(tc.arguments, Mapping) else None
-            if not isinstance(prompt, str):
-                results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(
-                    "ToolArgumentError", f"tool {tc.name!r}: prompt: expected text",
-                    category=ErrorCategory.PERMANENT))
+        kind, obj = plan.resources[tc.name]
+        if kind is ResourceType.AGENT:  # a sub-agent, as a tool
+            setup = obj if isinstance(obj, SubagentSetup) else None
+            schema = None if setup is None else setup.input_schema
+            prompt: Any = tc.arguments.get("prompt") if isinstance(tc.arguments, Mapping) else None
+            if schema:
+                wrong = (problem(schema, dict(tc.arguments)) if isinstance(tc.arguments, Mapping)
+                         else "arguments must be an object")
             else:
-                ready.append((i, Subagent(tc.name)._spec(prompt, None, None)))
+                wrong = None if isinstance(prompt, str) else "prompt: expected text"
+            if wrong is not None:
+                results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(
+                    "ToolArgumentError", f"tool {tc.name!r}: {wrong}", category=ErrorCategory.PERMANENT))
+                continue
+            asked = dict(tc.arguments) if schema else prompt  # its input: what its schema asks for
+            ready.append((i, Subagent(tc.name, setup=setup)._spec(asked, None, None)))
             continue
         tool = plan.tool(tc.name)
         try:

@@ -183,9 +183,10 @@ class CallOutcomes:
                                       attempt=rec.attempt)
         kind = CallKind(rec.kind)
         plan = self.plan.for_scope(scope_of_call(call_id))
+        asked = decode_value(args).get("kwargs") if kind is CallKind.SUBAGENT and args else None
         return DurableCallRequest(
             call_id=call_id, kind=kind, target=rec.target, args=args, idempotent=rec.idempotent,
-            attempt=rec.attempt, timeout_ms=plan.call_timeout(kind, rec.target),
+            attempt=rec.attempt, timeout_ms=plan.call_timeout(kind, rec.target, asked),
             digest=rec.digest, not_before=rec.due)
 
     def _end_run(self, state: SessionState, run: RunState, cause: AgentEvent, error: ErrorInfo,

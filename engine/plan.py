@@ -20,6 +20,7 @@ from .chat import builtin_actions
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool, RemoteTool, remote_names, remote_tools
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
+from .subagents import PROMPT_SCHEMA, SubagentSetup
 
 #: Engine options read from ``Agent(config=...)``, with their defaults.
 OPTIONS: dict[str, Any] = {
@@ -33,6 +34,10 @@ OPTIONS: dict[str, Any] = {
     # its own): an hour.
     "approval_timeout_ms": 3_600_000,
 }
+
+
+#: What an external sub-agent's executor deadline adds to the call's own timeout.
+SUBAGENT_GRACE_MS = 2_000
 
 
 class PlanError(ValueError):
@@ -190,13 +195,18 @@ class AgentPlan:
             return entry[1].retry
         return self.retry.get(kind)
 
-    def call_timeout(self, kind: CallKind, target: str) -> int | None:
+    def call_timeout(self, kind: CallKind, target: str, kwargs: dict[str, Any] | None = None) -> int | None:
         """How long an executor lets a call run: the tool's or model setup's own
-        ``timeout_ms``, else the agent's config for its kind (None: no limit)."""
+        ``timeout_ms``, an external sub-agent's (the call's ``timeout``, else its setup's,
+        with a little more so that it ends the call itself and can cancel it there), else
+        the agent's config for its kind (None: no limit)."""
         own = None
         entry = self.resources.get(target)
         if entry is not None and kind in (CallKind.TOOL, CallKind.CHAT_MODEL):
             own = getattr(entry[1], "timeout_ms", None)
+        elif entry is not None and kind is CallKind.SUBAGENT and isinstance(entry[1], SubagentSetup):
+            asked = (kwargs or {}).get("timeout_ms")
+            own = (asked if asked is not None else round(entry[1].timeout_s * 1000)) + SUBAGENT_GRACE_MS
         return own if own is not None else self.timeouts.get(kind)
 
     def tool_specs(self, model: str) -> list[ToolSpec]:
@@ -209,13 +219,12 @@ class AgentPlan:
         return list(specs)
 
 
-def subagent_spec(name: str, agent: Agent) -> ToolSpec:
-    """How a model is offered sub-agent ``name``: a tool taking one ``prompt``."""
-    return ToolSpec(name, agent.description or f"Ask the {name} agent; it answers with its result.", {
-        "type": "object",
-        "properties": {"prompt": {"type": "string", "description": "What to ask it, in full: it sees "
-                                                                    "nothing else of this conversation."}},
-        "required": ["prompt"], "additionalProperties": False})
+def subagent_spec(name: str, agent: Agent | SubagentSetup) -> ToolSpec:
+    """How a model is offered sub-agent ``name``: a tool taking one ``prompt`` (or what an
+    external one's ``input_schema`` says)."""
+    schema = agent.input_schema if isinstance(agent, SubagentSetup) and agent.input_schema else PROMPT_SCHEMA
+    return ToolSpec(name, agent.description or f"Ask the {name} agent; it answers with its result.",
+                    dict(schema))
 
 
 def _type_name(spec: ActionSpec, trig: Any) -> str:
@@ -260,8 +269,8 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
             raise PlanError("resource: empty name")
         if res.name in out:
             raise PlanError(f"resource {res.name!r}: defined twice")
-        if res.type is ResourceType.AGENT and not isinstance(res.obj, Agent):
-            raise PlanError(f"resource {res.name!r}: an AGENT must be an Agent")
+        if res.type is ResourceType.AGENT and not isinstance(res.obj, Agent | SubagentSetup):
+            raise PlanError(f"resource {res.name!r}: an AGENT must be an Agent or a SubagentSetup")
         if res.type is ResourceType.AGENT and ("@" in res.name or "/" in res.name):
             raise PlanError(f"resource {res.name!r}: a sub-agent's name may not hold '@' or '/'")
         if not isinstance(res.type, ResourceType):

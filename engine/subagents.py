@@ -46,14 +46,57 @@ class Result:
     exception: Exception | None = None
 
 
+#: The reconciler target of an external sub-agent's calls (RECONCILE requests).
+RECONCILER = "subagent:"
+#: What a model is told a sub-agent takes, unless its setup says otherwise.
+PROMPT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"prompt": {"type": "string", "description": "What to ask it, in full: it sees "
+                                                                "nothing else of this conversation."}},
+    "required": ["prompt"], "additionalProperties": False}
+
+
+class SubagentSetup:
+    """The base of external sub-agents (an AGENT resource performed by executors, as a
+    durable call): an agent behind HTTP, A2A, or anything a subclass reaches. It says what
+    a model calling it is told (``description``, and ``input_schema``: the arguments a model
+    gives instead of one ``prompt``), whether a call made again after a crash is safe
+    (``idempotent``: the call id travels as an idempotency key the far side honours), and
+    whether an unknown outcome can be looked up (``reconciles``: :meth:`reconcile`).
+    Example (a subclass)::
+
+        class Translator(SubagentSetup):
+            def perform(self, prompt, *, session_id, call_id, timeout_s):
+                return my_client.translate(prompt, request_id=call_id, timeout=timeout_s)
+    """
+
+    description: str = ""
+    input_schema: dict[str, Any] | None = None
+    idempotent: bool = True
+    reconciles: bool = False
+    #: How long one call may take (seconds), unless the caller gives a timeout.
+    timeout_s: float = 300.0
+
+    def perform(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float) -> Any:
+        """Call the sub-agent; its answer (JSON), or an exception (classified like any)."""
+        raise NotImplementedError(f"{type(self).__name__}.perform")
+
+    def reconcile(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float) -> Any:
+        """After a crash left call ``call_id``'s outcome unknown: its answer, found (and
+        waited for) on the far side, or the call made now if it never arrived there; an
+        exception if that cannot be told (the call then fails closed)."""
+        raise NotImplementedError(f"{type(self).__name__}.reconcile")
+
+
 class Subagent:
     """An AGENT resource, as an action calls it (what ``ctx.get_resource`` returns)."""
 
-    __slots__ = ("description", "name")
+    __slots__ = ("description", "name", "setup")
 
-    def __init__(self, name: str, description: str = "") -> None:
+    def __init__(self, name: str, description: str = "", setup: SubagentSetup | None = None) -> None:
         self.name = name
         self.description = description
+        self.setup = setup  # an external sub-agent's; None for an internal one
 
     def call(self, ctx: RunnerContext, prompt: Any, session_id: str | None = None, *,
              timeout: float | timedelta | None = None) -> Result:
@@ -82,7 +125,11 @@ class Subagent:
             kwargs["session_id"] = str(session_id)
         if timeout is not None:
             kwargs["timeout_ms"] = duration_ms(timeout, f"sub-agent {self.name!r} timeout")
-        spec = CallSpec(CallKind.SUBAGENT, self.name, (), kwargs, idempotent=True)
+        setup = self.setup
+        spec = CallSpec(CallKind.SUBAGENT, self.name, (), kwargs,
+                        idempotent=True if setup is None else setup.idempotent)
+        if setup is not None and setup.reconciles:
+            spec.reconciler = RECONCILER + self.name
         spec.result = as_result
         return spec
 
@@ -94,4 +141,4 @@ def as_result(rec: CallRecord, cid: str) -> Result:
     return Result(True, decode_value(rec.value))
 
 
-__all__ = ["TIMEOUT", "Result", "Subagent", "as_result"]
+__all__ = ["PROMPT_SCHEMA", "RECONCILER", "TIMEOUT", "Result", "Subagent", "SubagentSetup", "as_result"]

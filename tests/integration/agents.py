@@ -261,3 +261,23 @@ def delegates() -> Delegates:
     agent = Delegates("delegates")
     agent.add_resource("steps", ResourceType.AGENT, Steps("steps"))
     return agent
+
+
+class Asker(Agent):
+    """input -> the A2A sub-agent ``helper`` (at TEST_A2A_URL) -> its answer."""
+
+    @action(InputEvent)
+    def start(event: InputEvent, ctx: Any) -> None:
+        result = ctx.get_resource("helper", ResourceType.AGENT).call(ctx, event.input)
+        ctx.send_event(OutputEvent(output=result.result if result.success else str(result.exception)))
+
+
+def a2a_asker() -> Asker:
+    from eddies import A2ASubagentSetup
+
+    agent = Asker("asker")
+    # A short timeout: a restarted worker waits that long (plus a little) for the outcome
+    # of a call a process it cannot tell dead had started, before it reconciles it.
+    helper = A2ASubagentSetup(os.environ["TEST_A2A_URL"], timeout_s=5)
+    agent.add_resource("helper", ResourceType.AGENT, helper)
+    return agent
