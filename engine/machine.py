@@ -46,6 +46,7 @@ from .context import RunnerContext
 from .durable import JournalMismatchError
 from .outcomes import CallOutcomes
 from .plan import AgentPlan
+from .runner_failures import RunnerFailures
 from .scopes import Scopes, scope_key, subagent_input
 from .state import (
     INPUT_DEDUP_WINDOW,
@@ -64,7 +65,7 @@ class UnsupportedEventError(ValueError):
     """An event the machine does not accept from outside (it emits those itself)."""
 
 
-class SessionMachine(Scopes, CallOutcomes):
+class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
     """Drives sessions of one agent. Holds no session state, only the compiled plan and a
     cache of live callables for the calls in flight (rebuilt by :meth:`resume`)."""
 
@@ -171,61 +172,6 @@ class SessionMachine(Scopes, CallOutcomes):
             self._replay_waiting(state, run)
             args = self._args.get(call_id, "")
         return args
-
-    def fail_run(self, state: SessionState, run_number: int, error: ErrorInfo,
-                 cause: str | None = None) -> tuple[SessionState, list[AgentEvent]]:
-        """Fail run ``run_number``, for a runner that could not write one of its events
-        (``cause``: that event's id): a failed OutputEvent carrying ``error``. A run still
-        in progress ends there (its calls' late results are ignored) and the next queued
-        input starts; a finished one gets the failed OutputEvent after its other events.
-        Example::
-
-            state, emitted = machine.fail_run(state, 3, ErrorInfo("TooLarge", "..."))
-        """
-        out: list[AgentEvent] = []
-        run = state.run
-        if run is not None and run.number == run_number:
-            inv = run.active
-            self._emit(state, run, OutputEvent(None, error), cause or run.input_id,
-                       inv.action if inv is not None else None, out)
-            self._finish(state, run, failed=True)
-            self._start_runs(state, out)
-        else:
-            self._emit(state, RunState(run_number, ""), OutputEvent(None, error), cause, None, out)
-        return state, out
-
-    def fail_session(self, state: SessionState, error: ErrorInfo, *,
-                     clear_memory: bool = False) -> tuple[SessionState, list[AgentEvent]]:
-        """Fail what the session holds, for a runner that cannot keep or save it as it is
-        (its snapshot or an event it emitted is larger than a record may be).
-
-        The running run and every queued input end with a failed OutputEvent carrying
-        ``error``; their calls' late results are ignored. With ``clear_memory`` the
-        short-term memory is emptied too (a failed OutputEvent of the last run says so when
-        nothing else was failed). The session takes new inputs afterwards. Example::
-
-            state, emitted = machine.fail_session(state, ErrorInfo("TooLarge", "..."))
-        """
-        out: list[AgentEvent] = []
-        run = state.run
-        if run is not None:
-            inv = run.active
-            cause = inv.trigger.event_id if inv is not None else run.input_id
-            self._emit(state, run, OutputEvent(None, error), cause,
-                       inv.action if inv is not None else None, out)
-            self._finish(state, run, failed=True)
-        while state.queue:
-            inp = state.queue.popleft()
-            run = RunState(inp.run, inp.event_id)
-            state.run = run
-            self._emit(state, run, OutputEvent(None, error), inp.event_id, None, out)
-            self._finish(state, run, failed=True)
-        if clear_memory:
-            state.memory.clear()
-            if not out:
-                last = RunState(state.runs, "")
-                self._emit(state, last, OutputEvent(None, error), None, None, out)
-        return state, out
 
     def evict(self, *session_ids: str) -> None:
         """Drop this machine's transient caches of sessions (e.g. their partition was revoked).

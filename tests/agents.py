@@ -257,9 +257,9 @@ def delegating_agent() -> Any:
 
     reviewer = ReActAgent("reviewer", model="critic", options=ReActOptions(request_timeout=2e9))
     reviewer.description = "Reviews a text and scores it."
-    reviewer.add_resource("critic-conn", ResourceType.CHAT_MODEL_CONNECTION,
+    reviewer.add_resource("critic_conn", ResourceType.CHAT_MODEL_CONNECTION,
                           ScriptedChatModel(reviewer_model))
-    reviewer.add_resource("critic", ResourceType.CHAT_MODEL, ChatModelSetup("critic-conn", tools=["add"]))
+    reviewer.add_resource("critic", ResourceType.CHAT_MODEL, ChatModelSetup("critic_conn", tools=["add"]))
     boss = ReActAgent("boss", model="llm", options=ReActOptions(request_timeout=2e9))
     boss.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(boss_model))
     boss.add_resource("llm", ResourceType.CHAT_MODEL,

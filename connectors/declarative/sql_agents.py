@@ -38,12 +38,15 @@ from eddies.engine import (
     ReflectionAgent,
     ReflectionOptions,
     ResourceType,
+    SubagentSetup,
 )
+from eddies.engine.react import GENERAL_PURPOSE
 
 from .located import DefinitionError
 from .references import env_name, import_target, read_env
 from .sql_options import With, checked_options, json_list, option_at, read_text
 from .sql_parse import Name, Option, Statement, parse_sql
+from .sql_subagents import HttpEndpoint, external_agent
 
 #: Connection types that are not model providers; any other is a litellm provider.
 _SERVERS = {"mcp_server": ResourceType.MCP_SERVER, "a2a": ResourceType.A2A_SERVER}
@@ -56,7 +59,8 @@ _CLAUSES = {
     "MODEL": {"WITH", "COMMENT", "INPUT", "OUTPUT"},
     "FUNCTION": {"AS", "LANGUAGE", "COMMENT"},
     "TOOL": {"USING FUNCTION", "USING CONNECTION", "WITH", "COMMENT"},
-    "AGENT": {"USING MODEL", "USING PROMPT", "USING TOOLS", "USING AGENTS", "WITH", "COMMENT"},
+    "AGENT": {"USING MODEL", "USING PROMPT", "USING TOOLS", "USING AGENTS", "USING CONNECTION", "WITH",
+              "COMMENT"},
 }
 
 
@@ -162,6 +166,10 @@ class _Script:
                                 api_key_env=self._key_env(opts))
                 opts.finish("type, endpoint, headers.NAME, api-key")
                 return ResourceType.A2A_SERVER, obj
+            if kind == "http":  # an HTTP sub-agent's endpoint (CREATE AGENT ... USING CONNECTION)
+                obj = HttpEndpoint(opts.text("endpoint", required=True) or "", headers, self._key_env(opts))
+                opts.finish("type, endpoint, headers.NAME, api-key")
+                return ResourceType.AGENT, obj
         except ValueError as err:
             raise DefinitionError(f"{stmt.at}: {err}") from None
         return ResourceType.CHAT_MODEL_CONNECTION, self._model_connection(stmt, opts, kind)
@@ -312,7 +320,17 @@ class _Script:
             raise DefinitionError(f"{stmt.at}: {err}") from None
         return tool, server
 
-    def _agent(self, stmt: Statement) -> _Standard | tuple[Statement, _Standard, _Standard]:
+    def _external(self, stmt: Statement) -> SubagentSetup:
+        """``CREATE AGENT a USING CONNECTION c``: the agent behind an A2A or HTTP connection."""
+        for clause in ("USING MODEL", "USING PROMPT", "USING TOOLS", "USING AGENTS"):
+            if clause in stmt.clauses:
+                raise DefinitionError(f"{stmt.clauses[clause]}: an agent USING CONNECTION is external: it "
+                                      f"takes no {clause}")
+        conn = stmt.using["CONNECTION"][0]
+        _kind, server = self.ref("CONNECTION", conn)
+        return external_agent(stmt, conn, server)
+
+    def _agent(self, stmt: Statement) -> _Standard | tuple[Statement, _Standard, _Standard] | SubagentSetup:
         if "USING AGENTS" in stmt.clauses:
             for clause in ("USING MODEL", "USING PROMPT", "USING TOOLS"):
                 if clause in stmt.clauses:
@@ -330,13 +348,18 @@ class _Script:
                                           "or critic is a standard agent (USING MODEL)")
                 roles.append(sub)
             return stmt, roles[0], roles[1]
+        if "USING CONNECTION" in stmt.clauses:
+            return self._external(stmt)
         if "USING MODEL" not in stmt.clauses:
             raise DefinitionError(f"{stmt.at}: CREATE AGENT {stmt.name}: USING MODEL m (or USING AGENTS "
-                                  "drafter, critic) is required")
+                                  "drafter, critic, or USING CONNECTION c) is required")
         model = self.ref("MODEL", stmt.using["MODEL"][0])
         tools = stmt.using.get("TOOLS", [])
-        for tool in tools:
-            self.ref("TOOL", tool)
+        for tool in tools:  # a tool, or an agent called as one (a sub-agent)
+            if tool.text in self.by_kind.get("AGENT", {}) and tool.text not in self.by_kind.get("TOOL", {}):
+                self.ref("AGENT", tool)
+            elif tool.text != GENERAL_PURPOSE:
+                self.ref("TOOL", tool)
         prompt = None if stmt.prompt is None else stmt.prompt.text
         standard = _Standard(model, prompt, tuple(t.text for t in tools), stmt.options, stmt)
         self._react_options(standard)  # checked now, used or not
@@ -353,8 +376,9 @@ class _Script:
                 raise DefinitionError(f"{self.source}:1:1: no agent {name!r} (the file creates: "
                                       f"{', '.join(declared)})")
             return self.make(name)
-        used = {n.text for stmt in declared.values() for n in stmt.using.get("AGENTS", [])}
-        top = [n for n in declared if n not in used]
+        used = {n.text for stmt in declared.values()  # as drafters, critics, or tools
+                for n in (*stmt.using.get("AGENTS", []), *stmt.using.get("TOOLS", []))}
+        top = [n for n, stmt in declared.items() if n not in used and "USING CONNECTION" not in stmt.clauses]
         if len(top) != 1:
             raise DefinitionError(f"{self.source}:1:1: the file creates {len(top)} agents no other agent "
                                   f"uses ({', '.join(top)}): name the one to load")
@@ -363,6 +387,9 @@ class _Script:
     def make(self, name: str) -> Agent:
         built = self.build("AGENT", name)
         agent: Agent
+        if isinstance(built, SubagentSetup):
+            raise DefinitionError(f"{self.by_kind['AGENT'][name].at}: agent {name!r} is external (USING "
+                                  "CONNECTION): another agent calls it, it does not run here")
         if isinstance(built, _Standard):
             general = With(built.statement)
             version, config, schema = self._general(general)
@@ -448,6 +475,15 @@ class _Script:
         kind, conn = self.objects[("CONNECTION", model.connection)]
         add(model.connection, kind, conn, model.statement.at)
         for tool_name in standard.tools:
+            if tool_name == GENERAL_PURPOSE and tool_name not in self.by_kind.get("AGENT", {}):
+                continue  # the built-in one: the plan adds it
+            if tool_name in self.by_kind.get("AGENT", {}) and tool_name not in self.by_kind.get("TOOL", {}):
+                built = self.build("AGENT", tool_name)
+                sub = built if isinstance(built, SubagentSetup) else self.make(tool_name)
+                if isinstance(sub, Agent) and self.by_kind["AGENT"][tool_name].comment is not None:
+                    sub.description = self.by_kind["AGENT"][tool_name].comment.text  # type: ignore[union-attr]
+                add(tool_name, ResourceType.AGENT, sub, self.by_kind["AGENT"][tool_name].at)
+                continue
             tool, server = self.build("TOOL", tool_name)
             add(tool_name, ResourceType.TOOL, tool, self.by_kind["TOOL"][tool_name].at)
             if server is not None:

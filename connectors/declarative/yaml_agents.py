@@ -41,8 +41,10 @@ from eddies.engine import (
     ReflectionAgent,
     ReflectionOptions,
     ResourceType,
+    SubagentSetup,
 )
 from eddies.engine.agent import ActionSpec
+from eddies.engine.react import GENERAL_PURPOSE
 
 from .located import DefinitionError, Map, Seq, parse_yaml, where
 from .references import import_target, read_env
@@ -57,8 +59,11 @@ CONNECTIONS = {"openai": "eddies.connectors.models.litellm:LiteLLMChatModel",
                "scripted": "eddies.connectors.models.scripted:ScriptedChatModel"}
 _AGENT_KEYS = {"name", "description", "version", "type", "config", "actions", "prompts", "tools",
                "chat_model_connections", "chat_model_setups", "mcp_servers", "a2a_servers", "model", "prompt",
-               "options", "drafter", "critic", "drafter_prompt", "critic_prompt", "output_schema"}
-_SECTIONS = ("prompts", "mcp_servers", "a2a_servers", "tools", "chat_model_connections", "chat_model_setups")
+               "options", "drafter", "critic", "drafter_prompt", "critic_prompt", "output_schema",
+               "subagents", "subagent_compatible"}
+_SECTIONS = ("prompts", "mcp_servers", "a2a_servers", "tools", "subagents", "chat_model_connections",
+             "chat_model_setups")
+_SUBAGENT_KEYS = {"name", "agent_ref", "target_module", "target_clazz", "arguments", "description"}
 _MCP_SERVER_KEYS = {"name", "clazz", "type", "endpoint", "url", "command", "args", "env", "headers",
                     "api_key_env"}
 _SETUP_KEYS = {"name", "clazz", "type", "connection", "model", "prompt", "tools", "arguments",
@@ -99,7 +104,9 @@ def load_yaml_text(text: str, source: str = "<yaml>", agent: str | None = None) 
     return _agent(agents, index)
 
 
-def _agent(agents: Seq, index: int) -> Agent:
+def _agent(agents: Seq, index: int, path: tuple[str, ...] = ()) -> Agent:
+    """Agent ``index`` of the document (``path``: the agents above it, calling it as a
+    sub-agent)."""
     spec = agents[index]
     if not isinstance(spec, Map):
         raise DefinitionError(f"{where(agents, index)}: an agent is a mapping")
@@ -131,10 +138,55 @@ def _agent(agents: Seq, index: int) -> Agent:
     else:
         raise DefinitionError(f"{where(spec, 'type')}: type {kind!r} is not one of workflow, react, "
                               "reflection")
+    if "description" in spec:
+        agent.description = _text(spec, "description")
+    if "subagent_compatible" in spec:
+        if not isinstance(spec["subagent_compatible"], bool):
+            raise DefinitionError(f"{where(spec, 'subagent_compatible')}: subagent_compatible: expected true "
+                                  "or false")
+        agent.subagent_compatible = spec["subagent_compatible"]
     for i, action in enumerate(_list(spec, "actions")):
         agent.actions.append(_action(spec["actions"], i, action))
-    _resources(spec, agent, prompts)
+    _resources(spec, agent, prompts, inherits=bool(path))
+    for i, item in enumerate(_list(spec, "subagents")):
+        entry = _entry(spec["subagents"], i, item, _SUBAGENT_KEYS, "a sub-agent")
+        agent.add_resource(_text(entry, "name", required=True), ResourceType.AGENT,
+                           _subagent(agents, entry, (*path, name)))
     return agent
+
+
+def _subagent(agents: Seq, entry: Map, path: tuple[str, ...]) -> Any:
+    """A ``subagents:`` entry: another agent of the document (``agent_ref``), or an external
+    one (``target_module`` + ``target_clazz`` + ``arguments``: a SubagentSetup)."""
+    if ("agent_ref" in entry) == ("target_clazz" in entry):
+        raise DefinitionError(f"{entry.where}: a sub-agent is agent_ref (an agent of this file) or "
+                              "target_module and target_clazz (a SubagentSetup), one of the two")
+    if "agent_ref" in entry:
+        ref = _text(entry, "agent_ref", required=True)
+        names = [a.get("name") if isinstance(a, Map) else None for a in agents]
+        if ref not in names:
+            raise DefinitionError(f"{where(entry, 'agent_ref')}: agent {ref!r} is not declared in this file "
+                                  f"(it declares: {', '.join(map(str, names))})")
+        if ref in path:
+            chain = " -> ".join((*path[path.index(ref):], ref))
+            raise DefinitionError(f"{where(entry, 'agent_ref')}: sub-agents call each other in a cycle: "
+                                  f"{chain}")
+        child = _agent(agents, names.index(ref), path)
+        if "description" in entry:
+            child.description = _text(entry, "description")
+        return child
+    target = f"{_text(entry, 'target_module', required=True)}:{_text(entry, 'target_clazz', required=True)}"
+    cls = _import_text(entry, "target_clazz", target)
+    arguments = {k: read_env(v, where(entry["arguments"], k)) for k, v in _map(entry, "arguments").items()}
+    try:
+        setup = cls(**arguments)
+    except (TypeError, ValueError) as err:
+        raise DefinitionError(f"{entry.where}: {target}: {err}") from None
+    if not isinstance(setup, SubagentSetup):
+        raise DefinitionError(f"{where(entry, 'target_clazz')}: {target} is not a SubagentSetup")
+    if "description" in entry:
+        setup.description = _text(entry, "description")
+    return setup
 
 
 def _only(spec: Map, allowed: set[str], kind: str) -> None:
@@ -200,7 +252,9 @@ def _prompt_ref(spec: Map, key: str, prompts: dict[str, str]) -> str:
     return prompts.get(value, value)
 
 
-def _resources(spec: Map, agent: Agent, prompts: dict[str, str]) -> None:
+def _resources(spec: Map, agent: Agent, prompts: dict[str, str], inherits: bool = False) -> None:
+    """The resources of ``spec``; a sub-agent's (``inherits``) may name its callers' too:
+    those are checked when the plan is compiled."""
     declared: dict[str, tuple[str, str]] = {}  # name -> (section, where)
     for section in _SECTIONS:
         for i, item in enumerate(_list(spec, section)):
@@ -213,7 +267,7 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, str]) -> None:
 
     def ref(entry: Map, key: str, section: str, what: str) -> str:
         name: str = _text(entry, key, required=True)
-        if declared.get(name, ("",))[0] != section:
+        if declared.get(name, ("",))[0] != section and not (inherits and name not in declared):
             raise DefinitionError(f"{where(entry, key)}: {what} {name!r} is not declared in {section}")
         return name
 
@@ -259,8 +313,10 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, str]) -> None:
         _python(entry)
         tools = _list(entry, "tools")
         for k, t in enumerate(tools):
-            if declared.get(t, ("",))[0] != "tools":
-                raise DefinitionError(f"{where(tools, k)}: tool {t!r} is not declared in tools")
+            known = declared.get(t, ("",))[0] in ("tools", "subagents") or t == GENERAL_PURPOSE
+            if not known and not (inherits and t not in declared):
+                raise DefinitionError(f"{where(tools, k)}: tool {t!r} is not declared in tools (or "
+                                      "subagents)")
         setup = ChatModelSetup(
             ref(entry, "connection", "chat_model_connections", "connection"),
             model=_text(entry, "model") or "",

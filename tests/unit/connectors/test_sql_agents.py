@@ -222,3 +222,56 @@ agents:
     assert from_sql == from_yaml
     assert from_sql.fn is reserve
     assert dict(from_sql.inject) == {"account": "call:id", "region": "memory:region"}
+
+
+def test_sub_agents_in_python_yaml_and_sql_give_the_same_plan_and_events() -> None:
+    from tests.agents import delegating_agent
+
+    sources = {"python": delegating_agent(), "yaml": load_definition(DEFS / "subagents.yaml", "boss"),
+               "sql": load_definition(DEFS / "subagents.sql")}  # the one no other agent uses
+    plans = {k: described(AgentPlan.compile(a)) for k, a in sources.items()}
+    assert plans["sql"] == plans["python"] == plans["yaml"]
+    written = {k: events(a, [("s1", "the plan"), ("s2", "a draft")]) for k, a in sources.items()}
+    assert written["sql"] == written["python"] == written["yaml"]
+    assert sum(1 for _, kind in written["sql"] if kind == "SubagentCallEvent") == 4
+
+
+def test_external_sub_agents_in_yaml_and_sql() -> None:
+    from eddies.connectors.external_subagents import A2ASubagentSetup, HttpSubagentSetup
+
+    sql = load_sql_text("""
+        CREATE CONNECTION c WITH ('type' = 'scripted');
+        CREATE MODEL m WITH ('connection' = 'c');
+        CREATE CONNECTION agents WITH ('type' = 'a2a', 'endpoint' = 'http://127.0.0.1:9', 'api-key' = '${K}');
+        CREATE CONNECTION web WITH ('type' = 'http', 'endpoint' = 'http://127.0.0.1:8/agent');
+        CREATE AGENT helper USING CONNECTION agents COMMENT 'Helps.' WITH ('request_timeout' = 30);
+        CREATE AGENT translator USING CONNECTION web
+          WITH ('description' = 'Translates.', 'idempotent' = FALSE);
+        CREATE AGENT a USING MODEL m USING TOOLS helper, translator;
+    """)
+    got = {r.name: r.obj for r in sql.resources}
+    helper, translator = got["helper"], got["translator"]
+    assert isinstance(helper, A2ASubagentSetup) and isinstance(translator, HttpSubagentSetup)
+    assert (helper.server.url, helper.server.api_key_env, helper.description, helper.timeout_s) == (
+        "http://127.0.0.1:9", "K", "Helps.", 30.0)
+    assert (translator.endpoint, translator.description, translator.idempotent) == (
+        "http://127.0.0.1:8/agent", "Translates.", False)
+    specs = {s.name: s.description for s in AgentPlan.compile(sql).tool_specs("m")}
+    assert specs == {"helper": "Helps.", "translator": "Translates."}
+    yaml = load_yaml_text("""\
+agents:
+  - name: a
+    subagents:
+      - name: helper
+        target_module: eddies.connectors.external_subagents
+        target_clazz: A2ASubagentSetup
+        arguments: {endpoint: "http://127.0.0.1:9", description: Helps.}
+""")
+    [setup] = [r.obj for r in yaml.resources]
+    assert isinstance(setup, A2ASubagentSetup) and setup.description == "Helps."
+    with pytest.raises(DefinitionError, match=r"sub-agents call each other in a cycle: a -> b -> a"):
+        load_yaml_text("""\
+agents:
+  - {name: a, subagents: [{name: b, agent_ref: b}]}
+  - {name: b, subagents: [{name: a, agent_ref: a}]}
+""", agent="a")
