@@ -69,6 +69,6 @@ def apply_record(machine: SessionMachine, router: Router, state: SessionState | 
         return None
     ended = [before] if before is not None and state.run is not before else []
     ended += router.emit_or_fail_run(machine, state, emitted, key, source)
-    if ended:
-        router.cancel_held(key, ended)
+    if ended or machine.dropped:
+        router.cancel_held(key, ended, machine.dropped)
     return state, ended

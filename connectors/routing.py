@@ -143,14 +143,16 @@ class Router:
             produce(prod, self.names.output, data, key, headers=HEADERS)
             self.counters.inc("approval_requests")
 
-    def cancel_held(self, key: bytes, runs: list[RunState]) -> None:
-        """Runs of a session that ended: executors stop holding the requests of their calls
+    def cancel_held(self, key: bytes, runs: list[RunState],
+                    calls: list[tuple[str, int]] | None = None) -> None:
+        """Runs of a session that ended (and ``calls`` abandoned in a run that goes on: a
+        cancelled sub-agent's): executors stop holding the requests of their calls
         that wait for a due time (a run deadline, an answered wait's deadline, a retry's
         back-off), instead of keeping each in memory, and its offset uncommitted, until it
         is due. The in-process executor is told directly; executor processes by a record on
         APP.requests (CANCEL_HEADER), behind the requests it cancels."""
         refs = [(cid, rec.attempt) for run in runs for cid, rec in run.calls.items()
-                if rec.due is not None]
+                if rec.due is not None] + list(calls or ())
         if not refs:
             return
         if self.executor is not None:

@@ -79,6 +79,9 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
         # A replay of the waiting action computes them again (:meth:`_arguments`).
         self._args: dict[str, str] = {}
         self._metrics = metrics
+        #: (call id, attempt) of calls with a due time that the last ``apply`` abandoned (a
+        #: cancelled sub-agent's timers): a runner stops holding their requests.
+        self.dropped: list[tuple[str, int]] = []
         # Suspended async actions, resumed in place while their run object is the live one;
         # after a restore (new state objects) they are replayed from the journal instead.
         self._live: dict[tuple[str, int, int], tuple[Any, RunnerContext, RunState]] = {}
@@ -108,6 +111,7 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
         followed by everything it caused, in order.
         """
         out: list[AgentEvent] = []
+        self.dropped = []
         if event.session_id != state.session_id:
             raise ValueError(f"event for session {event.session_id!r} applied to {state.session_id!r}")
         if event.seq and event.seq <= state.seq:

@@ -65,6 +65,7 @@ class Scopes:
         _args: dict[str, str]
         _callables: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]]
         _live: dict[tuple[str, int, int], tuple[Any, Any, RunState]]
+        dropped: list[tuple[str, int]]
 
         def _emit(self, state: SessionState, run: RunState, payload: Event, causation: str | None,
                   action: str | None, out: list[AgentEvent],
@@ -153,9 +154,7 @@ class Scopes:
                               category=ErrorCategory.PERMANENT)
         for cid, rec in run.calls.items():
             if rec.status not in TERMINAL and scope_of_call(cid)[:depth] == frame.scope:
-                rec.status, rec.error = ERROR, abandoned
-                self._args.pop(cid, None)
-                self._callables.pop(cid, None)
+                self._drop_call(cid, rec, abandoned)
         self._drop(state, run, frame)
         frame.output, frame.error = None, error
         frame.pending.clear()
@@ -174,9 +173,16 @@ class Scopes:
             if frame is not None:
                 self._cancel(state, run, frame, error, out)
                 continue
-            rec.status, rec.error = ERROR, error
-            self._args.pop(cid, None)
-            self._callables.pop(cid, None)
+            self._drop_call(cid, rec, error)
+
+    def _drop_call(self, cid: str, rec: CallRecord, error: ErrorInfo) -> None:
+        """Abandon call ``cid``: its late result is ignored; one held until a due time (a
+        timer) is named in ``dropped``, for the runner to stop holding it."""
+        rec.status, rec.error = ERROR, error
+        self._args.pop(cid, None)
+        self._callables.pop(cid, None)
+        if rec.due is not None:
+            self.dropped.append((cid, rec.attempt))
 
     def _drop(self, state: SessionState, run: RunState, frame: Frame) -> None:
         if frame.active is not None:

@@ -281,3 +281,46 @@ def a2a_asker() -> Asker:
     helper = A2ASubagentSetup(os.environ["TEST_A2A_URL"], timeout_s=5)
     agent.add_resource("helper", ResourceType.AGENT, helper)
     return agent
+
+
+class Checker(Agent):
+    """The innermost sub-agent: checks what it is given."""
+
+    subagent_compatible = True
+
+    @action(InputEvent)
+    def check(event: InputEvent, ctx: Any) -> None:
+        ctx.send_event(OutputEvent(output=f"checked {event.input}"))
+
+
+class Middle(Agent):
+    """A sub-agent with a sub-agent; on "slow" it first sleeps a minute (logical time)."""
+
+    subagent_compatible = True
+
+    @action(InputEvent)
+    async def work(event: InputEvent, ctx: Any) -> None:
+        if event.input == "slow":
+            await ctx.sleep_async(60)
+        checked = await ctx.get_resource("checker", ResourceType.AGENT).as_async_callable(ctx, event.input)
+        ctx.send_event(OutputEvent(output=checked.result))
+
+
+class Fanout(Agent):
+    """Three sub-agent calls in parallel, each with a 3 s timeout."""
+
+    @action(InputEvent)
+    async def start(event: InputEvent, ctx: Any) -> None:
+        sub = ctx.get_resource("middle", ResourceType.AGENT)
+        outcomes = await ctx.durable_execute_all_async(
+            [sub.as_async_callable(ctx, p, timeout=3) for p in ("a", "slow", "c")])
+        ctx.send_event(OutputEvent(output=[
+            o.value.result if o.value.success else o.value.exception.error_type for o in outcomes]))
+
+
+def fanout() -> Fanout:
+    middle = Middle("middle")
+    middle.add_resource("checker", ResourceType.AGENT, Checker("checker"))
+    agent = Fanout("fanout")
+    agent.add_resource("middle", ResourceType.AGENT, middle)
+    return agent

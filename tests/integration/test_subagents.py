@@ -66,3 +66,33 @@ def test_a_worker_killed_during_a_sub_agent_call_finishes_the_session_once(setti
     ran = [line.split()[1] for line in effects.read_text().splitlines()]
     assert ran.count("job-first/1") == 1  # completed before the kill: not run again
     assert ran.count("job-second/2") == 2  # under way at the kill (idempotent): run again
+
+
+def test_three_in_parallel_one_timing_out_two_levels_deep(settings: Any, tmp_path: Path) -> None:
+    """On the worker: three calls of a sub-agent that calls a sub-agent; the one that sleeps
+    a minute is cut off at its 3 s timeout (its timer abandoned), the others answer."""
+    from eddies.connectors.kafka.client import producer, read_events, send_input
+    from eddies.connectors.kafka.topics import TopicNames
+    from tests.integration.workers import start_worker, stop_worker, wait_until
+
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, "tests.integration.agents:fanout", log)
+    names = TopicNames(settings.app)
+    try:
+        prod = producer(settings)
+        send_input(settings, "s1", "go", prod=prod)
+        prod.flush(30)
+        started = time.monotonic()
+
+        def answers() -> list[Any]:
+            return [e for e in read_events(settings, names.output) if isinstance(e.payload, OutputEvent)]
+        [out] = wait_until("the answer", answers, worker, log, timeout=30)
+        took = time.monotonic() - started
+    finally:
+        stop_worker(worker)
+    assert out.payload.output == ["checked a", "SubagentTimeoutError", "checked c"]
+    assert took < 20  # the minute's sleep did not hold the run
+    history = list(read_events(settings, names.events))
+    assert {len(e.scope) for e in history} == {0, 1, 2}  # two levels of sub-agents
+    slow = next(e.scope for e in history if e.type == "InputEvent" and e.payload.input == "slow")
+    assert [e.type for e in history if e.scope == slow] == ["InputEvent", "DurableCallRequest"]

@@ -349,3 +349,17 @@ def test_the_first_to_finish_wins_and_the_others_are_cancelled() -> None:
     slow = next(e.scope for e in runner.history if e.type == "InputEvent" and e.payload.input == "slow")
     assert not [e for e in runner.history if e.scope == slow and e.type == "DurableCallResult"]
     assert runner.states["s1"].run is None
+
+
+def test_a_cancelled_child_names_its_held_timer_for_the_runner_to_drop() -> None:
+    agent = Fanout("fanout")
+    agent.add_resource("reviewer", ResourceType.AGENT, Reviewer("reviewer"))
+    runner = LocalRunner(agent)
+    runner.submit("s1", "go")
+    dropped: set[tuple[str, int]] = set()
+    while runner.step():
+        dropped.update(runner.machine.dropped)  # (as it is after the step's apply, if any)
+    [(cid, attempt)] = dropped
+    [sleep] = [e.payload for e in runner.history if e.type == "DurableCallRequest"
+               and e.payload.target == "sleep"]
+    assert (cid, attempt) == (sleep.call_id, 1) and "/reviewer@" in cid
