@@ -96,3 +96,32 @@ def test_three_in_parallel_one_timing_out_two_levels_deep(settings: Any, tmp_pat
     assert {len(e.scope) for e in history} == {0, 1, 2}  # two levels of sub-agents
     slow = next(e.scope for e in history if e.type == "InputEvent" and e.payload.input == "slow")
     assert [e.type for e in history if e.scope == slow] == ["InputEvent", "DurableCallRequest"]
+
+
+def test_scope_isolation_on_the_worker(settings: Any, tmp_path: Path) -> None:
+    """The reviewer's Note never reaches the root's action for Notes, its memory write is
+    not the root's, and only the root's OutputEvent is an output."""
+    from eddies.connectors.kafka.client import producer, read_events, send_input
+    from eddies.connectors.kafka.topics import TopicNames
+    from tests.integration.workers import start_worker, stop_worker, wait_until
+
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, "tests.unit.engine.test_subagents:root", log)
+    names = TopicNames(settings.app)
+    try:
+        prod = producer(settings)
+        send_input(settings, "s1", "draft", prod=prod)
+        prod.flush(30)
+
+        def answers() -> list[Any]:
+            return [e for e in read_events(settings, names.output) if isinstance(e.payload, OutputEvent)]
+        [out] = wait_until("the answer", answers, worker, log, timeout=30)
+        time.sleep(1)
+        assert len(answers()) == 1  # the child's OutputEvent is no output
+    finally:
+        stop_worker(worker)
+    assert out.payload.output == {"ok": True, "said": "draft: fine (review 1 for nobody)", "error": None,
+                                  "reviews_seen_by_root": None}
+    history = list(read_events(settings, names.events))
+    assert [e.action for e in history if e.type == "OutputEvent" and not e.scope] == ["start"]
+    assert [e.scope for e in history if e.type == "Note"] == [("reviewer@i1c0",)]
