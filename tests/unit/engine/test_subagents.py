@@ -363,3 +363,36 @@ def test_a_cancelled_child_names_its_held_timer_for_the_runner_to_drop() -> None
     [sleep] = [e.payload for e in runner.history if e.type == "DurableCallRequest"
                and e.payload.target == "sleep"]
     assert (cid, attempt) == (sleep.call_id, 1) and "/reviewer@" in cid
+
+
+class Jotter(Agent):
+    """Writes its sensory memory, and reads it back in a second action of its run."""
+
+    subagent_compatible = True
+
+    @action(InputEvent)
+    def jot(event: InputEvent, ctx: Any) -> None:
+        ctx.sensory_memory.set("note", f"child saw {event.input}")
+        ctx.send_event(CustomEvent(type_name="Jotted"))
+
+    @action("Jotted")
+    def answer(event: Any, ctx: Any) -> None:
+        ctx.send_event(OutputEvent(output=ctx.sensory_memory.get("note")))
+
+
+class Reader(Agent):
+    @action(InputEvent)
+    def start(event: InputEvent, ctx: Any) -> None:
+        ctx.sensory_memory.set("note", "the parent's own")
+        ctx.send_event(CustomEvent(type_name="Ask"))
+
+    @action("Ask")
+    def ask(event: Any, ctx: Any) -> None:
+        said = ctx.get_resource("jotter", ResourceType.AGENT).call(ctx, "x").result
+        ctx.send_event(OutputEvent(output=[said, ctx.sensory_memory.get("note")]))
+
+
+def test_sensory_memory_is_per_scope() -> None:
+    agent = Reader("reader")
+    agent.add_resource("jotter", ResourceType.AGENT, Jotter("jotter"))
+    assert LocalRunner(agent).run([("s1", "go")]) == [["child saw x", "the parent's own"]]
