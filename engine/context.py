@@ -137,6 +137,11 @@ class RunnerContext:
         return self._inv.trigger.event_id
 
     @property
+    def scope(self) -> tuple[str, ...]:
+        """The sub-agent scope this action runs in (``()``: the agent's own run)."""
+        return self._inv.trigger.scope
+
+    @property
     def action_name(self) -> str:
         """Name of the running action."""
         return self._inv.action

@@ -212,12 +212,13 @@ async def under_policy(ctx: RunnerContext, options: ReActOptions,
     """``attempt()``'s value, under ``handle_exception``: a MaxIterationsError, or under
     CONTINUE any failure, propagates (the run ends with a failed OutputEvent naming it);
     under FAIL a ModelFailedError or OutputParseError halts the session, and once it is
-    resumed ``attempt()`` runs again from its start."""
+    resumed ``attempt()`` runs again from its start. A sub-agent never halts the session:
+    its failure is its caller's failed Result, under the caller's own policy."""
     while True:
         try:
             return await attempt()
         except (ModelFailedError, OutputParseError) as failure:
-            if options.handle_exception is HandleException.CONTINUE:
+            if options.handle_exception is HandleException.CONTINUE or ctx.scope:
                 raise
             await ctx.halt_async(ErrorInfo(type(failure).__name__, str(failure),
                                            category=ErrorCategory.UNCLASSIFIED))

@@ -396,3 +396,21 @@ def test_sensory_memory_is_per_scope() -> None:
     agent = Reader("reader")
     agent.add_resource("jotter", ResourceType.AGENT, Jotter("jotter"))
     assert LocalRunner(agent).run([("s1", "go")]) == [["child saw x", "the parent's own"]]
+
+
+def broken_model(messages: Any, tools: Any = None, **_: Any) -> Any:
+    raise ConnectionRefusedError("the model is down")
+
+
+def test_a_failing_react_sub_agent_under_fail_is_a_failed_result_not_a_halt() -> None:
+    child = ReActAgent("counter", model="llm", config={"retry": {"CHAT_MODEL": {"max_attempts": 1}}})
+    child.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(broken_model))
+    child.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn"))
+    top = Root("top")
+    top.add_resource("reviewer", ResourceType.AGENT, child)
+    runner = LocalRunner(top)
+    [out] = runner.run([("s1", "hello")])
+    assert out["ok"] is False and out["error"] == "DurableCallError"
+    assert runner.states["s1"].run is None  # nothing waits to be resumed
+    assert not [e for e in runner.history if e.type == "OutputEvent" and not e.scope
+                and e.payload.error is not None]
