@@ -32,7 +32,7 @@ from eddies.events import (
     MessageRole,
     decode_value,
 )
-from eddies.events.ids import call_digest, result_event_id, scope_of_call
+from eddies.events.ids import call_digest, result_event_id
 
 from . import secrets
 from .token_budget import fit
@@ -90,12 +90,12 @@ class CallPerformer:
         self.resolver: Resolver = resolver or (lambda _req: None)
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def perform(self, req: DurableCallRequest) -> Any:
-        """Perform the call and return its value (exceptions propagate)."""
+    def perform(self, req: DurableCallRequest, scope: tuple[str, ...] = ()) -> Any:
+        """Perform the call (made in sub-agent ``scope``: its request's) and return its
+        value (exceptions propagate)."""
         call = decode_value(req.args, f"arguments of {req.call_id}")
         args, kwargs = call.get("args", []), call.get("kwargs", {})
         kind = req.kind
-        scope = scope_of_call(req.call_id)
         plan = self.plan.for_scope(scope) if scope else self.plan  # a sub-agent's resources
         if kind is CallKind.FUNCTION:
             return self.call(self.resolver(req) or import_target(req.target), args, kwargs)

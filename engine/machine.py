@@ -38,7 +38,7 @@ from eddies.events import (
     envelope_problem,
     event_type_name,
 )
-from eddies.events.ids import event_id, scope_of_call, session_of_call
+from eddies.events.ids import event_id, scope_of_call
 
 from .agent import Agent
 from .calls import SUSPEND, Suspend
@@ -147,15 +147,15 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
         self._replay_waiting(state, run)
         again: list[AgentEvent] = []
         for cid, rec in run.calls.items():
-            if rec.status in TERMINAL or self._internal(cid, rec):
+            if rec.status in TERMINAL or self._internal(state, cid, rec):
                 continue
-            payload = self._request(cid, rec, self._args.get(cid) or rec.args)
+            payload = self._request(state, cid, rec, self._args.get(cid) or rec.args)
             if payload.for_executor:
-                holder = self._holder(run, cid)
+                holder = self._holder(state, run, cid)
                 active = None if holder is None else holder.active
                 again.append(self._envelope(state, rec.request_id, 0, payload, None,
                                             None if active is None else active.action,
-                                            scope_of_call(cid)))
+                                            scope_of_call(cid, state.session_id)))
         return state, again
 
     def _replay_waiting(self, state: SessionState, run: RunState) -> None:
@@ -186,9 +186,12 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
         sessions = set(session_ids)
         for key in [k for k in self._live if k[0] in sessions]:
             self._live.pop(key)[0].close()
-        for cid in [c for c in self._callables if session_of_call(c) in sessions]:
+        # A call id starts with its session id and then ':' (or '/' and a sub-agent scope);
+        # a session id may hold either itself, so its own prefix is what tells.
+        prefixes = tuple(p for sid in sessions for p in (sid + ":", sid + "/"))
+        for cid in [c for c in self._callables if c.startswith(prefixes)]:
             del self._callables[cid]
-        for cid in [c for c in self._args if session_of_call(c) in sessions]:
+        for cid in [c for c in self._args if c.startswith(prefixes)]:
             del self._args[cid]
 
     @property

@@ -75,7 +75,7 @@ class CallOutcomes:
                   causation: str | None, action: str | None, out: list[AgentEvent],
                   scope: tuple[str, ...] = ()) -> AgentEvent: ...
         def _drive(self, state: SessionState, out: list[AgentEvent], frame: Frame | None = None) -> None: ...
-        def _holder(self, run: RunState, cid: str) -> RunState | Frame | None: ...
+        def _holder(self, state: SessionState, run: RunState, cid: str) -> RunState | Frame | None: ...
         def _deadline_due(self, state: SessionState, run: RunState, cid: str,
                           out: list[AgentEvent]) -> None: ...
         def _start_runs(self, state: SessionState, out: list[AgentEvent]) -> None: ...
@@ -103,7 +103,7 @@ class CallOutcomes:
             )
         )
         if result.digest and result.digest != rec.digest:
-            holder = self._holder(run, result.call_id)
+            holder = self._holder(state, run, result.call_id)
             inv = None if holder is None else holder.active
             if inv is None:  # nothing waits for it
                 return
@@ -152,7 +152,7 @@ class CallOutcomes:
                 return
         else:
             error = result.error or ErrorInfo("Error", "call failed without an error")
-            plan = self.plan.for_scope(scope_of_call(result.call_id))
+            plan = self.plan.for_scope(scope_of_call(result.call_id, state.session_id))
             policy = plan.retry_for(CallKind(rec.kind), rec.target) if rec.status == PENDING else None
             delay = None if policy is None else policy.delay_ms(result.call_id, rec.attempt, error)
             if delay is not None:  # asked again when the back-off is over
@@ -167,14 +167,14 @@ class CallOutcomes:
                    out: list[AgentEvent]) -> None:
         """Issue the call's next attempt (to its reconciler when it is RECONCILING)."""
         rec.attempt += 1
-        req = self._request(call_id, rec, self._arguments(state, run, call_id, rec))
-        holder = self._holder(run, call_id)
+        req = self._request(state, call_id, rec, self._arguments(state, run, call_id, rec))
+        holder = self._holder(state, run, call_id)
         active = None if holder is None else holder.active
         env = self._emit(state, run, req, rec.request_id, None if active is None else active.action,
-                         out, scope_of_call(call_id))
+                         out, scope_of_call(call_id, state.session_id))
         rec.request_id = env.event_id
 
-    def _request(self, call_id: str, rec: CallRecord, args: str) -> DurableCallRequest:
+    def _request(self, state: SessionState, call_id: str, rec: CallRecord, args: str) -> DurableCallRequest:
         """The request of a call's current attempt, as its record says: to its reconciler
         when it is RECONCILING, else to its target, with its timeout and due time."""
         if rec.status == RECONCILING:
@@ -182,7 +182,7 @@ class CallOutcomes:
                                       target=rec.reconciler or "", args=args, idempotent=True,
                                       attempt=rec.attempt)
         kind = CallKind(rec.kind)
-        plan = self.plan.for_scope(scope_of_call(call_id))
+        plan = self.plan.for_scope(scope_of_call(call_id, state.session_id))
         asked = decode_value(args).get("kwargs") if kind is CallKind.SUBAGENT and args else None
         return DurableCallRequest(
             call_id=call_id, kind=kind, target=rec.target, args=args, idempotent=rec.idempotent,
@@ -220,7 +220,7 @@ class CallOutcomes:
         rec.args = ""  # (a state saved by an earlier version kept them)
         self._args.pop(call_id, None)
         self._callables.pop(call_id, None)
-        holder = self._holder(run, call_id)
+        holder = self._holder(state, run, call_id)
         if holder is not None and holder.waiting:
             calls = run.calls
             if holder.any:  # a batch that goes on as each call is done

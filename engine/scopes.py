@@ -77,16 +77,16 @@ class Scopes:
         @staticmethod
         def _live_key(state: SessionState, run: RunState, inv: Invocation) -> tuple[str, int, int]: ...
 
-    def _holder(self, run: RunState, cid: str) -> RunState | Frame | None:
+    def _holder(self, state: SessionState, run: RunState, cid: str) -> RunState | Frame | None:
         """What runs the action that made call ``cid``: the run, or a sub-agent's frame
         (None: one that has ended)."""
-        scope = scope_of_call(cid)
+        scope = scope_of_call(cid, state.session_id)
         return run if not scope else run.frames.get(scope_key(scope))
 
-    def _internal(self, cid: str, rec: CallRecord) -> bool:
+    def _internal(self, state: SessionState, cid: str, rec: CallRecord) -> bool:
         """Whether call ``cid`` is of an internal sub-agent (answered here, never sent)."""
         return (rec.kind == CallKind.SUBAGENT
-                and rec.target in self.plan.for_scope(scope_of_call(cid)).subagents)
+                and rec.target in self.plan.for_scope(scope_of_call(cid, state.session_id)).subagents)
 
     def parent_memory(self, state: SessionState, run: RunState, frame: Frame) -> dict[str, str]:
         """What a sub-agent reads under its own short-term memory: its callers', nearest
@@ -153,7 +153,7 @@ class Scopes:
         abandoned = ErrorInfo("SubagentCancelledError", f"cancelled: {error.message}",
                               category=ErrorCategory.PERMANENT)
         for cid, rec in run.calls.items():
-            if rec.status not in TERMINAL and scope_of_call(cid)[:depth] == frame.scope:
+            if rec.status not in TERMINAL and scope_of_call(cid, state.session_id)[:depth] == frame.scope:
                 self._drop_call(cid, rec, abandoned)
         self._drop(state, run, frame)
         frame.output, frame.error = None, error
@@ -215,7 +215,7 @@ class Scopes:
             rec.status, rec.value = OK, frame.output or "null"
         else:
             rec.status, rec.error = ERROR, error
-        caller = self._holder(run, frame.call)
+        caller = self._holder(state, run, frame.call)
         active = None if caller is None else caller.active
         self._emit(state, run, SubagentResultEvent(
             frame.call, None if error is not None else decode_value(rec.value), error), rec.request_id,

@@ -35,10 +35,11 @@ def session_of_call(call_id: str) -> str:
     return head.split("/", 1)[0]
 
 
-def scope_of_call(call_id: str) -> tuple[str, ...]:
-    """The sub-agent scope part of a call id (``()`` for the agent's own calls)."""
+def scope_of_call(call_id: str, session_id: str) -> tuple[str, ...]:
+    """The sub-agent scope part of the id of a call of session ``session_id`` (``()`` for
+    the agent's own calls; a session id may hold ``/`` itself)."""
     head = call_id.rsplit(":", 3)[0]
-    return tuple(head.split("/")[1:]) if "/" in head else ()
+    return tuple(head[len(session_id) + 1:].split("/")) if len(head) > len(session_id) else ()
 
 
 def run_of_call(call_id: str) -> int:

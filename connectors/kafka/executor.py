@@ -368,7 +368,7 @@ class KafkaExecutor(Claiming, Timekeeping):
         began = time.perf_counter()
         returned = None
         try:
-            returned = performer.perform(req)
+            returned = performer.perform(req, request.scope)
             value = encode_value(returned, f"result of {req.target}")
             result = result_event(request, CallStatus.OK, value)
         except Exception as err:

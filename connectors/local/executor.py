@@ -41,7 +41,7 @@ class InProcessExecutor:
                 return result_event(request, CallStatus.UNKNOWN)
             self.journal.mark_started(req.call_id, req.attempt)
         try:
-            value = encode_value(self._perform(req), f"result of {req.target}")
+            value = encode_value(self._perform(req, request.scope), f"result of {req.target}")
             result = result_event(request, CallStatus.OK, value)
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
@@ -49,18 +49,18 @@ class InProcessExecutor:
         self.journal.record_outcome(req.call_id, req.attempt, result)
         return result
 
-    def _perform(self, req: DurableCallRequest) -> Any:
+    def _perform(self, req: DurableCallRequest, scope: tuple[str, ...] = ()) -> Any:
         """Perform ``req``; with a ``timeout_ms``, on a thread of its own that is abandoned
         (left to finish, its result dropped) when the time is up."""
         if not req.timeout_ms:
-            return self.performer.perform(req)
+            return self.performer.perform(req, scope)
         box: list[Any] = []
         done = threading.Event()
 
         def run() -> None:
             performer = CallPerformer(self.plan, self.performer.resolver)
             try:
-                box.append((True, performer.perform(req)))
+                box.append((True, performer.perform(req, scope)))
             except BaseException as err:
                 box.append((False, err))
             finally:

@@ -414,3 +414,17 @@ def test_a_failing_react_sub_agent_under_fail_is_a_failed_result_not_a_halt() ->
     assert runner.states["s1"].run is None  # nothing waits to be resumed
     assert not [e for e in runner.history if e.type == "OutputEvent" and not e.scope
                 and e.payload.error is not None]
+
+
+def test_a_session_id_with_a_slash_or_a_colon_is_no_scope() -> None:
+    """Call ids join the session id and a sub-agent's scope with '/': a session id that
+    holds '/' (or ':') itself still has its calls answered, in its scopes or not."""
+    from tests.agents import react_agent
+
+    for session in ("user/42", "a:b/c@d"):
+        runner = LocalRunner(root())
+        [out] = runner.run([(session, "draft")])
+        assert out["said"] == "draft: fine (review 1 for nobody)"
+        assert len(LocalRunner(react_agent()).run([(session, "q")])) == 1
+        runner.machine.evict(session)
+        assert runner.machine.cached == 0
