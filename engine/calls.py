@@ -102,8 +102,8 @@ class CallAwaitable:
                         if r is not None and (r.error is None or r.error.type != ABANDONED)]
                 if done:
                     won = done[0]
-                    ctx.abandon.extend(s.cid for i, (s, r) in enumerate(zip(specs, records, strict=True))
-                                       if i != won and r is None)
+                    ctx.abandon = [s.cid for i, (s, r) in enumerate(zip(specs, records, strict=True))
+                                   if i != won and r is None]
                     return won, _outcome(ctx, records[won], specs[won])  # type: ignore[arg-type]
             elif all(r is not None for r in records):
                 return [_outcome(ctx, r, s) for r, s in zip(records, specs, strict=True)]  # type: ignore[arg-type]

@@ -86,7 +86,7 @@ class RunnerContext:
         self.notices: list[Event] = []  # emitted with the requests, not when it completes
         self.waiting: list[str] = []
         self.wake_any = False  # resumed when any call it waits for is done, not all
-        self.abandon: list[str] = []  # calls of a batch answered by another first
+        self.abandon: tuple[str, ...] | list[str] = ()  # calls of a batch another answered first
         # Created on first use: most actions never touch them.
         self._short_term: Memory | None = None
         self._sensory: Memory | None = None

@@ -111,7 +111,8 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
         followed by everything it caused, in order.
         """
         out: list[AgentEvent] = []
-        self.dropped = []
+        if self.dropped:
+            self.dropped = []
         if event.session_id != state.session_id:
             raise ValueError(f"event for session {event.session_id!r} applied to {state.session_id!r}")
         if event.seq and event.seq <= state.seq:
@@ -282,8 +283,8 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
                 holder.active = inv
             failure, ctx = self._run_action(state, run, inv, frame)
             if ctx.abandon:  # a batch's first answer came: the other calls are not needed
-                self._abandon(state, run, ctx.abandon, out)
-            starts: list[tuple[DurableCallRequest, AgentEvent]] = []
+                self._abandon(state, run, list(ctx.abandon), out)
+            starts: list[tuple[DurableCallRequest, AgentEvent]] | None = None
             if ctx.requests:
                 internal = ctx._plan.subagents
                 for req in ctx.requests:
@@ -291,7 +292,7 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
                         env = self._emit(state, run, SubagentCallEvent(
                             req.call_id, req.target, subagent_input(req)), inv.trigger.event_id,
                             inv.action, out, scope)
-                        starts.append((req, env))
+                        starts = [*(starts or ()), (req, env)]
                     else:
                         env = self._emit(state, run, req, inv.trigger.event_id, inv.action, out, scope)
                     run.calls[req.call_id].request_id = env.event_id
@@ -301,7 +302,7 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
             if failure is SUSPENDED:
                 holder.waiting = ctx.waiting
                 holder.any = ctx.wake_any
-                for req, env in starts:  # each may answer at once, and resume this action
+                for req, env in starts or ():  # each may answer at once, and resume this action
                     self._start_child(state, run, scope, inv, req, env, out)
                 return
             holder.active = None
@@ -333,7 +334,7 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
                 ctx.notices = []
                 ctx.waiting = []
                 ctx.wake_any = False
-                ctx.abandon = []
+                ctx.abandon = ()
             else:
                 ctx = RunnerContext(self, state, run, inv, frame)
         else:
@@ -435,7 +436,7 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
         for cid in run.calls:
             self._callables.pop(cid, None)
             self._args.pop(cid, None)
-        holders: list[RunState | Frame] = [run, *run.frames.values()]
+        holders: list[RunState | Frame] = [run, *run.frames.values()] if run.frames else [run]
         for holder in holders:
             if holder.active is not None:
                 live = self._live.pop(self._live_key(state, run, holder.active), None)

@@ -10,11 +10,13 @@ suspended or replayed execution leaves no trace. Example::
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from eddies.events import decode_value, encode_value
 
 _MISSING = object()
+_NONE: Mapping[str, str] = MappingProxyType({})
 
 
 def _utf8_len(text: str) -> int:
@@ -35,7 +37,7 @@ class Memory:
         self._writes: dict[str, str | None] = {}
         self._name = name
         # A sub-agent's memory reads its parent's where it has no key of its own (read-only).
-        self._under: Mapping[str, str] = under or {}
+        self._under: Mapping[str, str] = under or _NONE
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value of ``key`` (a fresh copy), or ``default``."""

@@ -38,8 +38,10 @@ def session_of_call(call_id: str) -> str:
 def scope_of_call(call_id: str, session_id: str) -> tuple[str, ...]:
     """The sub-agent scope part of the id of a call of session ``session_id`` (``()`` for
     the agent's own calls; a session id may hold ``/`` itself)."""
-    head = call_id.rsplit(":", 3)[0]
-    return tuple(head[len(session_id) + 1:].split("/")) if len(head) > len(session_id) else ()
+    n = len(session_id)
+    if call_id[n:n + 1] != "/":  # the agent's own call: the common case, at one look
+        return ()
+    return tuple(call_id.rsplit(":", 3)[0][n + 1:].split("/"))
 
 
 def run_of_call(call_id: str) -> int:
