@@ -102,14 +102,14 @@ class CallPerformer:
         if kind is CallKind.RECONCILE and req.target.startswith(RECONCILER):
             setup = plan.resource(req.target[len(RECONCILER):], ResourceType.AGENT)
             return setup.reconcile(kwargs.get("prompt"), session_id=kwargs.get("session_id"),
-                                   call_id=req.call_id, timeout_s=_subagent_timeout(setup, kwargs))
+                                   call_id=req.call_id, timeout_s=setup.timeout_of(kwargs))
         if kind is CallKind.SUBAGENT:  # an external one (an internal one is the machine's)
             setup = plan.resource(req.target, ResourceType.AGENT)
             if not isinstance(setup, SubagentSetup):
                 raise TypeError(f"sub-agent {req.target!r} is an internal agent: its calls are not an "
                                 "executor's to perform")
             return setup.perform(kwargs.get("prompt"), session_id=kwargs.get("session_id"),
-                                 call_id=req.call_id, timeout_s=_subagent_timeout(setup, kwargs))
+                                 call_id=req.call_id, timeout_s=setup.timeout_of(kwargs))
         if kind is CallKind.RECONCILE:
             fn = self.resolver(req) or import_target(req.target)
             if _takes_no_arguments(fn):
@@ -172,12 +172,6 @@ class CallPerformer:
         if self._loop is not None:
             self._loop.close()
             self._loop = None
-
-
-def _subagent_timeout(setup: SubagentSetup, kwargs: dict[str, Any]) -> float:
-    """How long an external sub-agent call may take: the caller's timeout, else its setup's."""
-    asked = kwargs.get("timeout_ms")
-    return setup.timeout_s if asked is None else asked / 1000
 
 
 def _takes_no_arguments(fn: Callable[..., Any]) -> bool:

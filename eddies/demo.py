@@ -34,6 +34,7 @@ from eddies.engine import (
     action,
 )
 from eddies.engine.reflection import ReflectionCritique, ReflectionDraft
+from eddies.engine.scopes import agent_of
 from eddies.events import (
     AgentEvent,
     ApprovalRequestEvent,
@@ -359,7 +360,7 @@ def describe(ev: AgentEvent) -> str:
         detail = (_cut(json.dumps(p.output)) if p.error is None
                   else f"ERROR {p.error.type}: {_cut(p.error.message)}")
     # A sub-agent's events sit under its caller's call, one step in per level.
-    nest = "".join(f"| {part.partition('@')[0]} " for part in ev.scope)
+    nest = "".join(f"| {agent_of(part)} " for part in ev.scope)
     return f"#{ev.seq:<3} run {ev.run}  {nest}{ev.type:<19} {ev.action or '':<18} {detail}"
 
 

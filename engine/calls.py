@@ -53,9 +53,7 @@ class CallAwaitable:
             if rec is None:
                 yield SUSPEND
                 rec = ctx._run.calls[spec.cid]
-            if spec.result is not None:
-                return spec.result(rec, spec.cid)
-            return ctx._unwrap(rec, spec.cid)
+            return ctx._answer(rec, spec)
         records = [ctx._record(spec) for spec in self._specs]
         pending = False
         for r in records:
@@ -66,17 +64,7 @@ class CallAwaitable:
             # The machine resumes a live action only once every call has its outcome.
             calls = ctx._run.calls
             records = [calls[spec.cid] for spec in self._specs]
-        outcomes = []
-        for rec, spec in zip(records, self._specs, strict=True):
-            if spec.result is not None:  # a sub-agent's call: its Result, never an error
-                outcomes.append(Outcome(value=spec.result(rec, spec.cid)))  # type: ignore[arg-type]
-                continue
-            try:
-                outcomes.append(Outcome(value=ctx._unwrap(rec, spec.cid)))  # type: ignore[arg-type]
-            except Exception as err:
-                outcomes.append(Outcome(error=err))
-        return outcomes
-
+        return [_outcome(ctx, rec, spec) for rec, spec in zip(records, self._specs, strict=True)]  # type: ignore[arg-type]
 
     def _gradually(self) -> Generator[Any, None, Any]:
         """A batch whose calls are issued as room frees up (``window``), or that ends when
@@ -116,10 +104,9 @@ ABANDONED = "DurableCallAbandonedError"
 
 
 def _outcome(ctx: RunnerContext, rec: CallRecord, spec: CallSpec) -> Outcome:
-    if spec.result is not None:  # a sub-agent's call: its Result, never an error
-        return Outcome(value=spec.result(rec, spec.cid))
+    """A call's Outcome in a batch (a sub-agent's: its Result as the value, never an error)."""
     try:
-        return Outcome(value=ctx._unwrap(rec, spec.cid))
+        return Outcome(value=ctx._answer(rec, spec))
     except Exception as err:
         return Outcome(error=err)
 

@@ -341,6 +341,13 @@ class RunnerContext:
         rec = self._record(spec)
         if rec is None:
             raise Suspend()
+        return self._answer(rec, spec)
+
+    def _answer(self, rec: CallRecord, spec: CallSpec) -> Any:
+        """What the action gets of a call that has its outcome: its value (its error
+        raised), or what its spec makes of the record (a sub-agent's Result)."""
+        if spec.result is not None:
+            return spec.result(rec, spec.cid)
         return self._unwrap(rec, spec.cid)
 
     def _calls_async(self, specs: list[CallSpec]) -> CallAwaitable:

@@ -152,10 +152,8 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
                 continue
             payload = self._request(state, cid, rec, self._args.get(cid) or rec.args)
             if payload.for_executor:
-                holder = self._holder(state, run, cid)
-                active = None if holder is None else holder.active
                 again.append(self._envelope(state, rec.request_id, 0, payload, None,
-                                            None if active is None else active.action,
+                                            self._action_of(state, run, cid),
                                             scope_of_call(cid, state.session_id)))
         return state, again
 
@@ -284,7 +282,7 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
             failure, ctx = self._run_action(state, run, inv, frame)
             if ctx.abandon:  # a batch's first answer came: the other calls are not needed
                 self._abandon(state, run, list(ctx.abandon), out)
-            starts: list[tuple[DurableCallRequest, AgentEvent]] | None = None
+            starts: list[tuple[DurableCallRequest, AgentEvent]] = []
             if ctx.requests:
                 internal = ctx._plan.subagents
                 for req in ctx.requests:
@@ -292,7 +290,7 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
                         env = self._emit(state, run, SubagentCallEvent(
                             req.call_id, req.target, subagent_input(req)), inv.trigger.event_id,
                             inv.action, out, scope)
-                        starts = [*(starts or ()), (req, env)]
+                        starts.append((req, env))
                     else:
                         env = self._emit(state, run, req, inv.trigger.event_id, inv.action, out, scope)
                     run.calls[req.call_id].request_id = env.event_id
@@ -302,7 +300,7 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
             if failure is SUSPENDED:
                 holder.waiting = ctx.waiting
                 holder.any = ctx.wake_any
-                for req, env in starts or ():  # each may answer at once, and resume this action
+                for req, env in starts:  # each may answer at once, and resume this action
                     self._start_child(state, run, scope, inv, req, env, out)
                 return
             holder.active = None
@@ -427,10 +425,7 @@ class SessionMachine(Scopes, RunnerFailures, CallOutcomes):
         if frame is None:
             self._finish(state, run, failed=True)
             return
-        frame.output, frame.error = None, error
-        frame.pending.clear()
-        frame.active = None
-        self._child_done(state, run, frame, out)
+        self._end(state, run, frame, error, out)
 
     def _finish(self, state: SessionState, run: RunState, failed: bool) -> None:
         for cid in run.calls:

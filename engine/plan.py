@@ -20,6 +20,7 @@ from .chat import builtin_actions
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool, RemoteTool, remote_names, remote_tools
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
+from .scopes import agent_of
 from .subagents import PROMPT_SCHEMA, SubagentSetup
 
 #: Engine options read from ``Agent(config=...)``, with their defaults.
@@ -143,7 +144,7 @@ class AgentPlan:
         """The plan of the sub-agent running in ``scope`` (each part ``name@call``)."""
         plan = self
         for part in scope:
-            plan = plan.subagents[part.rpartition("@")[0]]
+            plan = plan.subagents[agent_of(part)]
         return plan
 
     def actions_for(self, type_name: str) -> tuple[ActionSpec, ...]:
@@ -205,8 +206,7 @@ class AgentPlan:
         if entry is not None and kind in (CallKind.TOOL, CallKind.CHAT_MODEL):
             own = getattr(entry[1], "timeout_ms", None)
         elif entry is not None and kind is CallKind.SUBAGENT and isinstance(entry[1], SubagentSetup):
-            asked = (kwargs or {}).get("timeout_ms")
-            own = (asked if asked is not None else round(entry[1].timeout_s * 1000)) + SUBAGENT_GRACE_MS
+            own = round(entry[1].timeout_of(kwargs) * 1000) + SUBAGENT_GRACE_MS
         return own if own is not None else self.timeouts.get(kind)
 
     def tool_specs(self, model: str) -> list[ToolSpec]:

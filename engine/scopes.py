@@ -47,6 +47,17 @@ if TYPE_CHECKING:
 SUBAGENT_DEADLINE = "subagent-deadline"
 
 
+def scope_part(agent: str, invocation: int, ordinal: str) -> str:
+    """The scope part of a call of sub-agent ``agent``: ``name@i<invocation>c<ordinal>``
+    (``ordinal``: the call id's last part, ``c<n>``)."""
+    return f"{agent}@i{invocation}{ordinal}"
+
+
+def agent_of(part: str) -> str:
+    """The sub-agent a scope part is a call of."""
+    return part.rpartition("@")[0]
+
+
 def scope_key(scope: tuple[str, ...]) -> str:
     """How a run keys the frame of ``scope``."""
     return "/".join(scope)
@@ -83,6 +94,12 @@ class Scopes:
         scope = scope_of_call(cid, state.session_id)
         return run if not scope else run.frames.get(scope_key(scope))
 
+    def _action_of(self, state: SessionState, run: RunState, cid: str) -> str | None:
+        """The action waiting for call ``cid`` (None: none, or its sub-agent has ended)."""
+        holder = self._holder(state, run, cid)
+        active = None if holder is None else holder.active
+        return None if active is None else active.action
+
     def _internal(self, state: SessionState, cid: str, rec: CallRecord) -> bool:
         """Whether call ``cid`` is of an internal sub-agent (answered here, never sent)."""
         return (rec.kind == CallKind.SUBAGENT
@@ -104,7 +121,7 @@ class Scopes:
         deadline timer, and the prompt as its InputEvent."""
         kwargs = decode_value(req.args)["kwargs"]
         ordinal = req.call_id.rsplit(":", 1)[1]
-        child = (*scope, f"{req.target}@i{inv.number}{ordinal}")
+        child = (*scope, scope_part(req.target, inv.number, ordinal))
         session = str(kwargs.get("session_id") or "")
         frame = Frame(child, req.call_id, session,
                       memory=dict(state.child_memory.get(session, {})) if session else {})
@@ -137,7 +154,7 @@ class Scopes:
         frame = next((f for f in run.frames.values() if f.deadline == cid), None)
         if frame is None:
             return
-        name = frame.scope[-1].rpartition("@")[0]
+        name = agent_of(frame.scope[-1])
         timeout = decode_value(run.calls[cid].args)["kwargs"]["after_ms"]
         self._cancel(state, run, frame, ErrorInfo(
             TIMEOUT, f"sub-agent {name!r} did not answer within {timeout} ms; what it was doing is "
@@ -155,6 +172,11 @@ class Scopes:
         for cid, rec in run.calls.items():
             if rec.status not in TERMINAL and scope_of_call(cid, state.session_id)[:depth] == frame.scope:
                 self._drop_call(cid, rec, abandoned)
+        self._end(state, run, frame, error, out)
+
+    def _end(self, state: SessionState, run: RunState, frame: Frame, error: ErrorInfo,
+             out: list[AgentEvent]) -> None:
+        """End ``frame`` on ``error`` (what runs in it stops): its caller's call fails."""
         self._drop(state, run, frame)
         frame.output, frame.error = None, error
         frame.pending.clear()
@@ -208,19 +230,17 @@ class Scopes:
             return
         error = frame.error
         if error is None and frame.output is None:
-            name = frame.scope[-1].rpartition("@")[0]
+            name = agent_of(frame.scope[-1])
             error = ErrorInfo("SubagentNoOutputError", f"sub-agent {name!r} finished without an "
                               "OutputEvent", category=ErrorCategory.PERMANENT)
         if error is None:
             rec.status, rec.value = OK, frame.output or "null"
         else:
             rec.status, rec.error = ERROR, error
-        caller = self._holder(state, run, frame.call)
-        active = None if caller is None else caller.active
         self._emit(state, run, SubagentResultEvent(
             frame.call, None if error is not None else decode_value(rec.value), error), rec.request_id,
-            None if active is None else active.action, out, frame.scope[:-1])
+            self._action_of(state, run, frame.call), out, frame.scope[:-1])
         self._settled(state, run, frame.call, rec, out)
 
 
-__all__ = ["SUBAGENT_DEADLINE", "Scopes", "scope_key", "subagent_input"]
+__all__ = ["SUBAGENT_DEADLINE", "Scopes", "agent_of", "scope_key", "scope_part", "subagent_input"]

@@ -77,6 +77,12 @@ class SubagentSetup:
     #: How long one call may take (seconds), unless the caller gives a timeout.
     timeout_s: float = 300.0
 
+    def timeout_of(self, kwargs: dict[str, Any] | None) -> float:
+        """How long a call (its arguments ``kwargs``) may take, in seconds: its caller's
+        ``timeout``, else this setup's."""
+        asked = (kwargs or {}).get("timeout_ms")
+        return self.timeout_s if asked is None else asked / 1000
+
     def perform(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float) -> Any:
         """Call the sub-agent; its answer (JSON), or an exception (classified like any)."""
         raise NotImplementedError(f"{type(self).__name__}.perform")
@@ -105,13 +111,8 @@ class Subagent:
         id see again (``ctx.next_session_id()`` makes one that is the same after a failover);
         ``timeout`` (seconds, logical time) fails the call with a ``SubagentTimeoutError``
         and cancels what the sub-agent was doing."""
-        spec = self._spec(prompt, session_id, timeout)
-        rec = ctx._record(spec)
-        if rec is None:
-            from .calls import Suspend
-
-            raise Suspend()
-        return as_result(rec, spec.cid)
+        result: Result = ctx._call_now(self._spec(prompt, session_id, timeout))
+        return result
 
     def as_async_callable(self, ctx: RunnerContext, prompt: Any, session_id: str | None = None, *,
                           timeout: float | timedelta | None = None) -> CallAwaitable:

@@ -114,9 +114,8 @@ def test_a_worker_killed_between_send_and_answer_reconciles_by_task(settings: An
     """The echo agent takes 3 s over a "slow" message; the worker is killed once it has sent
     it. Restarted, the call's outcome is unknown: its task is looked up by the message id
     and followed to its end; the agent got the message once, the session answers once."""
-    from eddies.connectors.kafka.client import producer, read_events, send_input
-    from eddies.connectors.kafka.topics import TopicNames
-    from tests.integration.workers import start_worker, stop_worker, wait_until
+    from eddies.connectors.kafka.client import producer, send_input
+    from tests.integration.workers import answers, start_worker, stop_worker, wait_until
 
     echo_log = tmp_path / "echo.log"
     proc, port = start_server("tests.a2a_servers", "echo", str(echo_log))
@@ -134,12 +133,9 @@ def test_a_worker_killed_between_send_and_answer_reconciles_by_task(settings: An
         worker.wait(10)
         worker = start_worker(settings, agent, log, EDDIES_LOG_LEVEL="INFO", **env)
 
-        def answers() -> list[Any]:
-            return [e for e in read_events(settings, TopicNames(settings.app).output)
-                    if isinstance(e.payload, OutputEvent)]
-        [out] = wait_until("the answer", answers, worker, log, timeout=90)
+        [out] = wait_until("the answer", lambda: answers(settings), worker, log, timeout=90)
         time.sleep(1)
-        assert len({e.event_id for e in answers()}) == 1
+        assert len({e.event_id for e in answers(settings)}) == 1
     finally:
         stop_worker(worker)
         stop(proc)

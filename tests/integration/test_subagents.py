@@ -13,16 +13,13 @@ from typing import Any
 
 import pytest
 
-from eddies.events import OutputEvent
-
 pytestmark = pytest.mark.integration
 
 
 def test_a_worker_killed_during_a_sub_agent_call_finishes_the_session_once(settings: Any,
                                                                           tmp_path: Path) -> None:
-    from eddies.connectors.kafka.client import producer, read_events, send_input
-    from eddies.connectors.kafka.topics import TopicNames
-    from tests.integration.workers import ROOT, start_worker, stop_worker, wait_until
+    from eddies.connectors.kafka.client import producer, send_input
+    from tests.integration.workers import ROOT, answers, start_worker, stop_worker, wait_until
 
     effects, log = tmp_path / "effects.log", tmp_path / "worker.log"
     env = {"TEST_EFFECTS": str(effects), "TEST_EFFECT_DELAY": "3"}
@@ -38,12 +35,9 @@ def test_a_worker_killed_during_a_sub_agent_call_finishes_the_session_once(setti
         worker.wait(10)
         worker = start_worker(settings, agent, log, **env)
 
-        def answers() -> list[Any]:
-            return [e for e in read_events(settings, TopicNames(settings.app).output)
-                    if isinstance(e.payload, OutputEvent)]
-        [out] = wait_until("the answer", answers, worker, log, timeout=90)
+        [out] = wait_until("the answer", lambda: answers(settings), worker, log, timeout=90)
         time.sleep(1)  # nothing more comes
-        assert len({e.event_id for e in answers()}) == 1
+        assert len({e.event_id for e in answers(settings)}) == 1
     finally:
         stop_worker(worker)
     assert out.payload.error is None and not out.scope
@@ -73,7 +67,7 @@ def test_three_in_parallel_one_timing_out_two_levels_deep(settings: Any, tmp_pat
     a minute is cut off at its 3 s timeout (its timer abandoned), the others answer."""
     from eddies.connectors.kafka.client import producer, read_events, send_input
     from eddies.connectors.kafka.topics import TopicNames
-    from tests.integration.workers import start_worker, stop_worker, wait_until
+    from tests.integration.workers import answers, start_worker, stop_worker, wait_until
 
     log = tmp_path / "worker.log"
     worker = start_worker(settings, "tests.integration.agents:fanout", log)
@@ -84,9 +78,7 @@ def test_three_in_parallel_one_timing_out_two_levels_deep(settings: Any, tmp_pat
         prod.flush(30)
         started = time.monotonic()
 
-        def answers() -> list[Any]:
-            return [e for e in read_events(settings, names.output) if isinstance(e.payload, OutputEvent)]
-        [out] = wait_until("the answer", answers, worker, log, timeout=30)
+        [out] = wait_until("the answer", lambda: answers(settings), worker, log, timeout=30)
         took = time.monotonic() - started
     finally:
         stop_worker(worker)
@@ -103,7 +95,7 @@ def test_scope_isolation_on_the_worker(settings: Any, tmp_path: Path) -> None:
     not the root's, and only the root's OutputEvent is an output."""
     from eddies.connectors.kafka.client import producer, read_events, send_input
     from eddies.connectors.kafka.topics import TopicNames
-    from tests.integration.workers import start_worker, stop_worker, wait_until
+    from tests.integration.workers import answers, start_worker, stop_worker, wait_until
 
     log = tmp_path / "worker.log"
     worker = start_worker(settings, "tests.unit.engine.test_subagents:root", log)
@@ -113,11 +105,9 @@ def test_scope_isolation_on_the_worker(settings: Any, tmp_path: Path) -> None:
         send_input(settings, "s1", "draft", prod=prod)
         prod.flush(30)
 
-        def answers() -> list[Any]:
-            return [e for e in read_events(settings, names.output) if isinstance(e.payload, OutputEvent)]
-        [out] = wait_until("the answer", answers, worker, log, timeout=30)
+        [out] = wait_until("the answer", lambda: answers(settings), worker, log, timeout=30)
         time.sleep(1)
-        assert len(answers()) == 1  # the child's OutputEvent is no output
+        assert len(answers(settings)) == 1  # the child's OutputEvent is no output
     finally:
         stop_worker(worker)
     assert out.payload.output == {"ok": True, "said": "draft: fine (review 1 for nobody)", "error": None,

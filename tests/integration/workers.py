@@ -33,6 +33,15 @@ def start_worker(settings: Settings, agent: str, log: Path, *, option: str = "--
         env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true", **env))
 
 
+def answers(settings: Settings) -> list[Any]:
+    """The OutputEvents written to the app's APP.output so far."""
+    from eddies.connectors.kafka.client import read_events
+    from eddies.events import OutputEvent
+
+    return [e for e in read_events(settings, TopicNames(settings.app).output)
+            if isinstance(e.payload, OutputEvent)]
+
+
 def stop_worker(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM, and SIGKILL if it has not left within 30 s."""
     proc.send_signal(signal.SIGTERM)
