@@ -114,18 +114,19 @@ class A2ASubagentSetup(SubagentSetup):
 
     def perform(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float) -> Any:
         """Send the message and follow its task to the end: its artifacts."""
-        from .a2a import call_subagent
-
-        return call_subagent(self.server, self.agent_card_path, prompt, key=call_id, session_id=session_id,
-                             timeout_s=timeout_s, look_up=False)
+        return self._call(prompt, session_id, call_id, timeout_s, look_up=False)
 
     def reconcile(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float) -> Any:
         """Find the call's task by its message id, and follow it to its end (or send the
         message now, if the agent never got it)."""
+        return self._call(prompt, session_id, call_id, timeout_s, look_up=True)
+
+    def _call(self, prompt: Any, session_id: str | None, call_id: str, timeout_s: float, *,
+              look_up: bool) -> Any:
         from .a2a import call_subagent
 
         return call_subagent(self.server, self.agent_card_path, prompt, key=call_id, session_id=session_id,
-                             timeout_s=timeout_s, look_up=True)
+                             timeout_s=timeout_s, look_up=look_up)
 
 
 __all__ = ["A2ASubagentSetup", "HttpSubagentError", "HttpSubagentSetup", "SubagentTimeoutError"]

@@ -117,7 +117,6 @@ class Frame:
     waiting: list[str] = field(default_factory=list)
     sensory: dict[str, str] = field(default_factory=dict)
     memory: dict[str, str] = field(default_factory=dict)
-    events: int = 0
     #: The last OutputEvent the child sent: its output as JSON text, or its error.
     output: str | None = None
     error: ErrorInfo | None = None
@@ -132,7 +131,7 @@ class Frame:
             "scope": list(self.scope), "call": self.call, "session": self.session,
             "active": None if self.active is None else _inv_dict(self.active),
             "pending": [_inv_dict(i) for i in self.pending], "waiting": list(self.waiting),
-            "sensory": self.sensory, "memory": self.memory, "events": self.events,
+            "sensory": self.sensory, "memory": self.memory,
             "output": self.output, "error": None if self.error is None else _error_list(self.error),
             "deadline": self.deadline, "any": self.any,
         }
@@ -141,11 +140,12 @@ class Frame:
     def from_dict(cls, d: dict[str, Any]) -> Frame:
         """Inverse of :meth:`to_dict`."""
         return cls(
-            tuple(d["scope"]), d["call"], d["session"],
-            None if d["active"] is None else _inv_from(d["active"]),
-            deque(_inv_from(i) for i in d["pending"]), list(d["waiting"]), d["sensory"],
-            d["memory"], d["events"], d["output"], None if d["error"] is None else ErrorInfo(*d["error"]),
-            d["deadline"], d["any"])
+            scope=tuple(d["scope"]), call=d["call"], session=d["session"],
+            active=None if d["active"] is None else _inv_from(d["active"]),
+            pending=deque(_inv_from(i) for i in d["pending"]), waiting=list(d["waiting"]),
+            sensory=d["sensory"], memory=d["memory"], output=d["output"],
+            error=None if d["error"] is None else ErrorInfo(*d["error"]), deadline=d["deadline"],
+            any=d["any"])
 
 
 @dataclass(slots=True)

@@ -48,10 +48,9 @@ from .sql_options import With, checked_options, json_list, option_at, read_text
 from .sql_parse import Name, Option, Statement, parse_sql
 from .sql_subagents import HttpEndpoint, external_agent
 
-#: Connection types that are not model providers; any other is a litellm provider.
-_SERVERS = {"mcp_server": ResourceType.MCP_SERVER, "a2a": ResourceType.A2A_SERVER}
-_SCRIPTED = "scripted"  # the offline model (tests, the demo)
-_SECRET_KEYS = ("api_key",)
+#: The connection type of the offline model (tests, the demo); mcp_server, a2a and http are
+#: servers' types, and any other is a litellm provider.
+_SCRIPTED = "scripted"
 _MODEL_ARGUMENTS = ("temperature", "max_tokens", "top_p", "seed", "stop")
 #: Which clauses each statement takes.
 _CLAUSES = {
@@ -151,9 +150,8 @@ class _Script:
             if kind == "mcp_server":
                 transport = (opts.text("transport_type") or "").lower()
                 if transport not in ("", "streamable_http", "http", "stdio"):
-                    option = stmt.options.get("transport-type") or stmt.options.get("transport_type")
-                    raise DefinitionError(f"{option.at if option else stmt.at}: transport-type {transport!r} "
-                                          "is not one of streamable_http, stdio")
+                    raise DefinitionError(f"{option_at(stmt, 'transport_type')}: transport-type "
+                                          f"{transport!r} is not one of streamable_http, stdio")
                 args = opts.pop("args")
                 env = {k: read_text(o) for k, o in opts.prefixed("env").items()}
                 obj: Any = McpServer(url=opts.text("endpoint"), command=opts.text("command"),
