@@ -293,10 +293,10 @@ def tail(
     topic: Annotated[str, typer.Option(help="output, events or dlq.")] = "output",
 ) -> None:
     """Decode and print outputs (or events, or dead letters)."""
+    from eddies.connectors.inspect.summary import describe
     from eddies.connectors.kafka.client import read_records
     from eddies.connectors.kafka.topics import TopicNames
     from eddies.connectors.records import DLQ_REASON_HEADER, header
-    from eddies.demo import describe
     from eddies.events import DecodeError, decode
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
@@ -356,10 +356,10 @@ def replay_cmd(
     agent: Annotated[str | None, typer.Option(help="module:attribute of the Agent.")] = None,
 ) -> None:
     """Re-run a session from its history with no live calls; check the event ids."""
+    from eddies.connectors.inspect.summary import describe
     from eddies.connectors.kafka.replay import load_history, replay
     from eddies.connectors.kafka.settings import load_agent
     from eddies.connectors.kafka.topics import TopicNames
-    from eddies.demo import describe
     from eddies.engine import AgentPlan
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers,

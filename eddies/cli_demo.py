@@ -69,10 +69,10 @@ def _demo_part(s: Any, agent: Any, prompts: list[tuple[str, str]], title: str, a
     ``prompts`` (session, text); print the answers, then the replay of the first prompt's
     session from its history. Whether every answer came and the replay matched."""
     from eddies.cli import console, err_console
+    from eddies.connectors.inspect.summary import describe
     from eddies.connectors.kafka.client import producer, read_events, send_input
     from eddies.connectors.kafka.replay import load_history, replay
     from eddies.connectors.kafka.worker import Worker
-    from eddies.demo import describe
 
     console.rule(f"[bold]{escape(title)}[/bold] (app {escape(s.app)})")
     console.print(escape(about))

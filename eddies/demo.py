@@ -33,23 +33,13 @@ from eddies.engine import (
     ToolSpec,
     action,
 )
-from eddies.engine.reflection import ReflectionCritique, ReflectionDraft
-from eddies.engine.scopes import agent_of
 from eddies.events import (
-    AgentEvent,
-    ApprovalRequestEvent,
-    CallKind,
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
-    DurableCallRequest,
-    DurableCallResult,
     InputEvent,
     MessageRole,
     OutputEvent,
-    SignalEvent,
-    SubagentCallEvent,
-    SubagentResultEvent,
     ToolCall,
 )
 
@@ -285,83 +275,6 @@ def planner_agent(model: Any = None) -> ReActAgent:
     agent.add_resource("llm", ResourceType.CHAT_MODEL,
                        ChatModelSetup("planner_model", tools=["travel", "tagline"]))
     return agent
-
-
-# --- traces -------------------------------------------------------------------------------
-
-
-def _cut(text: str, n: int = 60) -> str:
-    """``text`` on one line, at most ``n`` characters."""
-    line = " ".join(text.split())
-    return line if len(line) <= n else line[:n - 3] + "..."
-
-
-def _call(name: str, args: list[Any], kwargs: dict[str, Any]) -> str:
-    shown = [json.dumps(a) for a in args] + [f"{k}={json.dumps(v)}" for k, v in kwargs.items()]
-    return f"{name}({', '.join(shown)})"
-
-
-def _request(p: DurableCallRequest) -> str:
-    detail = f"{p.kind.value} {p.target}"
-    if p.kind is CallKind.TOOL:
-        try:
-            decoded = json.loads(p.args)
-            detail = f"TOOL {_call(p.target, decoded.get('args', []), decoded.get('kwargs', {}))}"
-        except (ValueError, AttributeError):
-            detail += f" {p.args}"
-    return _cut(detail, 70)
-
-
-def _result(p: DurableCallResult) -> str:
-    if p.error is not None:
-        return _cut(f"{p.status.value} {p.error.type}: {p.error.message}")
-    value = p.value
-    if p.kind is CallKind.CHAT_MODEL:
-        try:
-            reply = json.loads(p.value)
-            calls = reply.get("tool_calls") or []
-            value = ("asks for " + ", ".join(_call(c["name"], [], c.get("arguments", {})) for c in calls)
-                     if calls else json.dumps(_cut(str(reply.get("content", "")), 52)))
-        except (ValueError, AttributeError, KeyError, TypeError):
-            pass
-    return _cut(f"{p.status.value} {value}")
-
-
-def describe(ev: AgentEvent) -> str:
-    """One line of a trace."""
-    p = ev.payload
-    detail = ""
-    if isinstance(p, InputEvent):
-        detail = _cut(json.dumps(p.input))
-    elif isinstance(p, OutputEvent):
-        detail = _cut(json.dumps(p.output) if p.error is None else f"ERROR {p.error.type}: {p.error.message}")
-    elif isinstance(p, DurableCallRequest):
-        detail = _request(p)
-        if p.not_before is not None:  # logical ms, as the event's timestamp
-            wait = p.not_before - ev.timestamp
-            detail += f" (due in {wait / 1000:g} s)" if wait >= 0 else f" (due {p.not_before})"
-    elif isinstance(p, SignalEvent):
-        detail = f"{p.name} = {json.dumps(p.value)}"
-    elif isinstance(p, ApprovalRequestEvent):
-        detail = f"{p.tool}({json.dumps(p.arguments)}) awaits {p.signal}"
-    elif isinstance(p, DurableCallResult):
-        detail = _result(p)
-    elif isinstance(p, ChatResponseEvent):
-        detail = json.dumps(p.response.content)
-    elif isinstance(p, ReflectionDraft):
-        detail = f"draft {p.iteration}: {json.dumps(_cut(p.draft))}"
-    elif isinstance(p, ReflectionCritique):
-        sure = "no confidence" if p.confidence is None else f"confidence {p.confidence:g}"
-        verdict = "passed" if p.passed else "failed"
-        detail = f"draft {p.iteration} {verdict} ({sure}): {json.dumps(_cut(p.feedback, 64))}"
-    elif isinstance(p, SubagentCallEvent):
-        detail = f"{p.agent}({_cut(json.dumps(p.input))})"
-    elif isinstance(p, SubagentResultEvent):
-        detail = (_cut(json.dumps(p.output)) if p.error is None
-                  else f"ERROR {p.error.type}: {_cut(p.error.message)}")
-    # A sub-agent's events sit under its caller's call, one step in per level.
-    nest = "".join(f"| {agent_of(part)} " for part in ev.scope)
-    return f"#{ev.seq:<3} run {ev.run}  {nest}{ev.type:<19} {ev.action or '':<18} {detail}"
 
 
 def one_turn_agent() -> Calculator:

@@ -10,11 +10,11 @@ import re
 import pytest
 
 from eddies import LocalRunner
+from eddies.connectors.inspect.summary import describe
 from eddies.connectors.kafka.replay import replay
 from eddies.demo import (
     TAGLINE_PROMPTS,
     TRAVEL_PROMPTS,
-    describe,
     tagline_agent,
     travel_agent,
     weather,
