@@ -20,7 +20,7 @@ FLINK_JARS := $(VENV)/share/eddies/flink
 FLINK_AGENTS_VENV := .venv-flink-agents
 FLINK_AGENTS_STAMP := $(FLINK_AGENTS_VENV)/.installed
 
-.PHONY: install install-flink demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-waiting clean
+.PHONY: install install-flink chromium demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-waiting clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,10 +38,22 @@ $(FLINK_STAMP): $(STAMP)
 
 install-flink: $(FLINK_STAMP)
 
+# Debian's chromium, for the web view's test (Playwright drives it; `playwright install` is
+# never run). Installed as root where it is missing; otherwise that test skips, saying why.
+CHROMIUM := /usr/bin/chromium
+
+chromium:
+	@test -x $(CHROMIUM) || if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; \
+	else \
+		echo "$(CHROMIUM) is missing (apt-get install chromium, as root): the web view's test will skip"; \
+	fi
+
 demo: install
 	$(BIN)/eddies demo
 
-test: install install-flink lint typecheck pytest
+test: install install-flink chromium lint typecheck pytest
 
 lint: install
 	$(BIN)/ruff check .
@@ -49,7 +61,7 @@ lint: install
 typecheck: install install-flink
 	bash tools/typecheck.sh
 
-pytest: install install-flink
+pytest: install install-flink chromium
 	$(BIN)/python -m pytest -q
 
 bench: install

@@ -83,6 +83,14 @@ def _origin(header: Headers) -> str | None:
     return None
 
 
+def arrival_id(payload: InputEvent | SignalEvent, header: Headers, partition: int, offset: int) -> str:
+    """The id of an input or signal its producer sent without one: ``in/PARTITION/OFFSET``
+    (``sig/...``) of the record, or of its first arrival if it was forwarded, so that it is
+    the same across re-reads, forwarding and re-runs (eddies reprocess)."""
+    prefix = "in" if isinstance(payload, InputEvent) else "sig"
+    return f"{prefix}/{_origin(header) or f'{partition}/{offset}'}"
+
+
 class Admission:
     """Checks records arriving on the input topic; see the module docstring."""
 
@@ -133,9 +141,8 @@ class Admission:
             if ev.scope:
                 return Refused(f"an {ev.type} from a producer has an empty scope (sub-agent "
                                "scopes are the engine's)")
-            if not ev.event_id:  # stable across re-reads, and across forwarding
-                prefix = "in" if isinstance(payload, InputEvent) else "sig"
-                ev.event_id = f"{prefix}/{_origin(header) or f'{partition}/{offset}'}"
+            if not ev.event_id:
+                ev.event_id = arrival_id(payload, header, partition, offset)
             if not ev.timestamp:
                 ev.timestamp = min(max(timestamp_ms, 0), MAX_TIMESTAMP_MS)
         elif isinstance(payload, DurableCallResult):

@@ -82,6 +82,10 @@ def result_event(
     )
 
 
+#: The key of a model reply's ``extra_args`` naming the model its setup asked for.
+MODEL_KEY = "model"
+
+
 class CallPerformer:
     """Turns a request into a call of a function, reconciler, chat model or tool."""
 
@@ -130,10 +134,13 @@ class CallPerformer:
             reply = self.call(
                 conn.chat, [messages], {"model": setup.model, "tools": tools, **setup.arguments, **kwargs}
             )
-            if fitted is not None:  # what was counted and cut, for the loop and the journal
-                extras = (reply.extra_args if isinstance(reply, ChatMessage)
-                          else reply.setdefault("extra_args", {}))
-                extras[REPORT_KEY] = fitted.report
+            extras = (reply.extra_args if isinstance(reply, ChatMessage)
+                      else reply.setdefault("extra_args", {}) if isinstance(reply, dict) else None)
+            if extras is not None:
+                if fitted is not None:  # what was counted and cut, for the loop and the journal
+                    extras[REPORT_KEY] = fitted.report
+                if setup.model:  # which model answered: a re-run on another is another call
+                    extras.setdefault(MODEL_KEY, setup.model)
             return reply
         if kind is CallKind.TOOL:
             tool = plan.tool(req.target)

@@ -53,6 +53,15 @@ class LocalExecutor(Protocol):
     def drop_held(self, refs: list[tuple[str, int]]) -> None:
         """Stop holding the requests of calls ``refs`` ((call id, attempt))."""
 
+
+class EmittedWatcher(Protocol):
+    """Shown every batch of events the router routes (the OpenTelemetry export's
+    collector, connectors/inspect/otel_export.py)."""
+
+    def saw(self, emitted: list[AgentEvent]) -> None:
+        """``emitted`` (one session's) were routed now; must neither block nor raise."""
+
+
 #: At most one warning per this many seconds about a producer with another partitioner.
 FORWARD_WARN_EVERY_S = 60.0
 
@@ -71,6 +80,8 @@ class Router:
         # APP.requests for executor processes.
         self.executor: LocalExecutor | None = None
         self._last_forward_warning = 0.0
+        #: The OpenTelemetry export's collector, when configured (otel_endpoint).
+        self.spans: EmittedWatcher | None = None
 
     def emit(self, emitted: list[AgentEvent], key: bytes, source: SourceRecord | tuple[str, int]
              ) -> tuple[AgentEvent, str] | None:
@@ -96,6 +107,9 @@ class Router:
             if unwritten is None:
                 unwritten = (out, why)
         self.counters.inc("events", len(emitted))
+        spans = self.spans
+        if spans is not None:  # all OpenTelemetry costs without an endpoint configured
+            spans.saw(emitted)
         return unwritten
 
     def emit_or_fail_run(self, machine: SessionMachine, state: SessionState,

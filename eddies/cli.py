@@ -1,10 +1,10 @@
-"""The ``eddies`` command: demo, broker, worker, send, tail, replay, topics, signal, approve,
-reject, resume, flink.
+"""The ``eddies`` command: demo, broker, worker, send, tail, replay, trace, fork, reprocess,
+ui, topics, signal, approve, reject, resume, check, flink.
 
 Every command that needs Kafka uses ``bootstrap_servers`` from the config file,
 ``EDDIES_BOOTSTRAP_SERVERS`` or ``--bootstrap-servers``; with none it starts the embedded
-broker, says so, and stops it on exit (send, tail, replay and topics describe refuse: an
-embedded broker has no app to work on).
+broker, says so, and stops it on exit (send, tail, replay, trace, fork, reprocess, ui and
+topics describe refuse: an embedded broker has no app to work on).
 
 Errors a user can fix (configuration, a broker that does not answer within
 ``connect_timeout_ms``, missing topics) are a line or two on stderr and exit code 2; other
@@ -35,8 +35,10 @@ from eddies import __version__
 from eddies.cli_check import check_app
 from eddies.cli_demo import demo_app
 from eddies.cli_flink import flink_app
+from eddies.cli_history import history_app
 from eddies.cli_options import AppOpt, BootstrapOpt, ConfigOpt, PartitionsOpt, SessionArg
 from eddies.cli_signals import signals_app
+from eddies.cli_ui import ui_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Eddies: an event-sourced engine for AI agents on Kafka.")
@@ -46,6 +48,8 @@ app.add_typer(flink_app, name="flink")
 app.add_typer(signals_app)  # signal, approve, reject, resume: top-level commands
 app.add_typer(demo_app)  # demo
 app.add_typer(check_app)  # check
+app.add_typer(ui_app)  # ui
+app.add_typer(history_app)  # replay, trace, fork, reprocess
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)  # error lines are never cut
 
@@ -162,6 +166,9 @@ def worker(
         help="Address to serve metrics on (default 0.0.0.0).")] = None,
     log_format: Annotated[str | None, typer.Option(
         help="text, or json: one JSON object per line.")] = None,
+    otel_endpoint: Annotated[str | None, typer.Option(
+        help="Export every run's spans over OTLP/HTTP to this URL (a base URL gets "
+             "/v1/traces; off: none; needs the otel extra).")] = None,
 ) -> None:
     """Run a worker until Ctrl-C or SIGTERM."""
     from eddies.connectors.kafka.settings import ConfigError, load_agent
@@ -172,7 +179,8 @@ def worker(
             agent = str(given)
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers,
                          partitions=partitions, agent=agent, role=role, metrics_port=metrics_port,
-                         metrics_host=metrics_host, log_format=log_format)
+                         metrics_host=metrics_host, log_format=log_format,
+                         otel_endpoint=otel_endpoint)
     json_logs = settings.log_format == "json"
     if json_logs:  # for a log collector: every line JSON, its own lines included
         import os
@@ -342,50 +350,6 @@ def _output_line(ev: Any) -> str:
     return (f"{ev.session_id} run {ev.run}: APPROVAL NEEDED{deadline}: {p.tool}"
             f"({json.dumps(p.arguments)}); answer with: eddies approve {who}  |  "
             f"eddies reject {who} --reason TEXT")
-
-
-@app.command("replay")
-def replay_cmd(
-    session: Annotated[str, typer.Option("--session", help="The session to replay.")],
-    from_offset: Annotated[int, typer.Option(help="Report from this offset of app.events on.")] = 0,
-    config: ConfigOpt = None,
-    app_id: AppOpt = None,
-    bootstrap_servers: BootstrapOpt = None,
-    # Accepted so that older scripts still run; the count is read from APP.events.
-    partitions: Annotated[int | None, typer.Option("--partitions", hidden=True)] = None,
-    agent: Annotated[str | None, typer.Option(help="module:attribute of the Agent.")] = None,
-) -> None:
-    """Re-run a session from its history with no live calls; check the event ids."""
-    from eddies.connectors.inspect.summary import describe
-    from eddies.connectors.kafka.replay import load_history, replay
-    from eddies.connectors.kafka.settings import load_agent
-    from eddies.connectors.kafka.topics import TopicNames
-    from eddies.engine import AgentPlan
-
-    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers,
-                         partitions=partitions, agent=agent)
-    from eddies.connectors.discovery import discover_tools
-
-    agent_obj = load_agent(settings.agent)
-    discover_tools(agent_obj)  # MCP and A2A tools' specs come from their servers
-    plan = AgentPlan.compile(agent_obj)  # ConfigError: main says so, exit 2
-    with _kafka(settings, need=(TopicNames(settings.app).events,)) as s:
-        history = load_history(s, session)
-        if not history:
-            err_console.print(f"[red]no history for session {session!r} in {s.app}.events[/red]")
-            raise typer.Exit(1)
-        report = replay(plan, history, session, from_offset, max_memory_bytes=s.max_memory_bytes)
-    table = Table("offset", "trace", "recomputed")
-    for step in report.steps:
-        table.add_row(str(step.offset), escape(describe(step.recorded).strip()),
-                      "[green]same id[/green]" if step.matches else "[red]differs[/red]")
-    console.print(table)
-    if report.ok:
-        console.print(f"replay of {session}: {len(report.steps)} events, every id recomputed identically")
-    else:
-        console.print(f"[red]replay of {session}: {len(report.mismatches)} differing events, "
-                      f"{len(report.extra)} extra[/red]")
-        raise typer.Exit(1)
 
 
 @topics_app.command("create")

@@ -47,6 +47,11 @@ def demo(
         ]
         ok = [_demo_part(on, agent, prompts, title, about, timeout)
               for on, agent, prompts, title, about in parts]
+        last, session = parts[-1][0], parts[-1][2][0][0]
+        console.rule(f"[bold]The trace tree of session {escape(session)}[/bold] (app {escape(last.app)})")
+        console.print(f"eddies trace --session {session} --app {last.app}: each run, its model, "
+                      "tool and sub-agent calls with latency and tokens, from causation ids.")
+        ok.append(_demo_tree(last, session))
     console.print("To run them against a broker that outlives one command:\n"
                   "  eddies broker                       # terminal 1; prints the address\n"
                   "  export EDDIES_BOOTSTRAP_SERVERS=...  # then, in terminal 2:\n"
@@ -71,7 +76,7 @@ def _demo_part(s: Any, agent: Any, prompts: list[tuple[str, str]], title: str, a
     from eddies.cli import console, err_console
     from eddies.connectors.inspect.summary import describe
     from eddies.connectors.kafka.client import producer, read_events, send_input
-    from eddies.connectors.kafka.replay import load_history, replay
+    from eddies.connectors.kafka.replay import replay_session
     from eddies.connectors.kafka.worker import Worker
 
     console.rule(f"[bold]{escape(title)}[/bold] (app {escape(s.app)})")
@@ -101,15 +106,29 @@ def _demo_part(s: Any, agent: Any, prompts: list[tuple[str, str]], title: str, a
         console.print(f"{got} answer{'' if got == 1 else 's'} in {time.monotonic() - start:.2f}s; "
                       f"worker counters: {counters}", highlight=False)
         session = prompts[0][0]
-        report = replay(worker.plan, load_history(s, session), session, max_memory_bytes=s.max_memory_bytes)
+        report = replay_session(s, worker.plan, session)
         console.print(f"\nReplay of session {session!r} from its history (no model or tool call):")
         for step in report.steps:
-            mark = "[green]ok[/green]" if step.matches else "[red]DIFFERS[/red]"
-            console.print(f"{escape(describe(step.recorded))}  {mark}", soft_wrap=True)
+            mark = "[green]ok[/green]" if step.matches else f"[red]{step.status.upper()}[/red]"
+            console.print(f"{escape(describe(step.event))}  {mark}", soft_wrap=True)
         console.print(f"replay: {'ids match' if report.ok else 'MISMATCH'}\n")
         return got == len(prompts) and report.ok
     finally:
         worker.stop()
+
+
+def _demo_tree(s: Any, session: str) -> bool:
+    """Print the trace tree of ``session``; whether it has one."""
+    from eddies.cli import console
+    from eddies.cli_history import print_tree
+    from eddies.connectors.inspect.tree import build_tree
+    from eddies.connectors.kafka.replay import load_history
+
+    wall: dict[str, int] = {}
+    history = [ev for _, ev in load_history(s, session, wall_ms=wall)]
+    roots = build_tree(history, wall)
+    print_tree(console, roots)
+    return bool(roots) and all(r.status == "ok" for r in roots)
 
 
 def _demo_answer(out: Any) -> str:

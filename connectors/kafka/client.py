@@ -167,3 +167,25 @@ def read_events(settings: Settings, topic: str, **kwargs: Any) -> Iterator[Agent
             yield decode(msg.value())
         except DecodeError:
             continue
+
+
+def offset_for_time(settings: Settings, topic: str, partition: int, timestamp_ms: int) -> int:
+    """The first offset of ``partition`` whose record time is at or after ``timestamp_ms``
+    (the partition's end if none is; 0 if the broker cannot say). The embedded broker's
+    answer is approximate (BROKER-NOTES: it reasons in record batches): callers check it."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(settings.client_config(**{
+        "group.id": f"{settings.app}.reader.{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}))
+    try:
+        wait = settings.connect_timeout_ms / 1000
+        found = consumer.offsets_for_times([TopicPartition(topic, partition, max(0, timestamp_ms))],
+                                           timeout=wait)
+        offset = found[0].offset if found and found[0].error is None else 0
+        if offset < 0:  # no record that late: the end
+            offset = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=wait)[1]
+        return max(0, int(offset))
+    except Exception:  # an old broker or a timeout: read from the start, slower but right
+        return 0
+    finally:
+        consumer.close()

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from eddies.connectors.admission import Admission, Misrouted, Refused
 from eddies.connectors.applying import apply_record
 from eddies.connectors.dead_letters import DeadLetters
+from eddies.connectors.inspect.otel_export import LiveSpans, live_spans
 from eddies.connectors.json_logs import ids
 from eddies.connectors.records import (
     finished_run_keys,
@@ -118,6 +119,10 @@ class Orchestrator:
         self._retention = s.journal_retention_ms / 1000
         self._sweep_every = min(60.0, s.session_ttl_ms / 10_000)  # a tenth of the TTL, at most 1 min
         self._last_sweep = time.monotonic()
+        # The OpenTelemetry export (otel_endpoint, or the standard OTEL_EXPORTER_OTLP_*
+        # variables): None, and nothing of OpenTelemetry imported, unless configured. First:
+        # a missing package stops the worker before it has clients to close.
+        self.spans: LiveSpans | None = live_spans(s, worker.plan, self.counters)
         self.producer = Outbox(s, "orchestrator")
         self.consumer = group_consumer(s, "orchestrator", worker.membership)
         self.admission = Admission(partitions=s.partitions, max_record_bytes=s.max_record_bytes,
@@ -133,6 +138,7 @@ class Orchestrator:
 
             self.router = MeteredRouter(*router_args, metrics=metrics)
             metrics.watch_sessions(self.machine.stats, self.states)
+        self.router.spans = self.spans
         self._executor: KafkaExecutor | None = None
         # Wall time (ms) of each session's last record here: an idle session is closed by
         # the earlier of this and its logical clock (a clock set in the future by its
@@ -196,6 +202,8 @@ class Orchestrator:
                             "treat them as unknown", len(local.inflight), STOP_CALLS_WAIT_S)
             self._commit(everything=True)
             self.consumer.close()
+            if self.spans is not None:  # the runs that ended before the stop go out
+                self.spans.close()
 
     # --- partitions ----------------------------------------------------------------------
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
@@ -296,6 +304,8 @@ class Orchestrator:
         self.machine.evict(*gone)
         if self.metrics is not None:
             self.metrics.forget(gone)
+        if self.spans is not None:
+            self.spans.forget(gone)
         self.partitions -= numbers
 
     # --- records -------------------------------------------------------------------------

@@ -1,37 +1,76 @@
-"""Replay a session from its recorded history: no live calls, ids checked.
+"""Replay a session from its recorded history: no live calls, every event checked.
 
-The history is what the orchestrator wrote to ``app.events`` for the session.
-Its external events (inputs and call results) are re-applied to a fresh session machine;
-every event the machine emits again must have the recorded id at the same place.
-Requests emitted during replay are not performed: results come from the history.
+The history is what the orchestrator wrote to ``app.events`` for the session. Its
+external events (inputs, call results, signals) are re-applied to a session machine, from
+a fresh state or from a snapshot the worker wrote to ``app.journal``; every event the
+machine emits again is matched to a recorded one, by id first (an id names the event's
+place: session, step, type and cause), then, for an event whose place moved, by its cause
+and type; a matched pair whose content differs is a changed step, shown field by field.
+Requests emitted during replay are not performed: results come from the history. Example::
+
+    report = replay_session(settings, plan, "alice", from_seq=40)
+    for step in report.mismatches:
+        print(step.status, step.seq, step.differences())
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from eddies.engine import AgentPlan, SessionMachine
+from eddies.connectors.inspect.diff import Difference, field_diff
+from eddies.engine import AgentPlan, SessionMachine, SessionState
 from eddies.events import AgentEvent, DurableCallResult, InputEvent, SignalEvent, partition_for
+from eddies.events.codec import to_record
 
 from .client import read_records
 from .settings import Settings
 from .topics import TopicNames
 
+#: (offset on app.events, event); offset -1 for an event that was not read from a topic.
+Recorded = tuple[int, AgentEvent]
+SAME, MOVED, CHANGED, MISSING, NEW = "same", "moved", "changed", "missing", "new"
+#: What names an event's place in its session rather than what it says.
+_PLACE = ("event_id", "seq", "causation_id")
+
 
 @dataclass
 class ReplayStep:
-    """One recorded event, the recomputed one at its place, and its offset."""
+    """A recorded event and its recomputation: ``same``; ``moved`` (the same content at
+    another step, e.g. after an event added before it); ``changed`` (its content differs);
+    ``missing`` (not recomputed); or ``new`` (recomputed only)."""
 
-    recorded: AgentEvent
+    recorded: AgentEvent | None
     recomputed: AgentEvent | None
     offset: int
+    status: str = SAME
 
     @property
     def matches(self) -> bool:
-        """Same id, type and sequence number."""
-        r = self.recomputed
-        return r is not None and (r.event_id, r.type, r.seq) == (
-            self.recorded.event_id, self.recorded.type, self.recorded.seq)
+        """Recomputed identically: the same id (the same place) and the same content."""
+        return self.status == SAME
+
+    @property
+    def seq(self) -> int:
+        """The step's place: the recorded event's sequence number, else the recomputed's."""
+        ev = self.recorded if self.recorded is not None else self.recomputed
+        assert ev is not None
+        return ev.seq
+
+    @property
+    def event(self) -> AgentEvent:
+        """The recorded event, or the recomputed one for a new step."""
+        ev = self.recorded if self.recorded is not None else self.recomputed
+        assert ev is not None
+        return ev
+
+    def differences(self) -> list[Difference]:
+        """(field path, recorded value, recomputed value) of a changed step."""
+        if self.recorded is None or self.recomputed is None:
+            return []
+        return field_diff(self.recorded, self.recomputed)
 
 
 @dataclass
@@ -40,61 +79,233 @@ class ReplayReport:
 
     session_id: str
     steps: list[ReplayStep] = field(default_factory=list)
-    extra: list[AgentEvent] = field(default_factory=list)  # recomputed beyond the history
+    #: The sequence number of the snapshot the replay started from (0: the beginning).
+    snapshot_seq: int = 0
+    #: The first offset of app.events read, and how many of the session's records were.
+    read_from_offset: int = 0
+    records_read: int = 0
 
     @property
     def ok(self) -> bool:
         """Every recorded event was recomputed identically, and nothing more."""
-        return bool(self.steps) and all(s.matches for s in self.steps) and not self.extra
+        return bool(self.steps) and all(s.matches for s in self.steps)
 
     @property
     def mismatches(self) -> list[ReplayStep]:
-        """Steps whose recomputed event differs."""
+        """Steps whose recorded and recomputed events differ (or one is absent)."""
         return [s for s in self.steps if not s.matches]
 
+    @property
+    def extra(self) -> list[AgentEvent]:
+        """Events recomputed that the history does not have."""
+        return [s.recomputed for s in self.steps if s.status == NEW and s.recomputed is not None]
 
-def load_history(settings: Settings, session_id: str) -> list[tuple[int, AgentEvent]]:
-    """(offset, event) of the session's recorded history, in order, each event once.
 
-    After a crash a worker may write events again (same ids, same place in the session);
-    like every consumer, replay keeps the first copy of each id. The session's partition
-    comes from the topic's own partition count (``settings.partitions`` may not be the
-    app's). AppMissingError if ``app.events`` does not exist.
-    """
+def _session_records(settings: Settings, topic: str, part: int, session_id: str,
+                     start: int = 0) -> Iterator[tuple[int, int, AgentEvent]]:
+    """(offset, record time ms, event) of one session's records from ``start``, each event
+    id once: after a crash a worker may write events again (same ids, same place), and
+    like every consumer we keep the first copy."""
     from eddies.events import decode
 
-    from .preflight import require_topics
-
-    names = TopicNames(settings.app)
-    part = partition_for(session_id, require_topics(settings, [names.events])[names.events])
     key = session_id.encode()
-    out: list[tuple[int, AgentEvent]] = []
     seen: set[str] = set()
-    for msg in read_records(settings, names.events, partitions=[part]):
+    for msg in read_records(settings, topic, partitions=[part], start=start):
         if msg.key() != key:
             continue
         ev = decode(msg.value())
         if ev.event_id not in seen:
             seen.add(ev.event_id)
-            out.append((msg.offset(), ev))
+            yield msg.offset(), msg.timestamp()[1], ev
+
+
+def _events_partition(settings: Settings, session_id: str) -> tuple[str, int]:
+    """app.events and the session's partition in it, from the topic's own partition count
+    (``settings.partitions`` may not be the app's). AppMissingError if it does not exist."""
+    from .preflight import require_topics
+
+    names = TopicNames(settings.app)
+    return names.events, partition_for(session_id, require_topics(settings, [names.events])[names.events])
+
+
+def load_history(settings: Settings, session_id: str, wall_ms: dict[str, int] | None = None
+                 ) -> list[Recorded]:
+    """(offset, event) of the session's recorded history, in order, each event once;
+    ``wall_ms`` receives each event's record time (event id -> ms since the epoch)."""
+    topic, part = _events_partition(settings, session_id)
+    out: list[Recorded] = []
+    for offset, stamp, ev in _session_records(settings, topic, part, session_id):
+        out.append((offset, ev))
+        if wall_ms is not None:
+            wall_ms[ev.event_id] = stamp
     return out
 
 
-def replay(plan: AgentPlan, history: list[tuple[int, AgentEvent]], session_id: str,
-           from_offset: int = 0, max_memory_bytes: int | None = None) -> ReplayReport:
-    """Recompute ``history``; steps before ``from_offset`` are applied but not reported.
-    ``max_memory_bytes``: the limit the worker ran with (``settings.max_memory_bytes``)."""
+def snapshots_of(settings: Settings, session_id: str) -> list[tuple[int, SessionState]]:
+    """The session's snapshots still in app.journal, oldest first, as (record time, state).
+    A compacted journal keeps only the latest; the embedded broker keeps all of them."""
+    from eddies.connectors.records import snapshot_key
+
+    names = TopicNames(settings.app)
+    topic, part = names.journal, partition_for(session_id, _partitions(settings, names.journal))
+    key = snapshot_key(session_id)
+    out: list[tuple[int, SessionState]] = []
+    for msg in read_records(settings, topic, partitions=[part]):
+        if msg.key() != key:
+            continue
+        value = msg.value()
+        if value is None:  # a tombstone: the session was closed and forgotten
+            out.clear()
+            continue
+        try:
+            out.append((msg.timestamp()[1], SessionState.from_bytes(value)))
+        except Exception:  # one this version cannot read: an older one may still do
+            continue
+    return out
+
+
+def _partitions(settings: Settings, topic: str) -> int:
+    from .preflight import require_topics
+
+    return require_topics(settings, [topic])[topic]
+
+
+def replay_session(settings: Settings, plan: AgentPlan, session_id: str, *,
+                   from_offset: int | None = None, from_seq: int | None = None,
+                   to_seq: int | None = None) -> ReplayReport:
+    """Replay ``session_id`` strictly (no live call) and report from ``from_seq`` (or the
+    event at ``from_offset`` of app.events) to ``to_seq``: the machine starts from the
+    latest snapshot before the start, and app.events is read from where that snapshot's
+    later events begin, not from the beginning."""
+    topic, part = _events_partition(settings, session_id)
+    if from_offset is not None and from_seq is None:
+        first = next(_session_records(settings, topic, part, session_id, start=from_offset), None)
+        from_seq = first[2].seq if first is not None else None
+        if from_seq is None:
+            return ReplayReport(session_id, read_from_offset=from_offset)
+    start_seq = from_seq or 1
+    usable = [(t, s) for t, s in snapshots_of(settings, session_id) if 0 < s.seq < start_seq]
+    state: SessionState | None = None
+    begin = 0
+    if usable:
+        stamp, state = usable[-1]
+        begin = _first_offset_after(settings, topic, part, session_id, state.seq, stamp)
+    history = [(o, ev) for o, _, ev in _session_records(settings, topic, part, session_id, start=begin)
+               if state is None or ev.seq > state.seq]
+    report = replay(plan, history, session_id, state=state, from_seq=start_seq, to_seq=to_seq,
+                    max_memory_bytes=settings.max_memory_bytes)
+    report.read_from_offset, report.records_read = begin, len(history)
+    return report
+
+
+def _first_offset_after(settings: Settings, topic: str, part: int, session_id: str, seq: int,
+                        stamp: int) -> int:
+    """An offset of app.events at or before the session's event ``seq + 1``, found from the
+    snapshot's record time: a snapshot is written after every event it reflects is flushed,
+    and its later events after it. The offset the broker gives for a time is checked (the
+    embedded broker's is approximate): if the session's first record from there is past
+    ``seq + 1`` (or it has none from there), look further back, doubling the step: the
+    snapshot's own events are there to be found."""
+    from .client import offset_for_time
+
+    # A second's margin for another worker's clock (after a rebalance, a later event may come
+    # from another machine): the check below keeps it right whatever the clocks say, the
+    # margin only saves it steps back. Events the snapshot reflects are skipped by seq.
+    guess = offset_for_time(settings, topic, part, stamp - 1000)
+    step = 1000
+    while guess > 0:
+        first = next(_session_records(settings, topic, part, session_id, start=guess), None)
+        if first is not None and first[2].seq <= seq + 1:
+            return guess
+        guess, step = max(0, guess - step), step * 2
+    return 0
+
+
+def replay(plan: AgentPlan, history: list[Recorded], session_id: str, from_offset: int = 0,
+           max_memory_bytes: int | None = None, *, state: SessionState | None = None,
+           from_seq: int = 1, to_seq: int | None = None) -> ReplayReport:
+    """Recompute ``history`` (from ``state``, a snapshot whose events ``history`` no longer
+    holds, or from a new session); report the steps from ``from_seq`` (and ``from_offset``)
+    to ``to_seq``. ``max_memory_bytes``: the limit the worker ran with."""
     machine = SessionMachine(plan, max_memory_bytes=max_memory_bytes)
-    state = machine.new_state(session_id)
+    if state is None:
+        state = machine.new_state(session_id)
+        snapshot_seq = 0
+    else:
+        snapshot_seq = state.seq
+        state, _ = machine.resume(state)  # its requests' results are in the history
     recomputed: list[AgentEvent] = []
     for _, ev in history:
-        if isinstance(ev.payload, InputEvent | DurableCallResult | SignalEvent):
-            state, out = machine.apply(state, ev)
+        # What came from outside: users' inputs and signals, executors' results (a
+        # sub-agent's InputEvent, in its scope, is the machine's own).
+        if isinstance(ev.payload, DurableCallResult) or (
+                isinstance(ev.payload, InputEvent | SignalEvent) and not ev.scope):
+            # As it arrived, before the machine stamped it: where it lands is recomputed
+            # too (stamped, it would be dropped as already seen wherever steps moved).
+            state, out = machine.apply(state, dataclasses.replace(ev, seq=0, run=0))
             recomputed.extend(out)
-    report = ReplayReport(session_id)
+    steps = match(history, recomputed)
+    shown = [s for s in steps if s.seq >= from_seq and (to_seq is None or s.seq <= to_seq)
+             and (s.offset < 0 or s.offset >= from_offset)]
+    return ReplayReport(session_id, shown, snapshot_seq=snapshot_seq)
+
+
+def match(history: list[Recorded], recomputed: list[AgentEvent]) -> list[ReplayStep]:
+    """Pair recorded and recomputed events: by id; then, in order, a recomputed event whose
+    id is not recorded with the first unpaired recorded event of the same type, scope and
+    cause (its cause translated through the pairs made so far, since a changed event's
+    effects name its new id). The steps come in sequence order."""
+    recorded_ids = {ev.event_id: i for i, (_, ev) in enumerate(history)}
+    paired: dict[int, AgentEvent] = {}  # index in history -> its recomputed event
+    to_recorded: dict[str, str] = {}  # recomputed id -> the recorded id it stands for
+    unpaired: list[AgentEvent] = []
+    for ev in recomputed:
+        i = recorded_ids.get(ev.event_id)
+        if i is not None and i not in paired:
+            paired[i] = ev
+            to_recorded[ev.event_id] = ev.event_id
+        else:
+            unpaired.append(ev)
+    new: list[AgentEvent] = []
+    free: dict[tuple[str | None, str, tuple[str, ...]], list[int]] = {}
+    for i, (_, ev) in enumerate(history):
+        if i not in paired:
+            free.setdefault((ev.causation_id, ev.type, tuple(ev.scope)), []).append(i)
+    for ev in unpaired:
+        cause = to_recorded.get(ev.causation_id, ev.causation_id) if ev.causation_id else None
+        slot = free.get((cause, ev.type, tuple(ev.scope)))
+        if slot:
+            i = slot.pop(0)
+            paired[i] = ev
+            to_recorded[ev.event_id] = history[i][1].event_id
+        else:
+            new.append(ev)
+    steps: list[ReplayStep] = []
     for i, (offset, ev) in enumerate(history):
-        if offset < from_offset:
-            continue
-        report.steps.append(ReplayStep(ev, recomputed[i] if i < len(recomputed) else None, offset))
-    report.extra = recomputed[len(history):]
-    return report
+        again = paired.get(i)
+        if again is None:
+            steps.append(ReplayStep(ev, None, offset, MISSING))
+        else:  # ids say where an event is (session, seq, type, cause), not what it holds
+            was, now = to_record(ev), to_record(again)
+            if was == now:
+                status = SAME
+            else:
+                for key in _PLACE:
+                    was.pop(key), now.pop(key)
+                # A reference to another event (a response's request_id) names its new id.
+                status = MOVED if was == _renamed(now, to_recorded) else CHANGED
+            steps.append(ReplayStep(ev, again, offset, status))
+    steps.extend(ReplayStep(None, ev, -1, NEW) for ev in new)
+    steps.sort(key=lambda s: (s.seq, s.recorded is None))
+    return steps
+
+
+def _renamed(value: Any, names: dict[str, str]) -> Any:
+    """``value`` with every recomputed event id in it replaced by the recorded one."""
+    if isinstance(value, str):
+        return names.get(value, value)
+    if isinstance(value, dict):
+        return {k: _renamed(v, names) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_renamed(v, names) for v in value)
+    return value

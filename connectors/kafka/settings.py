@@ -72,6 +72,11 @@ class Settings:
     metrics_port: int = -1
     metrics_host: str = "0.0.0.0"
     log_format: str = "text"  # text | json: one JSON object per line (connectors/json_logs.py)
+    # OpenTelemetry export of every run's spans over OTLP/HTTP (connectors/inspect/otel_export.py,
+    # the ``otel`` extra): a URL (a base one gets /v1/traces); empty: the standard
+    # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT if set, else none;
+    # "off": none, whatever those say.
+    otel_endpoint: str = ""
     # The Flink runner (``eddies flink run``; connectors/flink/options.py says what each does).
     flink_parallelism: int = 1
     flink_checkpoint_interval_ms: int = 10_000
@@ -119,6 +124,10 @@ class Settings:
         if self.metrics_port >= 0 and not self.metrics_host:
             raise ConfigError("metrics_host: empty; give the address to serve metrics on "
                               "(0.0.0.0: every interface)")
+        if self.otel_endpoint not in ("", "off") and not self.otel_endpoint.startswith(
+                ("http://", "https://")):
+            raise ConfigError(f"otel_endpoint: {self.otel_endpoint!r} is not an http:// or "
+                              "https:// URL (empty: the OTEL_EXPORTER_OTLP_* variables; off: none)")
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"log_format: {self.log_format!r} is not one of text, json")
         if self.flink_state_backend not in ("hashmap", "rocksdb"):

@@ -13,6 +13,7 @@ from typing import Any
 from eddies.connectors.call_deadlines import timed_out
 from eddies.connectors.calls import CallPerformer, Resolver, import_target, result_event
 from eddies.connectors.error_classes import describe_error
+from eddies.connectors.recorded_calls import RecordedCalls
 from eddies.engine import AgentPlan, Journal
 from eddies.events import AgentEvent, CallStatus, DurableCallRequest, encode_value
 
@@ -22,11 +23,14 @@ __all__ = ["InProcessExecutor", "import_target"]
 class InProcessExecutor:
     """Performs requests one at a time in this process (async functions on a private loop)."""
 
-    def __init__(self, plan: AgentPlan, journal: Journal, resolver: Resolver) -> None:
+    def __init__(self, plan: AgentPlan, journal: Journal, resolver: Resolver,
+                 recorded: RecordedCalls | None = None) -> None:
         self.plan = plan
         self.journal = journal
         self.performer = CallPerformer(plan, resolver)
         self.performed = 0
+        #: Outcomes of another run, reused for the calls they answer (fork, reprocess).
+        self.recorded = recorded
 
     def execute(self, request: AgentEvent) -> AgentEvent:
         """The result event of a request: recorded, UNKNOWN, or freshly performed."""
@@ -36,6 +40,9 @@ class InProcessExecutor:
         recorded = self.journal.outcome(req.call_id, req.attempt)
         if recorded is not None:
             return recorded
+        if self.recorded is not None and (borrowed := self.recorded.answer(request)) is not None:
+            self.journal.record_outcome(req.call_id, req.attempt, borrowed)
+            return borrowed
         if not req.idempotent:
             if self.journal.started(req.call_id, req.attempt):
                 return result_event(request, CallStatus.UNKNOWN)

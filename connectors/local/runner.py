@@ -32,6 +32,7 @@ from eddies.events import (
 )
 
 from ..held_requests import HeldRequests
+from ..recorded_calls import RecordedCalls
 from .executor import InProcessExecutor
 
 
@@ -48,13 +49,15 @@ class LocalRunner:
     """Runs an agent in-process with durable calls journaled in ``journal``."""
 
     def __init__(
-        self, agent: Agent | AgentPlan, *, journal: Journal | None = None, snapshot_every: int = 64
+        self, agent: Agent | AgentPlan, *, journal: Journal | None = None, snapshot_every: int = 64,
+        recorded: RecordedCalls | None = None,
     ) -> None:
         if not isinstance(agent, AgentPlan):
             discover_tools(agent)  # MCP and A2A tools' specs come from their servers
         self.plan = agent if isinstance(agent, AgentPlan) else AgentPlan.compile(agent)
         self.journal = journal if journal is not None else Journal()
         self.snapshot_every = snapshot_every
+        self.recorded = recorded  # another run's outcomes, reused (fork, reprocess)
         # What a downstream consumer has seen: it drops event ids it has already seen.
         self.history: list[AgentEvent] = []
         self.outputs: list[AgentEvent] = []
@@ -65,7 +68,8 @@ class LocalRunner:
 
     def _boot(self) -> None:
         self.machine = SessionMachine(self.plan)
-        self.executor = InProcessExecutor(self.plan, self.journal, self.machine.callable_for)
+        self.executor = InProcessExecutor(self.plan, self.journal, self.machine.callable_for,
+                                          self.recorded)
         self.states: dict[str, SessionState] = {}
         self._applies: dict[str, int] = {}
         self._work: deque[AgentEvent] = deque()
@@ -85,13 +89,14 @@ class LocalRunner:
         return eid
 
     def signal(self, session_id: str, name: str, value: Any = None, *,
-               event_id: str | None = None) -> str:
+               event_id: str | None = None, timestamp: int | None = None) -> str:
         """Queue a signal ``name`` with ``value`` for ``session_id`` (what ``eddies signal``
         sends on Kafka); returns its event id."""
         self._clock += 1
         eid = event_id or f"{session_id}:sig{self._clock}"
+        ts = self._clock if timestamp is None else timestamp
         self._work.append(AgentEvent.external(session_id, SignalEvent(name, value), event_id=eid,
-                                              timestamp=self._clock))
+                                              timestamp=ts))
         return eid
 
     def approve(self, session_id: str, signal: str, reason: str | None = None) -> str:
@@ -147,6 +152,10 @@ class LocalRunner:
             self._apply(item)
         return True
 
+    def has_work(self) -> bool:
+        """Whether anything but waits (timers, deadlines, signals) is left to do."""
+        return bool(self._work)
+
     def run_until_idle(self, max_steps: int = 10_000_000) -> None:
         """Step until there is no work left."""
         for _ in range(max_steps):
@@ -201,6 +210,19 @@ class LocalRunner:
             self.states[sid] = state
             self._work.extend(requests)
 
+    def take_over(self, events: Iterable[AgentEvent]) -> None:
+        """Apply recorded external events (inputs, signals, call results) in their order,
+        making no call: the calls they answer were made already. Then queue the calls left
+        without an answer, so that stepping goes on live from there (``eddies fork``)."""
+        sessions: dict[str, None] = {}
+        for ev in events:
+            self._apply(ev, perform=False)
+            sessions[ev.session_id] = None
+        for sid in sessions:
+            state, requests = self.machine.resume(self.states[sid])
+            self.states[sid] = state
+            self._work.extend(requests)
+
     # --- internals -------------------------------------------------------------------------
     def _waited_for(self, request: AgentEvent) -> bool:
         """Whether the running run of the request's session still waits for its outcome
@@ -212,7 +234,7 @@ class LocalRunner:
         rec = None if run is None else run.calls.get(payload.call_id)
         return rec is not None and rec.status not in TERMINAL and rec.attempt == payload.attempt
 
-    def _apply(self, event: AgentEvent) -> None:
+    def _apply(self, event: AgentEvent, perform: bool = True) -> None:
         sid = event.session_id
         self.journal.append(event)  # write-ahead: the log is what recovery re-applies
         state = self.states.get(sid)
@@ -224,9 +246,10 @@ class LocalRunner:
         self._applies[sid] = n
         if n % self.snapshot_every == 0:
             self.journal.snapshot(state)
-        for ev in emitted:
-            if isinstance(ev.payload, DurableCallRequest) and ev.payload.for_executor:
-                self._work.append(ev)
+        if perform:
+            for ev in emitted:
+                if isinstance(ev.payload, DurableCallRequest) and ev.payload.for_executor:
+                    self._work.append(ev)
         self._deliver(emitted)
 
     def _deliver(self, emitted: list[AgentEvent]) -> None:

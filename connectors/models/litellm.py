@@ -97,6 +97,9 @@ class LiteLLMChatModel:
         if usage is not None:
             usage["latency_ms"] = latency_ms
             usage["cost_usd"] = self._cost(litellm, response, usage)
+        finish = getattr(choice, "finish_reason", None)
+        if isinstance(finish, str) and finish:  # for traces (gen_ai.response.finish_reasons)
+            reply.extra_args["finish_reason"] = finish
         return reply
 
     def count_tokens(self, messages: list[ChatMessage], *, model: str, tools: list[ToolSpec]) -> int:

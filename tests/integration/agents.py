@@ -57,6 +57,22 @@ def http_calculator() -> Calculator:
     return calculator_agent(conn, model_name="openai/test-model", tool=counted_add)
 
 
+class WordedCalculator(Calculator):
+    """The calculator, its answers worded differently (a changed agent version whose calls
+    are the same: only its outputs differ)."""
+
+    @action(ChatResponseEvent)
+    def answer(event: ChatResponseEvent, ctx: Any) -> None:
+        ctx.send_event(OutputEvent(output=f"Answer: {event.response.content}"))
+
+
+def worded_http_calculator() -> Calculator:
+    """``http_calculator`` with :class:`WordedCalculator`'s answers."""
+    agent = WordedCalculator("calculator")
+    agent.resources = list(http_calculator().resources)
+    return agent
+
+
 def approving_calculator() -> Calculator:
     """``http_calculator`` whose ``add`` needs a person's approval, within 30 s."""
     conn = LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test")

@@ -1,0 +1,263 @@
+"""The web view of an app's sessions (``eddies ui``): a small Starlette ASGI app over
+``APP.events``, and one static page (``web.html``) that reads its JSON API.
+
+What replay and fork do is not known here: the command passes them in, so the view
+only shows what they answer. Example::
+
+    app = create_app(settings, replay=lambda sid: replay_view(settings, plan, sid))
+    uvicorn.run(app, host="127.0.0.1", port=8321)
+
+The API (a session id is one path segment, percent-encoded: ``a/b`` is ``a%2Fb``)::
+
+    GET  /api/info                      the app, and whether replay and fork are offered
+    GET  /api/sessions?q=ali            sessions whose id contains q, the latest first
+    GET  /api/sessions/{id}             its timeline: every event, its summary and payload
+    GET  /api/sessions/{id}/tree        its tree (runs, calls, latency, tokens, cost)
+    POST /api/sessions/{id}/replay      replay(id)
+    POST /api/sessions/{id}/fork        fork(id, at_seq, new_session), body
+                                        {"at_seq": 3, "new_session": "alice-2"}
+
+POSTs must carry the header ``X-Eddies-UI: 1``: a page of another site cannot send it
+without the browser asking this server first (CORS), which it never allows, so another
+site open in the same browser cannot replay or fork. Requests must name an allowed host,
+so a DNS-rebinding page cannot read the API either.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import orjson
+
+from eddies.events import AgentEvent, DurableCallRequest, DurableCallResult, Event
+
+from .summary import detail_text
+from .tree import build_tree, render, scope_name
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from eddies.connectors.kafka.sessions import Recorded
+    from eddies.connectors.kafka.settings import Settings
+
+#: ``replay(session_id)``: plain data with ``ok`` and ``steps`` (see ``replay_view``).
+ReplayFn = Callable[[str], dict[str, Any]]
+#: ``fork(session_id, at_seq, new_session)``: plain data, e.g. ``{"session": new_session}``.
+ForkFn = Callable[[str, int, str], dict[str, Any]]
+
+#: The header every POST must carry (see the module docstring).
+POST_HEADER = "x-eddies-ui"
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+NO_FORK = "fork is not available in this eddies ui (no fork function was given)"
+_PREFIX = "/api/sessions/"
+_log = logging.getLogger("eddies.ui")
+
+
+class ApiError(Exception):
+    """An answer other than 200: its status and message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: ForkFn | None = None,
+               allowed_hosts: Sequence[str] | None = LOCAL_HOSTS, fork_reason: str = NO_FORK) -> Starlette:
+    """The ASGI app of the web view over ``settings.app``'s topics.
+
+    ``allowed_hosts``: the Host header values served (None: any, for a server behind a
+    proxy of its own). ``fork_reason``: the fork button's tooltip when ``fork`` is None.
+    """
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+    from starlette.routing import Route
+
+    from eddies.connectors.kafka.sessions import SessionIndex
+
+    index = SessionIndex(settings)
+    page = resources.files(__name__.rpartition(".")[0]).joinpath("web.html").read_text(encoding="utf-8")
+
+    def home(request: Request) -> Response:
+        from starlette.responses import HTMLResponse
+
+        return HTMLResponse(page, headers={
+            "Cache-Control": "no-store",
+            # Everything it loads is its own; nobody frames it (clickjacking the buttons).
+            "Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+                                       "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"})
+
+    def info(request: Request) -> Response:
+        return _json({"app": settings.app, "replay": replay is not None, "fork": fork is not None,
+                      "fork_reason": "" if fork is not None else fork_reason})
+
+    def sessions(request: Request) -> Response:
+        return _guarded(lambda: {"sessions": [s.to_dict() for s in index.refresh().search(
+            request.query_params.get("q", ""), _limit(request.query_params.get("limit")))]})
+
+    async def session(request: Request) -> Response:
+        session_id, part = _target(request)
+        body: Any = None
+        if request.method == "POST":
+            if request.headers.get(POST_HEADER) != "1":
+                return _json({"error": f"a POST needs the header {POST_HEADER}: 1"}, 403)
+            raw = await request.body()
+            try:
+                body = json.loads(raw) if raw.strip() else {}
+            except ValueError:
+                return _json({"error": "the body is not JSON"}, 400)
+        from starlette.concurrency import run_in_threadpool
+
+        # Kafka reads and replays block: off the event loop, as Starlette runs sync views.
+        return await run_in_threadpool(_guarded, lambda: _answer(request.method, session_id, part, body))
+
+    def _answer(method: str, session_id: str, part: str, body: Any) -> dict[str, Any]:
+        if (method, part) == ("GET", ""):
+            return timeline(settings, session_id)
+        if (method, part) == ("GET", "tree"):
+            return tree(settings, session_id)
+        if (method, part) == ("POST", "replay"):
+            if replay is None:
+                raise ApiError(501, "replay is not available in this eddies ui")
+            return replay(session_id)
+        if (method, part) == ("POST", "fork"):
+            if fork is None:
+                raise ApiError(501, fork_reason)
+            at_seq, new_session = _fork_args(body)
+            try:
+                return fork(session_id, at_seq, new_session)
+            except ValueError as err:  # a step the session does not have, its own id
+                raise ApiError(400, str(err)) from None
+        raise ApiError(404 if part not in ("", "tree", "replay", "fork") else 405,
+                       f"no {method} /api/sessions/{{id}}{'/' + part if part else ''}")
+
+    routes = [
+        Route("/", home),
+        Route("/api/info", info),
+        Route("/api/sessions", sessions),
+        Route(_PREFIX + "{rest:path}", session, methods=["GET", "POST"]),
+    ]
+    middleware = [] if allowed_hosts is None else [
+        Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+def timeline(settings: Settings, session_id: str) -> dict[str, Any]:
+    """The session's summary and every event as a row (ApiError 404 if it has none)."""
+    from eddies.connectors.kafka.sessions import summarize
+
+    records = _history(settings, session_id)
+    summary = summarize(session_id, records)
+    return {**summary.to_dict(), "rows": [event_row(r) for r in records]}
+
+
+def tree(settings: Settings, session_id: str) -> dict[str, Any]:
+    """The session's tree, with wall-time latencies from the records' timestamps."""
+    records = _history(settings, session_id)
+    roots = build_tree([r.event for r in records], wall_ms={r.event.event_id: r.time_ms for r in records})
+    return {"id": session_id, "roots": [n.to_dict() for n in roots], "text": render(roots)}
+
+
+def event_row(rec: Recorded) -> dict[str, Any]:
+    """One timeline row: the envelope's fields, a one-line summary and the payload."""
+    ev: AgentEvent = rec.event
+    return {"offset": rec.offset, "time_ms": rec.time_ms, "seq": ev.seq, "run": ev.run,
+            "type": ev.type, "scope": scope_name(ev.scope), "scope_path": list(ev.scope),
+            "action": ev.action, "summary": detail_text(ev), "event_id": ev.event_id,
+            "causation_id": ev.causation_id, "agent": ev.agent, "timestamp": ev.timestamp,
+            "payload": payload_data(ev.payload)}
+
+
+def payload_data(payload: Event) -> Any:
+    """The payload's fields as plain data; a call's arguments and a result's value (JSON
+    text on the wire, so that replay compares their digests) are shown decoded::
+
+        payload_data(DurableCallResult(call_id="c1", value="3"))["value"]   # 3
+    """
+    if dataclasses.is_dataclass(payload):
+        data: Any = dataclasses.asdict(payload)
+    elif callable(dump := getattr(payload, "model_dump", None)):
+        data = dump(mode="json")
+    else:
+        data = dict(getattr(payload, "__dict__", {}))
+    if isinstance(payload, DurableCallRequest):
+        data["args"] = _decoded(payload.args)
+    elif isinstance(payload, DurableCallResult):
+        data["value"] = _decoded(payload.value)
+    return data
+
+
+def _decoded(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _history(settings: Settings, session_id: str) -> list[Recorded]:
+    from eddies.connectors.kafka.sessions import timed_history
+
+    records = timed_history(settings, session_id)
+    if not records:
+        raise ApiError(404, f"no session {session_id!r} in {settings.app}.events")
+    return records
+
+
+def _target(request: Request) -> tuple[str, str]:
+    """(session id, what of it) from the raw path: the decoded one would turn the id
+    ``a/tree`` (``a%2Ftree``) into session ``a``'s tree."""
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else request.url.path
+    rest = path.split(_PREFIX, 1)[-1]
+    parts = rest.split("/")
+    return unquote(parts[0]), "/".join(parts[1:])
+
+
+def _fork_args(body: Any) -> tuple[int, str]:
+    if not isinstance(body, dict):
+        raise ApiError(400, 'the body must be {"at_seq": N, "new_session": "id"}')
+    at_seq, new_session = body.get("at_seq"), body.get("new_session")
+    if not isinstance(at_seq, int) or isinstance(at_seq, bool) or at_seq < 1:
+        raise ApiError(400, "at_seq: a step's sequence number (1 or more)")
+    if not isinstance(new_session, str) or not new_session.strip():
+        raise ApiError(400, "new_session: the id of the new session")
+    return at_seq, new_session.strip()
+
+
+def _limit(text: str | None) -> int | None:
+    try:
+        return max(1, int(text)) if text else None
+    except ValueError:
+        raise ApiError(400, f"limit: {text!r} is not a number") from None
+
+
+def _guarded(make: Callable[[], dict[str, Any]]) -> Response:
+    """``make()`` as JSON, or its error as ``{"error": ...}`` with a status, so the page
+    can say what went wrong (a missing topic, a broker that does not answer)."""
+    from eddies.connectors.kafka.preflight import PreflightError
+
+    try:
+        return _json(make())
+    except ApiError as err:
+        return _json({"error": str(err)}, err.status)
+    except (PreflightError, LookupError, TimeoutError) as err:
+        return _json({"error": str(err)}, 503)
+    except Exception as err:
+        _log.exception("web view request failed")
+        return _json({"error": f"{type(err).__name__}: {err}"}, 500)
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    from starlette.responses import Response
+
+    # orjson: dataclasses, enums and non-string keys as they are; anything else as text.
+    return Response(orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS), status,
+                    media_type="application/json", headers={"Cache-Control": "no-store"})

@@ -1,0 +1,272 @@
+"""The sessions of an app as ``APP.events`` holds them: who they are, how far they got,
+and each one's history with the time its records were written.
+
+:class:`SessionIndex` folds every partition of ``APP.events`` into one small summary per
+session (runs, last sequence number, last record time, status) and, on each
+:meth:`~SessionIndex.refresh`, reads only what was written since. Example::
+
+    index = SessionIndex(settings)
+    for s in index.refresh().search("ali"):
+        print(s.session_id, s.runs, s.status)      # alice 2 answered
+    for rec in timed_history(settings, "alice"):
+        print(rec.offset, rec.time_ms, rec.event.type)
+
+A session's status is that of its current run, the first one that neither ended (an
+output) nor was followed by a later run: ``answered`` or ``failed`` once all ended,
+``halted`` while a run waits to be resumed (``eddies resume``), ``waiting for approval``
+or ``waiting for a signal`` while it waits on one, else ``running``. A run that ended
+without any output, seen only because the next one started, is ``finished``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from eddies.engine import AgentPlan, approval, halts
+from eddies.events import (
+    AgentEvent,
+    CallKind,
+    DecodeError,
+    DurableCallRequest,
+    DurableCallResult,
+    InputEvent,
+    OutputEvent,
+    SignalEvent,
+    decode,
+    partition_for,
+)
+
+from .client import read_records
+from .settings import Settings
+from .topics import TopicNames
+
+ANSWERED, FAILED, RUNNING, HALTED, FINISHED = "answered", "failed", "running", "halted", "finished"
+WAITING_APPROVAL, WAITING_SIGNAL = "waiting for approval", "waiting for a signal"
+
+
+class Recorded(NamedTuple):
+    """One record of ``APP.events``: its offset, its timestamp (ms), its event and its
+    partition."""
+
+    offset: int
+    time_ms: int
+    event: AgentEvent
+    partition: int = -1
+
+
+@dataclass
+class SessionSummary:
+    """What the sessions list shows of one session; :meth:`add` folds in its next event."""
+
+    session_id: str
+    partition: int
+    runs: int = 0
+    last_seq: int = 0
+    last_ms: int = 0
+    events: int = 0
+    # The highest run that did anything beyond being accepted: every run before it is over.
+    _started: int = 0
+    _ended: dict[int, str] = field(default_factory=dict)  # run -> ANSWERED or FAILED
+    # Signal waits not answered yet: request event id -> (run, signal name); by call id too,
+    # for a wait that ends on its deadline (a DurableCallResult) rather than a SignalEvent.
+    _waits: dict[str, tuple[int, str]] = field(default_factory=dict)
+    _wait_ids: dict[str, str] = field(default_factory=dict)
+
+    def add(self, ev: AgentEvent, time_ms: int = 0) -> bool:
+        """Fold in ``ev`` (the session's next event); False for a copy already folded in.
+
+        A worker that crashed may write events again, with their ids and places: the
+        log is in session order, so a sequence number not beyond the last is such a copy.
+        """
+        if 0 < ev.seq <= self.last_seq:
+            return False
+        self.last_seq = max(self.last_seq, ev.seq)
+        self.last_ms = max(self.last_ms, time_ms)
+        self.events += 1
+        self.runs = max(self.runs, ev.run)
+        p = ev.payload
+        if not (isinstance(p, InputEvent) and not ev.scope):
+            self._started = max(self._started, ev.run)
+        if isinstance(p, OutputEvent) and not ev.scope and halts.resume_signal(p) is None:
+            # (A halt's notice is a failed output too, but its run goes on once resumed:
+            # the pending resume wait is what says it is halted.)
+            self._ended[ev.run] = FAILED if p.error is not None else ANSWERED
+        elif isinstance(p, DurableCallRequest) and p.kind is CallKind.SIGNAL:
+            self._waits[ev.event_id] = (ev.run, p.target)
+            self._wait_ids[p.call_id] = ev.event_id
+        elif isinstance(p, SignalEvent) and ev.causation_id is not None:
+            self._waits.pop(ev.causation_id, None)  # its causation: the wait it answers
+        elif isinstance(p, DurableCallResult) and p.call_id in self._wait_ids:
+            self._waits.pop(self._wait_ids.pop(p.call_id), None)
+        return True
+
+    @property
+    def status(self) -> str:
+        """answered, failed, running, halted, waiting for approval / a signal, finished."""
+        for run in range(max(self._started, 1), self.runs + 1):
+            if run in self._ended:
+                continue
+            if run > self._started:
+                return RUNNING  # accepted, about to start
+            names = [name for r, name in self._waits.values() if r == run]
+            if any(n.startswith(halts.PREFIX) for n in names):
+                return HALTED
+            if any(n.startswith(approval.PREFIX) for n in names):
+                return WAITING_APPROVAL
+            return WAITING_SIGNAL if names else RUNNING
+        return self._ended.get(self.runs, FINISHED if self.runs else RUNNING)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (for JSON)."""
+        return {"id": self.session_id, "partition": self.partition, "runs": self.runs,
+                "last_seq": self.last_seq, "last_ms": self.last_ms, "events": self.events,
+                "status": self.status}
+
+
+def summarize(session_id: str, events: Iterable[AgentEvent | Recorded],
+              partition: int = -1) -> SessionSummary:
+    """The summary of one session's history (events, or records with their times)::
+
+        summarize("alice", runner.history).status   # "answered"
+    """
+    out = SessionSummary(session_id, partition)
+    for item in events:
+        if isinstance(item, Recorded):
+            out.partition = item.partition if out.partition < 0 else out.partition
+            out.add(item.event, item.time_ms)
+        else:
+            out.add(item)
+    return out
+
+
+class SessionIndex:
+    """The sessions of ``settings.app``, kept up to date by :meth:`refresh` (thread-safe:
+    the web view calls it from request threads)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topic = TopicNames(settings.app).events
+        self._sessions: dict[str, SessionSummary] = {}
+        self._next: dict[int, int] = {}  # partition -> the offset to read from next
+        self._lock = threading.Lock()
+
+    def refresh(self) -> SessionIndex:
+        """Read what ``APP.events`` got since the last refresh (AppMissingError if absent)."""
+        with self._lock:
+            count, reread = _partitions(self.settings, self.topic)
+            # One reader per distinct start offset: the first refresh reads every
+            # partition with one consumer, later ones only where a partition stands.
+            starts: dict[int, list[int]] = {}
+            for part in range(count):
+                starts.setdefault(self._next.get(part, 0), []).append(part)
+            for start, parts in sorted(starts.items()):
+                ends: dict[int, int] = {}
+                for msg in read_records(self.settings, self.topic, partitions=parts, start=start,
+                                        ends=ends, reread_gaps=reread):
+                    self._fold(msg)
+                self._next.update(ends)
+            return self
+
+    def _fold(self, msg: Any) -> None:
+        try:
+            ev = decode(msg.value())
+        except DecodeError:
+            return  # not a record a worker wrote; nothing to show
+        sid = ev.session_id
+        summary = self._sessions.get(sid)
+        if summary is None:
+            summary = self._sessions[sid] = SessionSummary(sid, msg.partition())
+        summary.add(ev, msg.timestamp()[1])
+
+    def search(self, query: str = "", limit: int | None = None) -> list[SessionSummary]:
+        """Sessions whose id contains ``query`` (any case), the latest first."""
+        q = query.casefold()
+        with self._lock:
+            found = [s for s in self._sessions.values() if q in s.session_id.casefold()]
+        found.sort(key=lambda s: (-s.last_ms, s.session_id))
+        return found if limit is None else found[:limit]
+
+    def get(self, session_id: str) -> SessionSummary | None:
+        """The summary of ``session_id``, if it has events (as of the last refresh)."""
+        with self._lock:
+            return self._sessions.get(session_id)
+
+
+def timed_history(settings: Settings, session_id: str) -> list[Recorded]:
+    """The session's records on ``APP.events``, in order, each event once (the first copy,
+    as :func:`~.replay.load_history` keeps), with the time each was written::
+
+        wall = {r.event.event_id: r.time_ms for r in timed_history(settings, "alice")}
+        build_tree([r.event for r in records], wall_ms=wall)
+    """
+    topic = TopicNames(settings.app).events
+    count, reread = _partitions(settings, topic)
+    part = partition_for(session_id, count)
+    key = session_id.encode()
+    out: list[Recorded] = []
+    seen: set[str] = set()
+    for msg in read_records(settings, topic, partitions=[part], reread_gaps=reread):
+        if msg.key() != key:
+            continue
+        try:
+            ev = decode(msg.value())
+        except DecodeError:
+            continue
+        if ev.event_id not in seen:
+            seen.add(ev.event_id)
+            out.append(Recorded(msg.offset(), msg.timestamp()[1], ev, part))
+    return out
+
+
+def _partitions(settings: Settings, topic: str) -> tuple[int, bool]:
+    """The partition count of ``topic`` (AppMissingError if it is missing), and whether
+    its readers re-read skipped offsets: on the embedded broker a fetch can skip records a
+    fresh reader then finds (BROKER-NOTES defect 9), so a session's history could lose its
+    last events; not where transaction markers leave gaps all the time."""
+    from .membership import TANSU_CLUSTER_ID
+    from .preflight import check_broker, require_topics
+
+    meta = check_broker(settings)
+    count = require_topics(settings, [topic], meta)[topic]
+    return count, meta.cluster_id == TANSU_CLUSTER_ID and not settings.exactly_once
+
+
+def replay_view(settings: Settings, plan: AgentPlan, session_id: str) -> dict[str, Any]:
+    """A strict replay of ``session_id`` (no live call) as plain data, for the web view::
+
+        replay_view(settings, plan, "alice")
+        # {"ok": True, "steps": [{"offset": 0, "seq": 1, "matches": True, ...}, ...], ...}
+    """
+    from .replay import replay
+
+    # The history as the web view read it (with its re-reads), in replay's shape.
+    history = [(r.offset, r.event) for r in timed_history(settings, session_id)]
+    if not history:
+        return {"session_id": session_id, "ok": False, "steps": [], "mismatches": 0, "extra": 0,
+                "error": f"no history for session {session_id!r} in {settings.app}.events"}
+    report = replay(plan, history, session_id, max_memory_bytes=settings.max_memory_bytes)
+    steps = [_step(s.offset, s.recorded, s.recomputed, s.matches) for s in report.steps]
+    return {"session_id": session_id, "ok": report.ok, "steps": steps,
+            "mismatches": len(report.mismatches), "extra": len(report.extra)}
+
+
+def _step(offset: int, recorded: AgentEvent | None, recomputed: AgentEvent | None,
+          matches: bool) -> dict[str, Any]:
+    """One step as plain data; ``recorded`` None: an event only the replay produced."""
+    from eddies.connectors.inspect.diff import field_diff
+
+    shown = recorded if recorded is not None else recomputed
+    step: dict[str, Any] = {
+        "offset": offset, "seq": None if shown is None else shown.seq,
+        "type": None if shown is None else shown.type, "matches": matches,
+        "event_id": None if recorded is None else recorded.event_id,
+        "recomputed_id": None if recomputed is None else recomputed.event_id,
+        "recomputed_type": None if recomputed is None else recomputed.type,
+    }
+    if not matches and recorded is not None and recomputed is not None:
+        step["differences"] = [[path, repr(was), repr(now)]
+                               for path, was, now in field_diff(recorded, recomputed)]
+    return step
