@@ -158,6 +158,8 @@ def _with_settings(plan_agent: Any, assignments: list[str]) -> Any:
 
 
 def _agent_plan(settings: Any, assignments: list[str]) -> Any:
+    """The agent of ``settings`` with ``--set`` applied, compiled, its MCP and A2A tools'
+    specs read from their servers (ConfigError: main says so, exit 2)."""
     from eddies.connectors.discovery import discover_tools
     from eddies.connectors.kafka.settings import load_agent
     from eddies.engine import AgentPlan

@@ -35,6 +35,7 @@ def ui(
     """Serve a web view of the app's sessions until Ctrl-C: the sessions with their status
     and a search by id; a session's timeline, tree and each event's payload; replay."""
     from eddies.cli import _fail, _kafka, _settings, console
+    from eddies.cli_history import _agent_plan
     from eddies.connectors.kafka.topics import TopicNames
 
     try:
@@ -46,15 +47,15 @@ def ui(
     from eddies.connectors.kafka.sessions import replay_view
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers, agent=agent)
-    plan = _plan(settings)  # before the broker: a wrong --agent is said at once
+    plan = _agent_plan(settings, [])  # before the broker: a wrong --agent is said at once
     with _kafka(settings, need=(TopicNames(settings.app).events,)) as s:
-        fork, reason = _fork(s, plan)
+        fork = _fork(s, plan)
         # Served on a loopback address, only requests naming it are (a DNS-rebinding page
         # names its own host); on every address, the names it is reached by are unknown.
         wildcard = host in ("0.0.0.0", "::", "")
         hosts = None if wildcard else (*LOCAL_HOSTS, host)
         web = create_app(s, replay=functools.partial(replay_view, s, plan), fork=fork,
-                         allowed_hosts=hosts, **({"fork_reason": reason} if reason else {}))
+                         allowed_hosts=hosts)
         try:
             sock = _listen(host, port)
         except OSError as err:
@@ -83,26 +84,11 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _plan(settings: Any) -> Any:
-    """The agent's plan, its MCP and A2A tools' specs read from their servers."""
-    from eddies.connectors.discovery import discover_tools
-    from eddies.connectors.kafka.settings import load_agent
-    from eddies.engine import AgentPlan
-
-    agent = load_agent(settings.agent)
-    discover_tools(agent)
-    return AgentPlan.compile(agent)  # ConfigError: main says so, exit 2
-
-
-def _fork(settings: Any, plan: Any) -> tuple[Any, str]:
+def _fork(settings: Any, plan: Any) -> Any:
     """``fork(session_id, at_seq, new_session)`` for the web view: ``eddies fork``'s
-    :func:`~eddies.connectors.kafka.rerun.fork_session` on this app and agent (its calls
-    up to the step answered from the recorded outcomes, the rest made live), or None and
-    why when this install has no fork (the button's tooltip)."""
-    try:
-        from eddies.connectors.kafka.rerun import fork_session
-    except ImportError:
-        return None, "fork is not available in this install (no eddies.connectors.kafka.rerun)"
+    :func:`~eddies.connectors.kafka.rerun.fork_session` on this app and agent (its steps
+    up to the one given taken over, no call made again, the rest made live)."""
+    from eddies.connectors.kafka.rerun import fork_session
 
     def fork(session_id: str, at_seq: int, new_session: str) -> dict[str, Any]:
         report = fork_session(settings, plan, session_id, at_seq, new_session)
@@ -110,4 +96,4 @@ def _fork(settings: Any, plan: Any) -> tuple[Any, str]:
                 "reused": len(report.reused), "live": len(report.live),
                 "outputs": len(report.outputs)}
 
-    return fork, ""
+    return fork

@@ -101,40 +101,55 @@ class ReplayReport:
         return [s.recomputed for s in self.steps if s.status == NEW and s.recomputed is not None]
 
 
-def _session_records(settings: Settings, topic: str, part: int, session_id: str,
-                     start: int = 0) -> Iterator[tuple[int, int, AgentEvent]]:
+def _session_records(settings: Settings, topic: str, part: int, session_id: str, start: int = 0,
+                     reread: bool = False) -> Iterator[tuple[int, int, AgentEvent]]:
     """(offset, record time ms, event) of one session's records from ``start``, each event
     id once: after a crash a worker may write events again (same ids, same place), and
-    like every consumer we keep the first copy."""
-    from eddies.events import decode
+    like every consumer we keep the first copy. Undecodable records are skipped."""
+    from eddies.events import DecodeError, decode
 
     key = session_id.encode()
     seen: set[str] = set()
-    for msg in read_records(settings, topic, partitions=[part], start=start):
+    for msg in read_records(settings, topic, partitions=[part], start=start, reread_gaps=reread):
         if msg.key() != key:
             continue
-        ev = decode(msg.value())
+        try:
+            ev = decode(msg.value())
+        except DecodeError:
+            continue  # not a record a worker wrote
         if ev.event_id not in seen:
             seen.add(ev.event_id)
             yield msg.offset(), msg.timestamp()[1], ev
 
 
-def _events_partition(settings: Settings, session_id: str) -> tuple[str, int]:
-    """app.events and the session's partition in it, from the topic's own partition count
-    (``settings.partitions`` may not be the app's). AppMissingError if it does not exist."""
-    from .preflight import require_topics
+def readable(settings: Settings, topic: str) -> tuple[int, bool]:
+    """The partition count of ``topic`` (AppMissingError if it is missing), and whether
+    its readers re-read skipped offsets: on the embedded broker a fetch can skip records a
+    fresh reader then finds (BROKER-NOTES defect 9), so a session's history could lose its
+    last events; not where transaction markers leave gaps all the time."""
+    from .membership import TANSU_CLUSTER_ID
+    from .preflight import check_broker, require_topics
 
-    names = TopicNames(settings.app)
-    return names.events, partition_for(session_id, require_topics(settings, [names.events])[names.events])
+    meta = check_broker(settings)
+    count = require_topics(settings, [topic], meta)[topic]
+    return count, meta.cluster_id == TANSU_CLUSTER_ID and not settings.exactly_once
+
+
+def session_records(settings: Settings, session_id: str, start: int = 0
+                    ) -> Iterator[tuple[int, int, AgentEvent]]:
+    """(offset, record time ms, event) of the session's records on app.events from
+    ``start``, in order, each event once (AppMissingError if app.events does not exist)."""
+    topic = TopicNames(settings.app).events
+    count, reread = readable(settings, topic)
+    return _session_records(settings, topic, partition_for(session_id, count), session_id, start, reread)
 
 
 def load_history(settings: Settings, session_id: str, wall_ms: dict[str, int] | None = None
                  ) -> list[Recorded]:
     """(offset, event) of the session's recorded history, in order, each event once;
     ``wall_ms`` receives each event's record time (event id -> ms since the epoch)."""
-    topic, part = _events_partition(settings, session_id)
     out: list[Recorded] = []
-    for offset, stamp, ev in _session_records(settings, topic, part, session_id):
+    for offset, stamp, ev in session_records(settings, session_id):
         out.append((offset, ev))
         if wall_ms is not None:
             wall_ms[ev.event_id] = stamp
@@ -146,8 +161,8 @@ def snapshots_of(settings: Settings, session_id: str) -> list[tuple[int, Session
     A compacted journal keeps only the latest; the embedded broker keeps all of them."""
     from eddies.connectors.records import snapshot_key
 
-    names = TopicNames(settings.app)
-    topic, part = names.journal, partition_for(session_id, _partitions(settings, names.journal))
+    topic = TopicNames(settings.app).journal
+    part = partition_for(session_id, readable(settings, topic)[0])
     key = snapshot_key(session_id)
     out: list[tuple[int, SessionState]] = []
     for msg in read_records(settings, topic, partitions=[part]):
@@ -164,12 +179,6 @@ def snapshots_of(settings: Settings, session_id: str) -> list[tuple[int, Session
     return out
 
 
-def _partitions(settings: Settings, topic: str) -> int:
-    from .preflight import require_topics
-
-    return require_topics(settings, [topic])[topic]
-
-
 def replay_session(settings: Settings, plan: AgentPlan, session_id: str, *,
                    from_offset: int | None = None, from_seq: int | None = None,
                    to_seq: int | None = None) -> ReplayReport:
@@ -177,9 +186,8 @@ def replay_session(settings: Settings, plan: AgentPlan, session_id: str, *,
     event at ``from_offset`` of app.events) to ``to_seq``: the machine starts from the
     latest snapshot before the start, and app.events is read from where that snapshot's
     later events begin, not from the beginning."""
-    topic, part = _events_partition(settings, session_id)
     if from_offset is not None and from_seq is None:
-        first = next(_session_records(settings, topic, part, session_id, start=from_offset), None)
+        first = next(session_records(settings, session_id, start=from_offset), None)
         from_seq = first[2].seq if first is not None else None
         if from_seq is None:
             return ReplayReport(session_id, read_from_offset=from_offset)
@@ -189,8 +197,8 @@ def replay_session(settings: Settings, plan: AgentPlan, session_id: str, *,
     begin = 0
     if usable:
         stamp, state = usable[-1]
-        begin = _first_offset_after(settings, topic, part, session_id, state.seq, stamp)
-    history = [(o, ev) for o, _, ev in _session_records(settings, topic, part, session_id, start=begin)
+        begin = _first_offset_after(settings, session_id, state.seq, stamp)
+    history = [(o, ev) for o, _, ev in session_records(settings, session_id, start=begin)
                if state is None or ev.seq > state.seq]
     report = replay(plan, history, session_id, state=state, from_seq=start_seq, to_seq=to_seq,
                     max_memory_bytes=settings.max_memory_bytes)
@@ -198,8 +206,7 @@ def replay_session(settings: Settings, plan: AgentPlan, session_id: str, *,
     return report
 
 
-def _first_offset_after(settings: Settings, topic: str, part: int, session_id: str, seq: int,
-                        stamp: int) -> int:
+def _first_offset_after(settings: Settings, session_id: str, seq: int, stamp: int) -> int:
     """An offset of app.events at or before the session's event ``seq + 1``, found from the
     snapshot's record time: a snapshot is written after every event it reflects is flushed,
     and its later events after it. The offset the broker gives for a time is checked (the
@@ -211,10 +218,12 @@ def _first_offset_after(settings: Settings, topic: str, part: int, session_id: s
     # A second's margin for another worker's clock (after a rebalance, a later event may come
     # from another machine): the check below keeps it right whatever the clocks say, the
     # margin only saves it steps back. Events the snapshot reflects are skipped by seq.
+    topic = TopicNames(settings.app).events
+    part = partition_for(session_id, readable(settings, topic)[0])
     guess = offset_for_time(settings, topic, part, stamp - 1000)
     step = 1000
     while guess > 0:
-        first = next(_session_records(settings, topic, part, session_id, start=guess), None)
+        first = next(session_records(settings, session_id, start=guess), None)
         if first is not None and first[2].seq <= seq + 1:
             return guess
         guess, step = max(0, guess - step), step * 2

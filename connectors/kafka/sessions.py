@@ -40,6 +40,7 @@ from eddies.events import (
 )
 
 from .client import read_records
+from .replay import readable, session_records
 from .settings import Settings
 from .topics import TopicNames
 
@@ -156,7 +157,7 @@ class SessionIndex:
     def refresh(self) -> SessionIndex:
         """Read what ``APP.events`` got since the last refresh (AppMissingError if absent)."""
         with self._lock:
-            count, reread = _partitions(self.settings, self.topic)
+            count, reread = readable(self.settings, self.topic)
             # One reader per distinct start offset: the first refresh reads every
             # partition with one consumer, later ones only where a partition stands.
             starts: dict[int, list[int]] = {}
@@ -196,42 +197,14 @@ class SessionIndex:
 
 
 def timed_history(settings: Settings, session_id: str) -> list[Recorded]:
-    """The session's records on ``APP.events``, in order, each event once (the first copy,
-    as :func:`~.replay.load_history` keeps), with the time each was written::
+    """The session's records on ``APP.events``, in order, each event once, with the time
+    each was written (:func:`.replay.session_records`)::
 
         wall = {r.event.event_id: r.time_ms for r in timed_history(settings, "alice")}
         build_tree([r.event for r in records], wall_ms=wall)
     """
-    topic = TopicNames(settings.app).events
-    count, reread = _partitions(settings, topic)
-    part = partition_for(session_id, count)
-    key = session_id.encode()
-    out: list[Recorded] = []
-    seen: set[str] = set()
-    for msg in read_records(settings, topic, partitions=[part], reread_gaps=reread):
-        if msg.key() != key:
-            continue
-        try:
-            ev = decode(msg.value())
-        except DecodeError:
-            continue
-        if ev.event_id not in seen:
-            seen.add(ev.event_id)
-            out.append(Recorded(msg.offset(), msg.timestamp()[1], ev, part))
-    return out
-
-
-def _partitions(settings: Settings, topic: str) -> tuple[int, bool]:
-    """The partition count of ``topic`` (AppMissingError if it is missing), and whether
-    its readers re-read skipped offsets: on the embedded broker a fetch can skip records a
-    fresh reader then finds (BROKER-NOTES defect 9), so a session's history could lose its
-    last events; not where transaction markers leave gaps all the time."""
-    from .membership import TANSU_CLUSTER_ID
-    from .preflight import check_broker, require_topics
-
-    meta = check_broker(settings)
-    count = require_topics(settings, [topic], meta)[topic]
-    return count, meta.cluster_id == TANSU_CLUSTER_ID and not settings.exactly_once
+    part = partition_for(session_id, readable(settings, TopicNames(settings.app).events)[0])
+    return [Recorded(offset, stamp, ev, part) for offset, stamp, ev in session_records(settings, session_id)]
 
 
 def replay_view(settings: Settings, plan: AgentPlan, session_id: str) -> dict[str, Any]:

@@ -199,3 +199,45 @@ def test_reprocess_runs_an_offset_range_into_another_app_reusing_the_calls_that_
     assert {kinds[c] for c in report.live} == {CallKind.CHAT_MODEL}
     assert [r["model"] for r in server.requests[asked:]] == ["other-model"] * 6
     assert [o.payload.output for o in report.outputs] == [f"The result is {n * 11}." for n in (10, 11, 12)]
+
+
+def _eddies(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "eddies", *args, "--app", settings.app,
+         "--bootstrap-servers", settings.bootstrap_servers],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="200"))
+
+
+def test_the_fork_and_reprocess_commands_say_which_calls_were_reused_and_which_made_live(
+        recorded: tuple[Settings, OpenAIServer]) -> None:
+    settings, server = recorded
+    history = [ev for _, ev in load_history(settings, SESSION)]
+    last_of_second = max(ev.seq for ev in history if ev.run == 2)
+    asked = len(server.requests)
+    done = _eddies(settings, "fork", "--session", SESSION, "--at-seq", str(last_of_second),
+                   "--to", "long-cli", "--agent", "tests.integration.agents:http_calculator",
+                   "--set", "llm.model=openai/other")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"forked {SESSION} at step {last_of_second} into long-cli" in done.stdout
+    assert "2 inputs" in done.stdout and "from the recording: 6, made live: 0" in done.stdout
+    assert "The result is 22." in done.stdout and len(server.requests) == asked
+    bad = _eddies(settings, "fork", "--session", SESSION, "--at-seq", "9999", "--to", "x",
+                  "--agent", "tests.integration.agents:http_calculator")
+    assert bad.returncode == 2 and "--at-seq 9999 is not one of them" in bad.stderr
+    bad = _eddies(settings, "fork", "--session", SESSION, "--at-seq", "3", "--to", "x",
+                  "--agent", "tests.integration.agents:http_calculator", "--set", "llm.temperature=1")
+    assert bad.returncode == 2 and "FIELD one of model, prompt, connection" in bad.stderr
+
+    part = partition_for(SESSION, settings.partitions)
+    offsets = [m.offset() for m in read_records(settings, TopicNames(settings.app).input, partitions=[part])
+               if m.key() == SESSION.encode() and b"InputEvent" in m.value()]
+    done = _eddies(settings, "reprocess", "--from-offset", f"{part}:{offsets[11]}", "--to-app",
+                   settings.app + "-cli", "--agent", "tests.integration.agents:http_calculator",
+                   "--set", "model=openai/other")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"reprocessed 1 sessions of {settings.app} into {settings.app}-cli" in done.stdout
+    assert "from the recording: 1, made live: 2" in done.stdout  # the tool call; the two model calls
+    assert done.stdout.count("live") >= 2 and "recorded outcome" in done.stdout
+    assert len(server.requests) == asked + 2
+    bad = _eddies(settings, "reprocess", "--to-app", settings.app + "-x")
+    assert bad.returncode == 2 and "give one of --from-offset and --from-time" in bad.stderr
