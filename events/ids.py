@@ -10,6 +10,7 @@ readable, because people debug with them::
     's1/critic:r2:i1:c0'
 """
 
+import re
 from hashlib import blake2b
 
 
@@ -29,10 +30,22 @@ def call_id(session_id: str, scope: tuple[str, ...], run: int, invocation: int, 
     return f"{scope_path(session_id, scope)}:r{run}:i{invocation}:c{ordinal}"
 
 
+#: One sub-agent scope part at the end of a call id's path: ``/name@i<n>c<n>`` (the
+#: engine's scope_part; a sub-agent's name holds no ``/`` or ``@``).
+_SCOPE_PART = re.compile(r"/[^/@]+@i\d+c\d+\Z")
+
+
 def session_of_call(call_id: str) -> str:
-    """The session id part of a call id (``session[/scope]:rN:iN:cN``)."""
+    """The session id part of a call id (``session[/scope]:rN:iN:cN``; a session id may
+    hold ``/`` itself: only sub-agent scope parts are taken off)::
+
+        >>> session_of_call("team/a:r1:i2:c0"), session_of_call("s1/critic@i1c0:r2:i1:c0")
+        ('team/a', 's1')
+    """
     head = call_id.rsplit(":", 3)[0]
-    return head.split("/", 1)[0]
+    while (part := _SCOPE_PART.search(head)) is not None:
+        head = head[:part.start()]
+    return head
 
 
 def scope_of_call(call_id: str, session_id: str) -> tuple[str, ...]:

@@ -62,7 +62,9 @@ def test_newlines_unicode_and_tracebacks_stay_on_one_line(logged: tuple[logging.
 
 
 def test_ids_derive_session_and_run_from_a_call_and_survive_odd_ones() -> None:
-    assert ids(call="a/b:r3:i1:c2") == {"call_id": "a/b:r3:i1:c2", "session_id": "a", "run": 3}
+    assert ids(call="a/critic@i1c0:r3:i1:c2") == {"call_id": "a/critic@i1c0:r3:i1:c2",
+                                                  "session_id": "a", "run": 3}  # a sub-agent's call
+    assert ids(call="a/b:r3:i1:c2")["session_id"] == "a/b"  # a session id with a "/"
     assert ids(session="s", run=1) == {"session_id": "s", "run": 1}
     assert ids(call="no-parts") == {"call_id": "no-parts", "session_id": "no-parts"}
     assert ids(call="x:ry:i1:c0") == {"call_id": "x:ry:i1:c0", "session_id": "x"}
