@@ -106,19 +106,26 @@ def trace_cmd(
     from eddies.cli import _kafka, _settings, console, err_console
     from eddies.connectors.inspect.tree import build_tree
     from eddies.connectors.kafka.replay import load_history
+    from eddies.connectors.kafka.rerun import forked_from
     from eddies.connectors.kafka.topics import TopicNames
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
     wall: dict[str, int] = {}
     with _kafka(settings, need=(TopicNames(settings.app).events,)) as s:
         history = [ev for _, ev in load_history(s, session, wall_ms=wall)]
+        origin = forked_from(s, session) if history else None
     roots = [r for r in build_tree(history, wall) if run is None or r.run == run]
     if not roots:
         err_console.print(f"[red]no history for session {session!r} in {settings.app}.events[/red]")
         raise typer.Exit(1)
     if as_json:
-        print(json.dumps([r.to_dict() for r in roots], indent=1))
+        print(json.dumps({"session_id": session, "forked_from": origin,
+                          "runs": [r.to_dict() for r in roots]}, indent=1))
         return
+    if origin is not None:
+        of, _, step = origin.rpartition("@")
+        console.print(f"{session} is a fork of session {of} at step {step} (eddies fork)",
+                      highlight=False, markup=False)
     print_tree(console, roots)
 
 

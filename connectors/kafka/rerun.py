@@ -23,11 +23,19 @@ from eddies.connectors.local.runner import LocalRunner
 from eddies.connectors.recorded_calls import Outcomes, RecordedCalls
 from eddies.connectors.records import HEADERS, header, journal_partition, snapshot_key
 from eddies.engine import AgentPlan
-from eddies.events import AgentEvent, DurableCallResult, InputEvent, OutputEvent, SignalEvent, encode
+from eddies.events import (
+    AgentEvent,
+    DurableCallResult,
+    InputEvent,
+    OutputEvent,
+    SignalEvent,
+    encode,
+    partition_for,
+)
 from eddies.events.ids import result_event_id
 
 from .client import offset_for_time, producer, read_records
-from .replay import load_history
+from .replay import load_history, readable
 from .settings import Settings
 from .topics import TopicNames
 
@@ -235,3 +243,17 @@ def _recorded(settings: Settings, sessions: set[str]) -> tuple[dict[tuple[str, s
             elif isinstance(p, DurableCallResult):
                 outcomes[(p.call_id, p.attempt)] = ev
     return runs, outcomes
+
+
+def forked_from(settings: Settings, session_id: str) -> str | None:
+    """``SESSION@STEP`` if ``session_id`` is a fork (its first record on APP.events says
+    so in its ``eddies-fork-of`` header), else None."""
+    topic = TopicNames(settings.app).events
+    count, reread = readable(settings, topic)
+    key = session_id.encode()
+    for msg in read_records(settings, topic, partitions=[partition_for(session_id, count)],
+                            reread_gaps=reread):
+        if msg.key() == key:
+            origin = header(msg.headers(), FORK_HEADER)
+            return origin.decode(errors="replace") if origin else None
+    return None

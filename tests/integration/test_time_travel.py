@@ -6,6 +6,7 @@ a local server that counts its calls."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -165,6 +166,17 @@ def test_a_fork_reuses_the_calls_before_its_step_and_goes_on_live_with_another_m
         cwd=ROOT, capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="200"))
     assert trace.returncode == 0, trace.stderr
     assert trace.stdout.count("run ") >= 10 and "tool add(a=10, b=100) -> OK 110" in trace.stdout
+    assert f"long-fork is a fork of session {SESSION} at step {first_answer.seq}" in trace.stdout
+    as_json = subprocess.run(
+        [sys.executable, "-m", "eddies", "trace", "--session", "long-fork", "--json", "--app", settings.app,
+         "--bootstrap-servers", settings.bootstrap_servers], cwd=ROOT, capture_output=True, text=True,
+        timeout=120)
+    tree = json.loads(as_json.stdout)
+    assert tree["forked_from"] == f"{SESSION}@{first_answer.seq}" and len(tree["runs"]) == 10
+    tenth_run = tree["runs"][9]
+    assert [c["kind"] for c in tenth_run["children"]] == ["event", "model", "event", "event", "model",
+                                                          "event", "output"]
+    assert tenth_run["children"][1]["children"][0]["label"] == "add(a=10, b=100)"
 
 
 def test_reprocess_runs_an_offset_range_into_another_app_reusing_the_calls_that_match(
