@@ -1,16 +1,12 @@
-"""Call outcomes recorded by another session or application, offered to a re-run of its
-inputs (``eddies fork``, ``eddies reprocess``): a call the re-run makes is answered from the
-recording instead of being made again.
+"""Call outcomes recorded by another application, offered to a re-run of its inputs
+(``eddies reprocess``): a call the re-run makes is answered from the recording instead of
+being made again when it is the same call: same place, same digest of kind, target and
+arguments, and for a model call the same model (its setup's, as the recorded reply names
+it); any other call is made live. ``reused`` and ``live`` say which was which (a fork,
+which takes its history over instead, uses it with no outcomes to list its live calls).
+Example::
 
-Two rules, one per use. A fork's history *is* the original's up to its step, so every
-recorded call before it is reused whatever the new agent asks at that place
-(``match_digest=False``). A reprocess runs a new agent version against old traffic, so a
-recorded outcome is reused only for the same call: same place, same digest of kind,
-target and arguments, and for a model call the same model (its setup's, as the recorded
-reply names it); any other call is made live. ``reused`` and ``live`` say which was
-which. Example::
-
-    recorded = RecordedCalls(outcomes, match_digest=True, source=lambda cid: cid)
+    recorded = RecordedCalls(outcomes, source=lambda cid: cid)
     runner = LocalRunner(new_agent, recorded=recorded)
 """
 
@@ -32,11 +28,10 @@ Outcomes = dict[tuple[str, int], AgentEvent]
 class RecordedCalls:
     """Recorded outcomes, and which calls of a re-run used them."""
 
-    def __init__(self, outcomes: Outcomes, *, match_digest: bool,
+    def __init__(self, outcomes: Outcomes, *,
                  source: Callable[[str], str | None] = lambda cid: cid,
                  plan: AgentPlan | None = None) -> None:
         self.outcomes = outcomes
-        self.match_digest = match_digest
         #: The re-run's plan: a model call whose setup now names another model than the
         #: one that answered (``extra_args["model"]``) is another call.
         self.plan = plan
@@ -55,14 +50,12 @@ class RecordedCalls:
         if not isinstance(result, DurableCallResult):
             self.live.append(req.call_id)
             return None
-        if self.match_digest:
-            asked = req.digest or call_digest(req.kind, req.target, req.args)
-            if result.digest != asked or not self._same_model(request, result):
-                self.live.append(req.call_id)
-                return None
+        asked = req.digest or call_digest(req.kind, req.target, req.args)
+        if result.digest != asked or not self._same_model(request, result):
+            self.live.append(req.call_id)
+            return None
         self.reused.append(req.call_id)
-        # Answered as this request's own result (its id, scope and digest): a fork's call at
-        # the same place may differ, and its recorded outcome stands for it by definition.
+        # Answered as this request's own result: its id and scope are the re-run's.
         return result_event(request, result.status, result.value, result.error)
 
     def _same_model(self, request: AgentEvent, result: DurableCallResult) -> bool:

@@ -16,7 +16,7 @@ Requests emitted during replay are not performed: results come from the history.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,25 +101,14 @@ class ReplayReport:
         return [s.recomputed for s in self.steps if s.status == NEW and s.recomputed is not None]
 
 
-def _session_records(settings: Settings, topic: str, part: int, session_id: str, start: int = 0,
-                     reread: bool = False) -> Iterator[tuple[int, int, AgentEvent]]:
-    """(offset, record time ms, event) of one session's records from ``start``, each event
-    id once: after a crash a worker may write events again (same ids, same place), and
-    like every consumer we keep the first copy. Undecodable records are skipped."""
-    from eddies.events import DecodeError, decode
+@dataclass(frozen=True)
+class Place:
+    """Where a session's records are on app.events: its topic, its partition, and whether
+    readers re-read skipped offsets there (see :func:`readable`)."""
 
-    key = session_id.encode()
-    seen: set[str] = set()
-    for msg in read_records(settings, topic, partitions=[part], start=start, reread_gaps=reread):
-        if msg.key() != key:
-            continue
-        try:
-            ev = decode(msg.value())
-        except DecodeError:
-            continue  # not a record a worker wrote
-        if ev.event_id not in seen:
-            seen.add(ev.event_id)
-            yield msg.offset(), msg.timestamp()[1], ev
+    topic: str
+    partition: int
+    reread: bool
 
 
 def readable(settings: Settings, topic: str) -> tuple[int, bool]:
@@ -135,13 +124,59 @@ def readable(settings: Settings, topic: str) -> tuple[int, bool]:
     return count, meta.cluster_id == TANSU_CLUSTER_ID and not settings.exactly_once
 
 
-def session_records(settings: Settings, session_id: str, start: int = 0
-                    ) -> Iterator[tuple[int, int, AgentEvent]]:
-    """(offset, record time ms, event) of the session's records on app.events from
-    ``start``, in order, each event once (AppMissingError if app.events does not exist)."""
+def place_of(settings: Settings, session_id: str) -> Place:
+    """Where ``session_id``'s records are on app.events (AppMissingError if it is missing);
+    the partition count comes from the topic (``settings.partitions`` may not be the app's)."""
     topic = TopicNames(settings.app).events
     count, reread = readable(settings, topic)
-    return _session_records(settings, topic, partition_for(session_id, count), session_id, start, reread)
+    return Place(topic, partition_for(session_id, count), reread)
+
+
+def session_messages(settings: Settings, where: Place, session_ids: Collection[str],
+                     start: int = 0) -> Iterator[Any]:
+    """The raw records of ``session_ids`` (all on partition ``where``) from ``start``."""
+    keys = {sid.encode() for sid in session_ids}
+    for msg in read_records(settings, where.topic, partitions=[where.partition], start=start,
+                            reread_gaps=where.reread):
+        if msg.key() in keys:
+            yield msg
+
+
+def _records(settings: Settings, where: Place, session_ids: Collection[str], start: int = 0
+             ) -> Iterator[tuple[int, int, AgentEvent]]:
+    """(offset, record time ms, event) of the sessions' records from ``start``, each event
+    id once: after a crash a worker may write events again (same ids, same place), and
+    like every consumer we keep the first copy. Undecodable records are skipped."""
+    from eddies.events import DecodeError, decode
+
+    seen: set[str] = set()
+    for msg in session_messages(settings, where, session_ids, start):
+        try:
+            ev = decode(msg.value())
+        except DecodeError:
+            continue  # not a record a worker wrote
+        if ev.event_id not in seen:
+            seen.add(ev.event_id)
+            yield msg.offset(), msg.timestamp()[1], ev
+
+
+def session_records(settings: Settings, session_id: str, start: int = 0, where: Place | None = None
+                    ) -> Iterator[tuple[int, int, AgentEvent]]:
+    """(offset, record time ms, event) of the session's records on app.events from
+    ``start``, in order, each event once (AppMissingError if app.events does not exist;
+    ``where``: its place, if already known)."""
+    return _records(settings, where or place_of(settings, session_id), [session_id], start)
+
+
+def sessions_records(settings: Settings, session_ids: Collection[str]
+                     ) -> Iterator[tuple[int, int, AgentEvent]]:
+    """The records of several sessions, as :func:`session_records` gives them, reading
+    each partition once (sessions of one partition come interleaved, each in order)."""
+    by_place: dict[Place, list[str]] = {}
+    for sid in sorted(session_ids):
+        by_place.setdefault(place_of(settings, sid), []).append(sid)
+    for where, sids in by_place.items():
+        yield from _records(settings, where, sids)
 
 
 def load_history(settings: Settings, session_id: str, wall_ms: dict[str, int] | None = None
@@ -186,19 +221,22 @@ def replay_session(settings: Settings, plan: AgentPlan, session_id: str, *,
     event at ``from_offset`` of app.events) to ``to_seq``: the machine starts from the
     latest snapshot before the start, and app.events is read from where that snapshot's
     later events begin, not from the beginning."""
+    where = place_of(settings, session_id)
     if from_offset is not None and from_seq is None:
-        first = next(session_records(settings, session_id, start=from_offset), None)
+        first = next(session_records(settings, session_id, from_offset, where), None)
         from_seq = first[2].seq if first is not None else None
         if from_seq is None:
             return ReplayReport(session_id, read_from_offset=from_offset)
     start_seq = from_seq or 1
-    usable = [(t, s) for t, s in snapshots_of(settings, session_id) if 0 < s.seq < start_seq]
+    # From the first step, no snapshot can come before it: the journal is not read.
+    usable = [(t, s) for t, s in snapshots_of(settings, session_id) if 0 < s.seq < start_seq] \
+        if start_seq > 1 else []
     state: SessionState | None = None
     begin = 0
     if usable:
         stamp, state = usable[-1]
-        begin = _first_offset_after(settings, session_id, state.seq, stamp)
-    history = [(o, ev) for o, _, ev in session_records(settings, session_id, start=begin)
+        begin = _first_offset_after(settings, session_id, where, state.seq, stamp)
+    history = [(o, ev) for o, _, ev in session_records(settings, session_id, begin, where)
                if state is None or ev.seq > state.seq]
     report = replay(plan, history, session_id, state=state, from_seq=start_seq, to_seq=to_seq,
                     max_memory_bytes=settings.max_memory_bytes)
@@ -206,7 +244,7 @@ def replay_session(settings: Settings, plan: AgentPlan, session_id: str, *,
     return report
 
 
-def _first_offset_after(settings: Settings, session_id: str, seq: int, stamp: int) -> int:
+def _first_offset_after(settings: Settings, session_id: str, where: Place, seq: int, stamp: int) -> int:
     """An offset of app.events at or before the session's event ``seq + 1``, found from the
     snapshot's record time: a snapshot is written after every event it reflects is flushed,
     and its later events after it. The offset the broker gives for a time is checked (the
@@ -218,24 +256,22 @@ def _first_offset_after(settings: Settings, session_id: str, seq: int, stamp: in
     # A second's margin for another worker's clock (after a rebalance, a later event may come
     # from another machine): the check below keeps it right whatever the clocks say, the
     # margin only saves it steps back. Events the snapshot reflects are skipped by seq.
-    topic = TopicNames(settings.app).events
-    part = partition_for(session_id, readable(settings, topic)[0])
-    guess = offset_for_time(settings, topic, part, stamp - 1000)
+    guess = offset_for_time(settings, where.topic, where.partition, stamp - 1000)
     step = 1000
     while guess > 0:
-        first = next(session_records(settings, session_id, start=guess), None)
+        first = next(session_records(settings, session_id, guess, where), None)
         if first is not None and first[2].seq <= seq + 1:
             return guess
         guess, step = max(0, guess - step), step * 2
     return 0
 
 
-def replay(plan: AgentPlan, history: list[Recorded], session_id: str, from_offset: int = 0,
+def replay(plan: AgentPlan, history: list[Recorded], session_id: str,
            max_memory_bytes: int | None = None, *, state: SessionState | None = None,
            from_seq: int = 1, to_seq: int | None = None) -> ReplayReport:
     """Recompute ``history`` (from ``state``, a snapshot whose events ``history`` no longer
-    holds, or from a new session); report the steps from ``from_seq`` (and ``from_offset``)
-    to ``to_seq``. ``max_memory_bytes``: the limit the worker ran with."""
+    holds, or from a new session); report the steps from ``from_seq`` to ``to_seq``.
+    ``max_memory_bytes``: the limit the worker ran with."""
     machine = SessionMachine(plan, max_memory_bytes=max_memory_bytes)
     if state is None:
         state = machine.new_state(session_id)
@@ -254,8 +290,7 @@ def replay(plan: AgentPlan, history: list[Recorded], session_id: str, from_offse
             state, out = machine.apply(state, dataclasses.replace(ev, seq=0, run=0))
             recomputed.extend(out)
     steps = match(history, recomputed)
-    shown = [s for s in steps if s.seq >= from_seq and (to_seq is None or s.seq <= to_seq)
-             and (s.offset < 0 or s.offset >= from_offset)]
+    shown = [s for s in steps if s.seq >= from_seq and (to_seq is None or s.seq <= to_seq)]
     return ReplayReport(session_id, shown, snapshot_seq=snapshot_seq)
 
 

@@ -14,9 +14,9 @@ and ``ui`` show the new sessions like any other. Example::
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from eddies.connectors.admission import arrival_id
 from eddies.connectors.local.runner import LocalRunner
@@ -30,12 +30,11 @@ from eddies.events import (
     OutputEvent,
     SignalEvent,
     encode,
-    partition_for,
 )
-from eddies.events.ids import result_event_id
+from eddies.events.ids import result_event_id, session_of_call
 
 from .client import offset_for_time, producer, read_records
-from .replay import load_history, readable
+from .replay import load_history, place_of, session_messages, sessions_records
 from .settings import Settings
 from .topics import TopicNames
 
@@ -80,7 +79,7 @@ def fork_session(settings: Settings, plan: AgentPlan, session_id: str, at_seq: i
             taken.append(moved)
             if isinstance(moved.payload, DurableCallResult):
                 reused.append(moved.payload.call_id)
-    live = RecordedCalls({}, match_digest=False)  # answers none: it lists the calls made
+    live = RecordedCalls({})  # no outcomes to offer: it lists the calls made live
     runner = LocalRunner(plan, recorded=live)
     runner.take_over(taken)
     report = _run(settings, runner, [*HEADERS, (FORK_HEADER, origin.encode())])
@@ -135,12 +134,11 @@ def reprocess(source: Settings, target: Settings, plan: AgentPlan, *,
 
     def origin(call_id: str) -> str | None:  # the same call, in the source's run number
         path, run, inv, ordinal = call_id.rsplit(":", 3)
-        session = path if path in order else path.split("/", 1)[0]
-        runs_here = order.get(session, [])
+        runs_here = order.get(session_of_call(call_id), [])
         k = int(run[1:])
         return f"{path}:r{runs_here[k - 1]}:{inv}:{ordinal}" if 0 < k <= len(runs_here) else None
 
-    recorded = RecordedCalls(outcomes, match_digest=True, source=origin, plan=plan)
+    recorded = RecordedCalls(outcomes, source=origin, plan=plan)
     runner = LocalRunner(plan, recorded=recorded)
     for ev in inputs:
         _submit(runner, ev)
@@ -218,11 +216,7 @@ def _inputs(settings: Settings, topic: str, from_offsets: dict[int, int] | None,
                 continue  # the broker's offset for a time is approximate
             if isinstance(ev.payload, InputEvent | SignalEvent) and sessions(ev.session_id):
                 if not ev.event_id:  # as the worker named it, so its run there is found
-                    headers = msg.headers()
-
-                    def named(name: str, h: Any = headers) -> bytes | None:
-                        return header(h, name)
-
+                    named = functools.partial(header, msg.headers())
                     ev = dataclasses.replace(ev, event_id=arrival_id(ev.payload, named, part, msg.offset()))
                 if not ev.timestamp:
                     ev = dataclasses.replace(ev, timestamp=msg.timestamp()[1])
@@ -235,25 +229,18 @@ def _recorded(settings: Settings, sessions: set[str]) -> tuple[dict[tuple[str, s
     and every recorded call outcome of ``sessions``."""
     runs: dict[tuple[str, str], int] = {}
     outcomes: Outcomes = {}
-    for sid in sorted(sessions):
-        for _, ev in load_history(settings, sid):
-            p = ev.payload
-            if isinstance(p, InputEvent) and not ev.scope:
-                runs[(sid, ev.event_id)] = ev.run
-            elif isinstance(p, DurableCallResult):
-                outcomes[(p.call_id, p.attempt)] = ev
+    for _, _, ev in sessions_records(settings, sessions):  # each partition read once
+        p = ev.payload
+        if isinstance(p, InputEvent) and not ev.scope:
+            runs[(ev.session_id, ev.event_id)] = ev.run
+        elif isinstance(p, DurableCallResult):
+            outcomes[(p.call_id, p.attempt)] = ev
     return runs, outcomes
 
 
 def forked_from(settings: Settings, session_id: str) -> str | None:
     """``SESSION@STEP`` if ``session_id`` is a fork (its first record on APP.events says
     so in its ``eddies-fork-of`` header), else None."""
-    topic = TopicNames(settings.app).events
-    count, reread = readable(settings, topic)
-    key = session_id.encode()
-    for msg in read_records(settings, topic, partitions=[partition_for(session_id, count)],
-                            reread_gaps=reread):
-        if msg.key() == key:
-            origin = header(msg.headers(), FORK_HEADER)
-            return origin.decode(errors="replace") if origin else None
-    return None
+    first = next(session_messages(settings, place_of(settings, session_id), [session_id]), None)
+    origin = None if first is None else header(first.headers(), FORK_HEADER)
+    return origin.decode(errors="replace") if origin else None

@@ -36,11 +36,10 @@ from eddies.events import (
     OutputEvent,
     SignalEvent,
     decode,
-    partition_for,
 )
 
 from .client import read_records
-from .replay import readable, session_records
+from .replay import ReplayStep, place_of, readable, session_records
 from .settings import Settings
 from .topics import TopicNames
 
@@ -203,8 +202,9 @@ def timed_history(settings: Settings, session_id: str) -> list[Recorded]:
         wall = {r.event.event_id: r.time_ms for r in timed_history(settings, "alice")}
         build_tree([r.event for r in records], wall_ms=wall)
     """
-    part = partition_for(session_id, readable(settings, TopicNames(settings.app).events)[0])
-    return [Recorded(offset, stamp, ev, part) for offset, stamp, ev in session_records(settings, session_id)]
+    where = place_of(settings, session_id)
+    return [Recorded(offset, stamp, ev, where.partition)
+            for offset, stamp, ev in session_records(settings, session_id, where=where)]
 
 
 def replay_view(settings: Settings, plan: AgentPlan, session_id: str) -> dict[str, Any]:
@@ -213,33 +213,26 @@ def replay_view(settings: Settings, plan: AgentPlan, session_id: str) -> dict[st
         replay_view(settings, plan, "alice")
         # {"ok": True, "steps": [{"offset": 0, "seq": 1, "matches": True, ...}, ...], ...}
     """
-    from .replay import replay
+    from .replay import replay_session
 
-    # The history as the web view read it (with its re-reads), in replay's shape.
-    history = [(r.offset, r.event) for r in timed_history(settings, session_id)]
-    if not history:
+    report = replay_session(settings, plan, session_id)
+    if not report.steps:
         return {"session_id": session_id, "ok": False, "steps": [], "mismatches": 0, "extra": 0,
                 "error": f"no history for session {session_id!r} in {settings.app}.events"}
-    report = replay(plan, history, session_id, max_memory_bytes=settings.max_memory_bytes)
-    steps = [_step(s.offset, s.recorded, s.recomputed, s.matches) for s in report.steps]
+    steps = [_step(s) for s in report.steps]
     return {"session_id": session_id, "ok": report.ok, "steps": steps,
             "mismatches": len(report.mismatches), "extra": len(report.extra)}
 
 
-def _step(offset: int, recorded: AgentEvent | None, recomputed: AgentEvent | None,
-          matches: bool) -> dict[str, Any]:
-    """One step as plain data; ``recorded`` None: an event only the replay produced."""
-    from eddies.connectors.inspect.diff import field_diff
-
-    shown = recorded if recorded is not None else recomputed
+def _step(s: ReplayStep) -> dict[str, Any]:
+    """One step as plain data (no ``event_id``: an event only the replay produced)."""
+    recorded, recomputed = s.recorded, s.recomputed
     step: dict[str, Any] = {
-        "offset": offset, "seq": None if shown is None else shown.seq,
-        "type": None if shown is None else shown.type, "matches": matches,
+        "offset": s.offset, "seq": s.seq, "type": s.event.type, "matches": s.matches,
         "event_id": None if recorded is None else recorded.event_id,
         "recomputed_id": None if recomputed is None else recomputed.event_id,
         "recomputed_type": None if recomputed is None else recomputed.type,
     }
-    if not matches and recorded is not None and recomputed is not None:
-        step["differences"] = [[path, repr(was), repr(now)]
-                               for path, was, now in field_diff(recorded, recomputed)]
+    if not s.matches and recorded is not None and recomputed is not None:
+        step["differences"] = [[path, repr(was), repr(now)] for path, was, now in s.differences()]
     return step
