@@ -85,6 +85,9 @@ class Settings:
     flink_jars: str = ""  # empty: share/eddies/flink in the Python environment
     flink_bundle_time_ms: int = 5
     flink_buffer_timeout_ms: int = 5
+    # The job's KafkaSink (Java producer) linger.ms: it is handed one input's records at a
+    # time, so it sends one request per linger interval (see the README's Flink section).
+    flink_linger_ms: int = 20
     flink_rest_port: int = 8081
     kafka: dict[str, str] = field(default_factory=dict)
 
@@ -115,7 +118,7 @@ class Settings:
         for key in ("flink_parallelism", "flink_checkpoint_interval_ms", "flink_rest_port"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
-        for key in ("flink_bundle_time_ms", "flink_buffer_timeout_ms"):
+        for key in ("flink_bundle_time_ms", "flink_buffer_timeout_ms", "flink_linger_ms"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}: must not be negative, got {getattr(self, key)}")
         if not -1 <= self.metrics_port <= 65535:

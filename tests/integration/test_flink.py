@@ -306,7 +306,9 @@ def test_flink_killed_mid_stream_resumes_from_its_checkpoint(settings: Settings,
 def test_flink_stop_with_a_savepoint_then_resume_from_it(settings: Settings, tmp_path: Path) -> None:
     """``eddies flink stop --savepoint`` stops the job; ``--from-savepoint`` continues the
     sessions where they were (their second inputs are their second runs), here on the
-    other state backend (a savepoint's canonical format restores on either)."""
+    other state backend (a savepoint's canonical format restores on either) and at
+    parallelism 2: the first run chains its source to the session machine (parallelism 1),
+    the second shuffles by key, and the sessions' state is found by key group in both."""
     from eddies.connectors.kafka.broker import free_port
 
     env = {"EDDIES_FLINK_REST_PORT": str(free_port())}
@@ -334,10 +336,11 @@ def test_flink_stop_with_a_savepoint_then_resume_from_it(settings: Settings, tmp
 
     second = start_flink(settings, agent, log, tmp=tmp, checkpoints=cps, env=env,
                          extra=["--executor", "--from-savepoint", str(savepoint),
-                                "--state-backend", "rocksdb"])
+                                "--state-backend", "rocksdb", "--parallelism", "2"])
     try:
         line = wait_submitted(second, log, runs=2)
         assert f"restoring {savepoint}" in line and "rocksdb state" in line, line
+        assert "parallelism 2" in line, line
         prod = producer(settings)
         for sid, values in sessions:
             send_input(settings, sid, values[1], event_id=f"{sid}-1", prod=prod)
