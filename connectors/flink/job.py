@@ -68,7 +68,6 @@ class _MapStore:
     ours starts with (they are JSON or UTF-8 text, and 0x80 starts no UTF-8 text)."""
 
     def __init__(self, state: Any) -> None:
-        self._state = state
         self._java = state._state  # PyFlink's MapStateImpl keeps the Java MapState there
 
     def items(self) -> Any:
@@ -87,7 +86,7 @@ class _MapStore:
         self._java.remove(key)
 
     def clear(self) -> None:
-        self._state.clear()
+        self._java.clear()
 
 
 _PICKLED = b"\x80"  # the first byte of a pickle (protocol 2 and later)
