@@ -20,7 +20,7 @@ FLINK_JARS := $(VENV)/share/eddies/flink
 FLINK_AGENTS_VENV := .venv-flink-agents
 FLINK_AGENTS_STAMP := $(FLINK_AGENTS_VENV)/.installed
 
-.PHONY: install install-flink chromium demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-waiting clean
+.PHONY: install install-flink chromium demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-waiting clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -90,6 +90,10 @@ $(FLINK_AGENTS_STAMP):
 # exists, measures it in its own runs too).
 bench-flink-agents: $(FLINK_AGENTS_STAMP)
 	$(FLINK_AGENTS_VENV)/bin/python bench/flink_agents.py
+
+# bench/engine.py's workloads in instructions per input (callgrind), against Flink Agents.
+bench-instructions: install $(FLINK_AGENTS_STAMP)
+	$(BIN)/python bench/instructions.py
 
 bench-waiting: install
 	$(BIN)/python bench/waiting.py

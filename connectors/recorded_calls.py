@@ -37,8 +37,25 @@ class RecordedCalls:
         self.plan = plan
         #: The recorded call id that a re-run's call id stands for (None: none).
         self.source = source
-        self.reused: list[str] = []
-        self.live: list[str] = []
+        # Each call once, however many attempts it made (a retried call is one call): in
+        # ``live`` if any attempt was made live (what the re-run spent), else in ``reused``.
+        self._reused: dict[str, None] = {}
+        self._live: dict[str, None] = {}
+
+    @property
+    def reused(self) -> list[str]:
+        """The calls (ids, in the order first asked) whose every attempt was answered
+        from the recording."""
+        return list(self._reused)
+
+    @property
+    def live(self) -> list[str]:
+        """The calls (ids, in the order first made live) of which an attempt was made live."""
+        return list(self._live)
+
+    def _made_live(self, call_id: str) -> None:
+        self._reused.pop(call_id, None)
+        self._live[call_id] = None
 
     def answer(self, request: AgentEvent) -> AgentEvent | None:
         """The result of ``request`` from the recording, or None: make the call live."""
@@ -48,13 +65,14 @@ class RecordedCalls:
         recorded = None if origin is None else self.outcomes.get((origin, req.attempt))
         result = None if recorded is None else recorded.payload
         if not isinstance(result, DurableCallResult):
-            self.live.append(req.call_id)
+            self._made_live(req.call_id)
             return None
         asked = req.digest or call_digest(req.kind, req.target, req.args)
         if result.digest != asked or not self._same_model(request, result):
-            self.live.append(req.call_id)
+            self._made_live(req.call_id)
             return None
-        self.reused.append(req.call_id)
+        if req.call_id not in self._live:
+            self._reused[req.call_id] = None
         # Answered as this request's own result: its id and scope are the re-run's.
         return result_event(request, result.status, result.value, result.error)
 

@@ -400,6 +400,10 @@ def main(argv: list[str] | None = None) -> int:
     # broker is down); the commands say in one message what failed, so its log is shown
     # only when debugging.
     logging.getLogger("eddies.kafka.client").setLevel(logging.NOTSET if debug else logging.CRITICAL)
+    # httpx logs every request (each model, MCP and A2A call) at INFO, with its URL: at
+    # INFO that drowns the worker's own lines, which say what was called, so only DEBUG shows it.
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.NOTSET if debug else logging.WARNING)
     usage_errors = _click_types("ClickException")
     aborts: tuple[type[BaseException], ...] = (typer.Abort, *_click_types("Abort"))
     try:

@@ -4,7 +4,7 @@
 What replay and fork do is not known here: the command passes them in, so the view
 only shows what they answer. Example::
 
-    app = create_app(settings, replay=lambda sid: replay_view(settings, plan, sid))
+    app = create_app(settings, replay=functools.partial(replay_view, settings, plan))
     uvicorn.run(app, host="127.0.0.1", port=8321)
 
 The API (a session id is one path segment, percent-encoded: ``a/b`` is ``a%2Fb``)::
@@ -13,7 +13,8 @@ The API (a session id is one path segment, percent-encoded: ``a/b`` is ``a%2Fb``
     GET  /api/sessions?q=ali            sessions whose id contains q, the latest first
     GET  /api/sessions/{id}             its timeline: every event, its summary and payload
     GET  /api/sessions/{id}/tree        its tree (runs, calls, latency, tokens, cost)
-    POST /api/sessions/{id}/replay      replay(id)
+    POST /api/sessions/{id}/replay      replay(id, from_seq, to_seq), body {} (all of it)
+                                        or {"from_seq": 40, "to_seq": 52} (each optional)
     POST /api/sessions/{id}/fork        fork(id, at_seq, new_session), body
                                         {"at_seq": 3, "new_session": "alice-2"}
 
@@ -48,8 +49,9 @@ if TYPE_CHECKING:
     from eddies.connectors.kafka.sessions import Recorded
     from eddies.connectors.kafka.settings import Settings
 
-#: ``replay(session_id)``: plain data with ``ok`` and ``steps`` (see ``replay_view``).
-ReplayFn = Callable[[str], dict[str, Any]]
+#: ``replay(session_id, from_seq, to_seq)`` (None: the first step, the last): plain data
+#: with ``ok`` and ``steps`` (see ``replay_view``).
+ReplayFn = Callable[[str, int | None, int | None], dict[str, Any]]
 #: ``fork(session_id, at_seq, new_session)``: plain data, e.g. ``{"session": new_session}``.
 ForkFn = Callable[[str, int, str], dict[str, Any]]
 
@@ -127,7 +129,7 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
         if (method, part) == ("POST", "replay"):
             if replay is None:
                 raise ApiError(501, "replay is not available in this eddies ui")
-            return replay(session_id)
+            return replay(session_id, *_replay_args(body))
         if (method, part) == ("POST", "fork"):
             if fork is None:
                 raise ApiError(501, fork_reason)
@@ -219,6 +221,20 @@ def _target(request: Request) -> tuple[str, str]:
     rest = path.split(_PREFIX, 1)[-1]
     parts = rest.split("/")
     return unquote(parts[0]), "/".join(parts[1:])
+
+
+def _replay_args(body: Any) -> tuple[int | None, int | None]:
+    if not isinstance(body, dict):
+        raise ApiError(400, 'the body must be {}, or {"from_seq": N, "to_seq": M} (each optional)')
+    steps = []
+    for key in ("from_seq", "to_seq"):
+        seq = body.get(key)
+        if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 1):
+            raise ApiError(400, f"{key}: a step's sequence number (1 or more), or null")
+        steps.append(seq)
+    if steps[0] is not None and steps[1] is not None and steps[1] < steps[0]:
+        raise ApiError(400, f"to_seq {steps[1]} comes before from_seq {steps[0]}")
+    return steps[0], steps[1]
 
 
 def _fork_args(body: Any) -> tuple[int, str]:

@@ -44,7 +44,8 @@ FORK_HEADER = "eddies-fork-of"
 
 @dataclass
 class RerunReport:
-    """What a fork or reprocess did: per call id, reused (recorded outcome) or live."""
+    """What a fork or reprocess did: per call (each once, however many attempts it made),
+    reused (every attempt a recorded outcome) or live (an attempt made live)."""
 
     sessions: list[str] = field(default_factory=list)
     inputs: int = 0
@@ -70,7 +71,7 @@ def fork_session(settings: Settings, plan: AgentPlan, session_id: str, at_seq: i
         raise ValueError("a fork needs a session id of its own (--to)")
     origin = f"{session_id}@{at_seq}"
     taken: list[AgentEvent] = []
-    reused: list[str] = []
+    reused: dict[str, None] = {}  # each call once, however many attempts it had
     for ev in history:
         if ev.seq > at_seq:
             break
@@ -78,14 +79,16 @@ def fork_session(settings: Settings, plan: AgentPlan, session_id: str, at_seq: i
         if moved is not None:
             taken.append(moved)
             if isinstance(moved.payload, DurableCallResult):
-                reused.append(moved.payload.call_id)
+                reused[moved.payload.call_id] = None
     live = RecordedCalls({})  # no outcomes to offer: it lists the calls made live
     runner = LocalRunner(plan, recorded=live)
     runner.take_over(taken)
     report = _run(settings, runner, [*HEADERS, (FORK_HEADER, origin.encode())])
     report.sessions = [new_session]
     report.inputs = sum(isinstance(e.payload, InputEvent | SignalEvent) for e in taken)
-    report.reused, report.live = reused, live.live
+    report.live = live.live
+    made_live = set(report.live)  # a call retried live after the step was not all reused
+    report.reused = [cid for cid in reused if cid not in made_live]
     return report
 
 

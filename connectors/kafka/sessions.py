@@ -207,20 +207,25 @@ def timed_history(settings: Settings, session_id: str) -> list[Recorded]:
             for offset, stamp, ev in session_records(settings, session_id, where=where)]
 
 
-def replay_view(settings: Settings, plan: AgentPlan, session_id: str) -> dict[str, Any]:
-    """A strict replay of ``session_id`` (no live call) as plain data, for the web view::
+def replay_view(settings: Settings, plan: AgentPlan, session_id: str, from_seq: int | None = None,
+                to_seq: int | None = None) -> dict[str, Any]:
+    """A strict replay of ``session_id`` (no live call) from step ``from_seq`` to ``to_seq``
+    (None: the first, the last) as plain data, for the web view::
 
-        replay_view(settings, plan, "alice")
-        # {"ok": True, "steps": [{"offset": 0, "seq": 1, "matches": True, ...}, ...], ...}
+        replay_view(settings, plan, "alice", from_seq=40)
+        # {"ok": True, "snapshot_seq": 32, "steps": [{"seq": 40, "matches": True, ...}, ...], ...}
     """
     from .replay import replay_session
 
-    report = replay_session(settings, plan, session_id)
+    report = replay_session(settings, plan, session_id, from_seq=from_seq, to_seq=to_seq)
     if not report.steps:
+        where = "" if from_seq is None and to_seq is None else \
+            f" from step {from_seq or 1}" + ("" if to_seq is None else f" to step {to_seq}")
         return {"session_id": session_id, "ok": False, "steps": [], "mismatches": 0, "extra": 0,
-                "error": f"no history for session {session_id!r} in {settings.app}.events"}
+                "snapshot_seq": report.snapshot_seq,
+                "error": f"no history for session {session_id!r} in {settings.app}.events{where}"}
     steps = [_step(s) for s in report.steps]
-    return {"session_id": session_id, "ok": report.ok, "steps": steps,
+    return {"session_id": session_id, "ok": report.ok, "steps": steps, "snapshot_seq": report.snapshot_seq,
             "mismatches": len(report.mismatches), "extra": len(report.extra)}
 
 

@@ -178,6 +178,21 @@ def test_a_person_finds_a_session_reads_its_timeline_and_tree_and_replays_it(
             expect(page.locator("#notice")).to_contain_text("every id recomputed identically")
             count = timeline.count()
             expect(page.locator("#timeline td.check.same")).to_have_count(count)
+
+            # From a step: that event's "Replay from here" replays and marks only the steps
+            # from there on.
+            signal_row = timeline.filter(has_text="SignalEvent").first
+            seq = int(signal_row.get_attribute("data-seq") or 0)
+            assert seq > 1
+            signal_row.click()
+            page.click("#replay-from-button")
+            expect(page.locator("#notice")).to_contain_text(f"Replay of {ALICE} from step #{seq}")
+            expect(page.locator("#notice")).to_contain_text("every id recomputed identically")
+            later = timeline.evaluate_all(f"rows => rows.filter(r => Number(r.dataset.seq) >= {seq}).length")
+            assert 0 < later < count
+            expect(page.locator("#timeline td.check.same")).to_have_count(later)
+            expect(signal_row.locator("td.check")).to_have_class(re.compile("same"))
+            expect(timeline.first.locator("td.check")).to_have_text("")  # before the step: not replayed
             page.fill("#search", "")  # for the picture: every session, the model call's payload
             expect(rows).to_have_count(3)
             timeline.nth(2).click()
@@ -186,12 +201,17 @@ def test_a_person_finds_a_session_reads_its_timeline_and_tree_and_replays_it(
             if target := os.environ.get("UI_SCREENSHOT"):
                 Path(target).write_bytes(shot.read_bytes())
 
-            # Fork it after its last step (the default): the whole history taken over, its
+            # Fork it after its last step: the whole history taken over, its
             # calls answered from the record and the approval (a signal named for a call of
             # the first session) applied to the fork's own call; it answers as the first did.
-            page.click("#fork-button")
+            page.click("#fork-button")  # after the selected step by default
             expect(page.locator("#fork-dialog")).to_be_visible()
-            expect(page.locator("#fork-step option:checked")).to_contain_text("OutputEvent")  # the default
+            expect(page.locator("#fork-step option:checked")).to_have_attribute(
+                "value", timeline.nth(2).get_attribute("data-seq") or "")
+            page.click("#fork-cancel")
+            timeline.last.click()
+            page.click("#fork-button")
+            expect(page.locator("#fork-step option:checked")).to_contain_text("OutputEvent")
             page.fill("#fork-id", "team/alice #1 (fork)")
             page.click("#fork-submit")
             expect(page.locator("#notice")).to_contain_text(re.compile(

@@ -105,11 +105,21 @@ def test_sessions_timeline_tree_and_ids_that_are_not_url_safe(topic: _Topic) -> 
 
 def test_replay_and_fork_are_the_commands_and_need_the_header(topic: _Topic) -> None:
     calls: list[tuple[Any, ...]] = []
-    client = _client(topic, replay=lambda sid: calls.append(("replay", sid)) or {"ok": True, "steps": []})
+    client = _client(topic, replay=lambda sid, start, end: calls.append(("replay", sid, start, end))
+                     or {"ok": True, "steps": []})
     header = {"X-Eddies-UI": "1"}
     assert client.post("/api/sessions/team%2Fa%20b/replay").status_code == 403  # another site's page
     assert client.post("/api/sessions/team%2Fa%20b/replay", headers=header).json()["ok"] is True
-    assert calls == [("replay", "team/a b")]
+    assert client.post("/api/sessions/bob/replay", headers=header, json={"from_seq": 4}).status_code == 200
+    assert client.post("/api/sessions/bob/replay", headers=header,
+                       json={"from_seq": 2, "to_seq": 5}).status_code == 200
+    assert calls == [("replay", "team/a b", None, None), ("replay", "bob", 4, None), ("replay", "bob", 2, 5)]
+    for body, says in [({"from_seq": 0}, "from_seq"), ({"to_seq": "3"}, "to_seq"),
+                       ({"from_seq": True}, "from_seq"), ({"from_seq": 5, "to_seq": 4}, "comes before"),
+                       ([1], "the body must be")]:
+        refused = client.post("/api/sessions/bob/replay", headers=header, json=body)
+        assert refused.status_code == 400 and says in refused.json()["error"], body
+    assert len(calls) == 3
     no_fork = client.post("/api/sessions/bob/fork", headers=header, json={"at_seq": 2, "new_session": "b2"})
     assert no_fork.status_code == 501 and "fork" in no_fork.json()["error"]
     assert client.get("/api/info").json()["fork"] is False
@@ -140,6 +150,11 @@ def test_replay_view_every_id_and_what_differs(topic: _Topic) -> None:
     same = sessions.replay_view(settings, AgentPlan.compile(calculator_agent()), "team/a b")
     assert same["ok"] is True and same["mismatches"] == 0
     assert [s["seq"] for s in same["steps"]] == list(range(1, len(same["steps"]) + 1))
+    last = len(same["steps"])
+    middle = sessions.replay_view(settings, AgentPlan.compile(calculator_agent()), "team/a b", 3, last - 1)
+    assert middle["ok"] is True and [s["seq"] for s in middle["steps"]] == list(range(3, last))
+    beyond = sessions.replay_view(settings, AgentPlan.compile(calculator_agent()), "team/a b", last + 5)
+    assert beyond["ok"] is False and f"from step {last + 5}" in beyond["error"]
 
     class Reworded(type(calculator_agent())):  # type: ignore[misc]
         @action(ChatResponseEvent)

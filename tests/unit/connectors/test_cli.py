@@ -29,3 +29,20 @@ def test_configuration_errors_name_the_key(capsys: pytest.CaptureFixture[str],
 def test_send_rejects_bad_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["send", "s1", "{not json", "--json"]) == 2
     assert "not JSON" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("level", "shown"), [("INFO", False), ("DEBUG", True)])
+def test_http_clients_log_each_request_only_when_debugging(
+        level: str, shown: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    monkeypatch.setenv("EDDIES_LOG_LEVEL", level)
+    # What basicConfig does in a fresh process (here pytest's handlers keep it from it).
+    monkeypatch.setattr(logging.getLogger(), "level", getattr(logging, level))
+    loggers = [logging.getLogger(name) for name in ("httpx", "httpcore")]
+    for logger in loggers:
+        monkeypatch.setattr(logger, "level", logging.NOTSET)
+    assert main(["--version"]) == 0
+    # httpx logs "HTTP Request: POST <url>" at INFO for every model, MCP and A2A call.
+    for logger in loggers:
+        assert (logger.getEffectiveLevel() <= logging.INFO) is shown, logger.name

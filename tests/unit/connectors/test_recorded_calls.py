@@ -1,0 +1,27 @@
+"""A re-run's report counts calls, not attempts: a retried call is one call."""
+
+from __future__ import annotations
+
+from eddies.connectors.calls import result_event
+from eddies.connectors.recorded_calls import RecordedCalls
+from eddies.events import AgentEvent, CallKind, CallStatus, DurableCallRequest, ErrorInfo
+
+
+def request(call_id: str, attempt: int) -> AgentEvent:
+    return AgentEvent.external("s", DurableCallRequest(call_id, CallKind.TOOL, "add", args="{}",
+                                                       attempt=attempt),
+                               event_id=f"{call_id}#{attempt}", timestamp=0)
+
+
+def test_each_call_is_listed_once_however_many_attempts_it_made() -> None:
+    failed = ErrorInfo("ConnectionError", "down")
+    outcomes = {(cid, n): result_event(request(cid, n), CallStatus.ERROR, "null", failed)
+                for cid, attempts in (("s:r1:i1:c0", 3), ("s:r1:i1:c1", 1)) for n in range(1, attempts + 1)}
+    recorded = RecordedCalls(outcomes)
+    for n in (1, 2, 3):  # every attempt of c0 answered from the recording
+        assert recorded.answer(request("s:r1:i1:c0", n)) is not None
+    assert recorded.answer(request("s:r1:i1:c1", 1)) is not None
+    assert recorded.answer(request("s:r1:i1:c1", 2)) is None  # the recording stopped there: live
+    assert recorded.answer(request("s:r1:i1:c2", 1)) is None
+    assert recorded.reused == ["s:r1:i1:c0"]
+    assert recorded.live == ["s:r1:i1:c1", "s:r1:i1:c2"]
