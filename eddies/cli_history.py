@@ -105,16 +105,16 @@ def trace_cmd(
 
     from eddies.cli import _kafka, _settings, console, err_console
     from eddies.connectors.inspect.tree import build_tree
-    from eddies.connectors.kafka.replay import load_history
     from eddies.connectors.kafka.rerun import forked_from
+    from eddies.connectors.kafka.sessions import timed_history
     from eddies.connectors.kafka.topics import TopicNames
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
-    wall: dict[str, int] = {}
     with _kafka(settings, need=(TopicNames(settings.app).events,)) as s:
-        history = [ev for _, ev in load_history(s, session, wall_ms=wall)]
-        origin = forked_from(s, session) if history else None
-    roots = [r for r in build_tree(history, wall) if run is None or r.run == run]
+        records = timed_history(s, session)
+        origin = forked_from(s, session) if records else None
+    wall = {r.event.event_id: r.time_ms for r in records}
+    roots = [root for root in build_tree([r.event for r in records], wall) if run is None or root.run == run]
     if not roots:
         err_console.print(f"[red]no history for session {session!r} in {settings.app}.events[/red]")
         raise typer.Exit(1)

@@ -179,16 +179,10 @@ def sessions_records(settings: Settings, session_ids: Collection[str]
         yield from _records(settings, where, sids)
 
 
-def load_history(settings: Settings, session_id: str, wall_ms: dict[str, int] | None = None
-                 ) -> list[Recorded]:
-    """(offset, event) of the session's recorded history, in order, each event once;
-    ``wall_ms`` receives each event's record time (event id -> ms since the epoch)."""
-    out: list[Recorded] = []
-    for offset, stamp, ev in session_records(settings, session_id):
-        out.append((offset, ev))
-        if wall_ms is not None:
-            wall_ms[ev.event_id] = stamp
-    return out
+def load_history(settings: Settings, session_id: str) -> list[Recorded]:
+    """(offset, event) of the session's recorded history, in order, each event once (with
+    each record's time too: :func:`eddies.connectors.kafka.sessions.timed_history`)."""
+    return [(offset, ev) for offset, _, ev in session_records(settings, session_id)]
 
 
 def snapshots_of(settings: Settings, session_id: str) -> list[tuple[int, SessionState]]:

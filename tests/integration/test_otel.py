@@ -99,7 +99,7 @@ def test_a_worker_exports_every_run_as_the_history_says(settings: Any, tmp_path:
                                                         receiver: _Receiver) -> None:
     from eddies.connectors.inspect.otel import spans_of
     from eddies.connectors.kafka.client import producer, send_input
-    from eddies.connectors.kafka.replay import load_history
+    from eddies.connectors.kafka.sessions import timed_history
     from tests.integration.workers import answers, start_worker, stop_worker, wait_until
 
     log = tmp_path / "worker.log"
@@ -130,10 +130,9 @@ def test_a_worker_exports_every_run_as_the_history_says(settings: Any, tmp_path:
 
     expected = []
     for sid in sessions:
-        wall: dict[str, int] = {}
-        history = [ev for _, ev in load_history(settings, sid, wall)]
-        assert history, sid
-        expected += spans_of(history, wall)
+        records = timed_history(settings, sid)
+        assert records, sid
+        expected += spans_of([r.event for r in records], {r.event.event_id: r.time_ms for r in records})
     assert {(s.context.trace_id.to_bytes(16, "big"), s.context.span_id.to_bytes(8, "big"))
             for s in expected} == set(got)
     for want in expected:
