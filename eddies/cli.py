@@ -441,6 +441,7 @@ def _user_error(err: Exception) -> str | None:
     for a bug."""
     from confluent_kafka import KafkaException
 
+    from eddies.connectors.discovery import ConfigurationError
     from eddies.connectors.flink.jars import FlinkSetupError
     from eddies.connectors.kafka.broker import BrokerError
     from eddies.connectors.kafka.outbox import DeliveryFailedError
@@ -448,7 +449,7 @@ def _user_error(err: Exception) -> str | None:
     from eddies.connectors.kafka.settings import ConfigError
     from eddies.connectors.kafka.topics import TopicError
 
-    if isinstance(err, ConfigError):
+    if isinstance(err, ConfigError | ConfigurationError):  # a setting; an MCP or A2A resource
         return f"configuration error: {err}"
     if isinstance(err, KafkaException):
         return f"Kafka error: {error_text(err)}"

@@ -7,6 +7,8 @@ its line and column. Example::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import yaml
@@ -14,6 +16,22 @@ import yaml
 
 class DefinitionError(ValueError):
     """A definition that cannot become an agent; the message starts with FILE:LINE:COL."""
+
+
+@contextmanager
+def located(at: str, prefix: str = "") -> Iterator[None]:
+    """What the block's constructors refuse (ValueError, TypeError) as a DefinitionError at
+    ``at``; a DefinitionError of reading the definition there names its own place already::
+
+        with located(entry.where):
+            server = McpServer(url=_text(entry, "url"))
+    """
+    try:
+        yield
+    except DefinitionError:
+        raise
+    except (ValueError, TypeError) as err:
+        raise DefinitionError(f"{at}: {prefix}{err}") from None
 
 
 class Map(dict[str, Any]):

@@ -42,7 +42,7 @@ from eddies.engine import (
 )
 from eddies.engine.react import GENERAL_PURPOSE
 
-from .located import DefinitionError
+from .located import DefinitionError, located
 from .references import env_name, import_target, read_env
 from .sql_options import With, checked_options, json_list, option_at, read_text
 from .sql_parse import Name, Option, Statement, parse_sql
@@ -146,7 +146,7 @@ class _Script:
         opts = With(stmt)
         kind = (opts.text("type", required=True) or "").lower()
         headers = {k: read_text(o) for k, o in opts.prefixed("headers").items()}
-        try:
+        with located(stmt.at):
             if kind == "mcp_server":
                 transport = (opts.text("transport_type") or "").lower()
                 if transport not in ("", "streamable_http", "http", "stdio"):
@@ -168,8 +168,6 @@ class _Script:
                 obj = HttpEndpoint(opts.text("endpoint", required=True) or "", headers, self._key_env(opts))
                 opts.finish("type, endpoint, headers.NAME, api-key")
                 return ResourceType.AGENT, obj
-        except ValueError as err:
-            raise DefinitionError(f"{stmt.at}: {err}") from None
         return ResourceType.CHAT_MODEL_CONNECTION, self._model_connection(stmt, opts, kind)
 
     @staticmethod
@@ -269,14 +267,12 @@ class _Script:
             fn = self.ref("FUNCTION", uses_fn[0])
             inject = {param: read_text(o).replace("short_term_memory:", "memory:")
                       for param, o in opts.prefixed("injected_args").items()}
-            try:
+            with located(stmt.at):
                 tool: Any = FunctionTool(fn, name=stmt.name, description=opts.text("description"),
                                          idempotent=opts.flag("idempotent", False),
                                          timeout_ms=opts.whole("timeout_ms"),
                                          requires_approval=opts.flag("requires_approval", False),
                                          approval_timeout_ms=opts.whole("approval_timeout_ms"), inject=inject)
-            except (ValueError, TypeError) as err:
-                raise DefinitionError(f"{stmt.at}: {err}") from None
             opts.finish("type, description, idempotent, timeout_ms, requires_approval, approval_timeout_ms, "
                         "injected_args.PARAMETER")
             return tool, None
@@ -290,7 +286,7 @@ class _Script:
             raise DefinitionError(f"{uses_conn[0].at}: connection {uses_conn[0].text!r} is not of type "
                                   f"{'mcp_server' if kind == 'mcp' else 'a2a'}")
         server = uses_conn[0].text
-        try:
+        with located(stmt.at):
             if kind == "mcp":
                 allowed = [t.strip() for t in (opts.text("allowed_tools", required=True) or "").split(",")
                            if t.strip()]
@@ -312,10 +308,6 @@ class _Script:
                                request_timeout=opts.number("request_timeout", 60.0),
                                max_retries=opts.whole("max_retries", 2) or 0)
                 opts.finish("type, agent_card_path, tool_name, description, request_timeout, max_retries")
-        except ValueError as err:
-            if isinstance(err, DefinitionError):
-                raise
-            raise DefinitionError(f"{stmt.at}: {err}") from None
         return tool, server
 
     def _external(self, stmt: Statement) -> SubagentSetup:

@@ -46,7 +46,7 @@ from eddies.engine import (
 from eddies.engine.agent import ActionSpec
 from eddies.engine.react import GENERAL_PURPOSE
 
-from .located import DefinitionError, Map, Seq, parse_yaml, where
+from .located import DefinitionError, Map, Seq, located, parse_yaml, where
 from .references import import_target, read_env
 
 #: Built-in event type aliases of Flink Agents' YAML, and Eddies' own.
@@ -178,10 +178,8 @@ def _subagent(agents: Seq, entry: Map, path: tuple[str, ...]) -> Any:
     target = f"{_text(entry, 'target_module', required=True)}:{_text(entry, 'target_clazz', required=True)}"
     cls = _import_text(entry, "target_clazz", target)
     arguments = {k: read_env(v, where(entry["arguments"], k)) for k, v in _map(entry, "arguments").items()}
-    try:
+    with located(entry.where, f"{target}: "):
         setup = cls(**arguments)
-    except (TypeError, ValueError) as err:
-        raise DefinitionError(f"{entry.where}: {target}: {err}") from None
     if not isinstance(setup, SubagentSetup):
         raise DefinitionError(f"{where(entry, 'target_clazz')}: {target} is not a SubagentSetup")
     if "description" in entry:
@@ -199,10 +197,8 @@ def _only(spec: Map, allowed: set[str], kind: str) -> None:
 
 def _options(spec: Map, kind: Any) -> Any:
     raw = _map(spec, "options")
-    try:
+    with located(where(spec, "options")):
         return kind.from_mapping(raw)
-    except (ValueError, TypeError) as err:
-        raise DefinitionError(f"{where(spec, 'options')}: {err}") from None
 
 
 def _action(parent: Seq, i: int, item: Any) -> ActionSpec:
@@ -274,23 +270,19 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, str], inherits: bool 
     for i, item in enumerate(_list(spec, "mcp_servers")):
         entry = _entry(spec["mcp_servers"], i, item, _MCP_SERVER_KEYS, "an MCP server")
         _python(entry)
-        try:
+        with located(entry.where):
             server = McpServer(
                 url=_text(entry, "endpoint") or _text(entry, "url"), command=_text(entry, "command"),
                 args=tuple(_list(entry, "args")), env=dict(_map(entry, "env")) or None,
                 headers=dict(_map(entry, "headers")), api_key_env=_text(entry, "api_key_env"))
-        except ValueError as err:
-            raise DefinitionError(f"{entry.where}: {err}") from None
         agent.add_resource(_text(entry, "name", required=True), ResourceType.MCP_SERVER, server)
     for i, item in enumerate(_list(spec, "a2a_servers")):
         entry = _entry(spec["a2a_servers"], i, item, {"name", "type", "endpoint", "url", "headers",
                                                        "api_key_env"}, "an A2A server")
         _python(entry)
-        try:
+        with located(entry.where):
             a2a = A2aServer(url=_text(entry, "endpoint") or _text(entry, "url", required=True),
                             headers=dict(_map(entry, "headers")), api_key_env=_text(entry, "api_key_env"))
-        except ValueError as err:
-            raise DefinitionError(f"{entry.where}: {err}") from None
         agent.add_resource(_text(entry, "name", required=True), ResourceType.A2A_SERVER, a2a)
     for i, item in enumerate(_list(spec, "tools")):
         _tool(spec["tools"], i, item, agent, ref)
@@ -332,27 +324,23 @@ def _tool(parent: Seq, i: int, item: Any, agent: Agent, ref: Callable[[Map, str,
         entry = _entry(parent, i, item, {"name", "type", "server", "agent_card_path", "tool_name",
                                           "description", "request_timeout", "max_retries"}, "an A2A tool")
         server = ref(entry, "server", "a2a_servers", "A2A server")
-        try:
+        with located(entry.where):
             tool: Any = A2aTool(server,
                                 agent_card_path=_text(entry, "agent_card_path", required=True),
                                 name=_text(entry, "tool_name"),  # else the card's name
                                 description=_text(entry, "description"),
                                 request_timeout=float(entry.get("request_timeout", 60.0)),
                                 max_retries=_int(entry, "max_retries", 2) or 0)
-        except (ValueError, TypeError) as err:
-            raise DefinitionError(f"{entry.where}: {err}") from None
     elif isinstance(item, Map) and item.get("type") == "mcp":
         entry = _entry(parent, i, item, {"name", "type", "server", "allowed_tools", "request_timeout",
                                           "max_retries", "descriptions"}, "an MCP tool")
         server = ref(entry, "server", "mcp_servers", "MCP server")
-        try:
+        with located(entry.where):
             tool = McpTool(server,
                                 allowed_tools=[str(t) for t in _list(entry, "allowed_tools", required=True)],
                                 request_timeout=float(entry.get("request_timeout", 20.0)),
                                 max_retries=_int(entry, "max_retries", 2) or 0,
                                 descriptions=dict(_map(entry, "descriptions")))
-        except (ValueError, TypeError) as err:
-            raise DefinitionError(f"{entry.where}: {err}") from None
     else:
         entry = _entry(parent, i, item, _TOOL_KEYS, "a tool")
         _python(entry)
@@ -371,7 +359,7 @@ def _tool(parent: Seq, i: int, item: Any, agent: Agent, ref: Callable[[Map, str,
             key = "id" if source == "call" and "key" not in binding else _text(binding, "key", required=True)
             inject[param] = f"{kinds[source]}:{key}"
         fn = _import(entry, "function", required=True)
-        try:
+        with located(entry.where):
             tool = FunctionTool(fn,
                                 name=_text(entry, "name", required=True),
                                 description=_text(entry, "description"),
@@ -379,8 +367,6 @@ def _tool(parent: Seq, i: int, item: Any, agent: Agent, ref: Callable[[Map, str,
                                 timeout_ms=_int(entry, "timeout_ms"),
                                 requires_approval=bool(entry.get("requires_approval", False)),
                                 approval_timeout_ms=_int(entry, "approval_timeout_ms"), inject=inject)
-        except (ValueError, TypeError) as err:
-            raise DefinitionError(f"{entry.where}: {err}") from None
     agent.add_resource(_text(entry, "name", required=True), ResourceType.TOOL, tool)
 
 

@@ -42,8 +42,8 @@ class FlinkOptions:
         cdir.mkdir(parents=True, exist_ok=True)
         restore: Path | None = None
         if savepoint:
-            restore = Path(savepoint).resolve()
-            if not (restore / "_metadata").is_file():
+            restore = savepoint_in(Path(savepoint))
+            if restore is None:
                 raise FileNotFoundError(f"--from-savepoint {savepoint}: no savepoint there "
                                         "(a savepoint directory holds a _metadata file)")
         elif not fresh:
@@ -84,6 +84,17 @@ def checkpoint_dir(settings: Settings) -> Path:
     if settings.flink_checkpoint_dir:
         return Path(settings.flink_checkpoint_dir).resolve()
     return (Path(".eddies") / "flink" / settings.app / "checkpoints").resolve()
+
+
+def savepoint_in(path: Path) -> Path | None:
+    """The savepoint at ``path``, or, when ``path`` is the directory given to ``eddies
+    flink stop --savepoint`` (Flink writes each savepoint into a ``savepoint-*``
+    directory of its own there), the newest complete one in it; None if there is none."""
+    path = path.resolve()
+    if (path / "_metadata").is_file():
+        return path
+    found = sorted((meta.stat().st_mtime, meta.parent) for meta in path.glob("savepoint-*/_metadata"))
+    return found[-1][1] if found else None
 
 
 def latest_checkpoint(directory: Path) -> Path | None:

@@ -20,7 +20,7 @@ from eddies.connectors.records import journal_partition, started_key
 from eddies.connectors.sink import produce
 from eddies.events import AgentEvent, CallStatus, DurableCallRequest
 
-from .claims import Claimant
+from .claims import Claim, Claimant
 from .outbox import DeliveryFailedError
 
 if TYPE_CHECKING:
@@ -36,6 +36,21 @@ log = logging.getLogger("eddies.worker")
 CLAIM_READ_TIMEOUT = 30.0
 #: Margin over a request's own timeout_ms before another worker's call counts as unknown.
 OUTCOME_MARGIN_S = 5.0
+
+
+def outcome_wait_left(wait_s: float, started_ms: int, now_s: float) -> float:
+    """Seconds left to wait for the outcome of a call another worker started at
+    ``started_ms`` (its mark's record time; 0: unknown), ``wait_s`` in all. Counted from the
+    start, so a call whose partition moves again is not waited for anew by each new owner
+    (partitions that moved every half minute kept a dead worker's call undecided for
+    minutes); at least OUTCOME_MARGIN_S after this owner sees it, for the claimant's
+    outcome on its way and for the two workers' clocks.
+
+        outcome_wait_left(60, started_ms=1_000_000, now_s=1_050.0)  # 10.0
+    """
+    if started_ms <= 0:
+        return wait_s
+    return min(wait_s, max(wait_s - (now_s - started_ms / 1000), OUTCOME_MARGIN_S))
 
 
 class _Mark:
@@ -73,10 +88,11 @@ class Claiming:
         def _answer(self, result: AgentEvent, part: int | None, offset: int) -> None: ...
         def _recorded(self, request: AgentEvent, data: bytes) -> AgentEvent: ...
 
-    def _deadline(self, req: DurableCallRequest) -> float:
+    def _deadline(self, req: DurableCallRequest, claim: Claim) -> float:
+        """When another worker's call counts as unknown (a ``time.monotonic()`` value)."""
         wait = (req.timeout_ms / 1000 + OUTCOME_MARGIN_S if req.timeout_ms
                 else self.settings.outcome_wait_ms / 1000)
-        return time.monotonic() + wait
+        return time.monotonic() + outcome_wait_left(wait, claim.time_ms, time.time())
 
     def _verdict(self, request: AgentEvent, part: int | None, offset: int,
                  my_mark: int = -1) -> tuple[str, bytes | None]:
@@ -100,7 +116,7 @@ class Claiming:
         if Claimant.parse(claim.token).is_dead_to(self.claimant):
             return "unknown", None
         jpart = journal_partition(request.session_id, self.settings.partitions)
-        recorded = tail.watch(ref, jpart, self._deadline(req), (request, part, offset))
+        recorded = tail.watch(ref, jpart, self._deadline(req, claim), (request, part, offset))
         if recorded is not None:
             return "outcome", recorded
         self.counters.inc("calls_awaited")

@@ -45,7 +45,9 @@ class Claimant:
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """The first started mark of a call in its journal partition."""
+    """The first started mark of a call in its journal partition; ``time_ms``: its record's
+    timestamp (ms since the epoch, 0: unknown), when the call was started."""
 
     token: bytes
     offset: int
+    time_ms: int = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from .claims import Claim
 from .client import read_records
@@ -47,9 +48,9 @@ class JournalView:
             if mine is None or claim.offset < mine.offset:
                 self.started[ref] = claim
 
-    def apply(self, key: bytes, value: bytes | None, offset: int = -1) -> CallRef | None:
-        """Fold one journal record (a None value is a tombstone); the call whose outcome
-        it records, if it records one."""
+    def apply(self, key: bytes, value: bytes | None, offset: int = -1, time_ms: int = 0) -> CallRef | None:
+        """Fold one journal record (a None value is a tombstone; ``time_ms``: its timestamp);
+        the call whose outcome it records, if it records one."""
         try:
             text = key.decode()
         except UnicodeDecodeError:
@@ -77,8 +78,14 @@ class JournalView:
             if value is None:
                 self.started.pop(ref, None)
             elif ref not in self.started:  # a later mark lost to the first
-                self.started[ref] = Claim(value, offset)
+                self.started[ref] = Claim(value, offset, time_ms)
         return None
+
+
+def record_time(msg: Any) -> int:
+    """A record's timestamp in ms since the epoch (0 if it has none)."""
+    stamp: int = msg.timestamp()[1]
+    return max(stamp, 0)
 
 
 def read_journal(settings: Settings, topic: str, partitions: set[int], timeout: float = 60.0,
@@ -95,5 +102,5 @@ def read_journal(settings: Settings, topic: str, partitions: set[int], timeout: 
         if key is None:
             continue
         view.records += 1
-        view.apply(key, msg.value(), msg.offset())
+        view.apply(key, msg.value(), msg.offset(), record_time(msg))
     return view

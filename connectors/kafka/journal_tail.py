@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .client import next_batch
-from .journal import CallRef, JournalView
+from .journal import CallRef, JournalView, record_time
 from .positions import Positions
 from .settings import Settings
 
@@ -235,7 +235,7 @@ class JournalTail:
         if key is None or key.startswith(b"snap/"):
             return  # snapshots matter only when a partition is gained (read_journal)
         value = msg.value()
-        ref = self.view.apply(key, value, msg.offset())
+        ref = self.view.apply(key, value, msg.offset(), record_time(msg))
         if ref is None:
             return
         assert value is not None

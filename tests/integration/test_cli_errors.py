@@ -192,3 +192,33 @@ def test_a_json_logging_worker_writes_only_json_lines_on_the_embedded_broker() -
     records = [json.loads(line) for line in lines if line.strip()]  # each line is JSON
     assert any("started the embedded broker" in r["message"] for r in records), records
     assert any("worker stopped" in r["message"] for r in records), records
+
+
+def test_a_tool_server_that_cannot_serve_as_declared_is_a_configuration_error(tmp_path: Path) -> None:
+    """Found when the worker asks its MCP server (a real one) and its A2A server, before
+    it joins: each a fixable error (exit 2) naming the resource, not an internal one."""
+    mcp = tmp_path / "clock.yaml"
+    mcp.write_text(f"""agents:
+  - name: clock
+    type: react
+    model: llm
+    chat_model_connections: [{{name: offline, clazz: scripted}}]
+    chat_model_setups: [{{name: llm, connection: offline, tools: [clock]}}]
+    tools: [{{name: clock, type: mcp, server: time, allowed_tools: [get_time]}}]
+    mcp_servers: [{{name: time, command: {sys.executable}, args: [-m, mcp_server_time]}}]
+""")
+    proc, _ = eddies("worker", "--yaml", str(mcp), "-b", f"127.0.0.1:{free_port()}")
+    assert_short_error(proc, "configuration error: tool 'clock': allowed_tools 'get_time' not offered "
+                             "by MCP server 'time'", "it offers: convert_time, get_current_time")
+    a2a = tmp_path / "helper.yaml"
+    a2a.write_text("""agents:
+  - name: helped
+    type: react
+    model: llm
+    chat_model_connections: [{name: offline, clazz: scripted}]
+    chat_model_setups: [{name: llm, connection: offline, tools: [helper]}]
+    tools: [{name: helper, type: a2a, server: helpers, agent_card_path: /.well-known/agent-card.json}]
+    a2a_servers: [{name: helpers, endpoint: "http://127.0.0.1:9", api_key_env: NO_SUCH_KEY_SET}]
+""")
+    proc, _ = eddies("worker", "--yaml", str(a2a), "-b", f"127.0.0.1:{free_port()}")
+    assert_short_error(proc, "configuration error:", "NO_SUCH_KEY_SET is not set")

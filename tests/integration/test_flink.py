@@ -304,8 +304,8 @@ def test_flink_killed_mid_stream_resumes_from_its_checkpoint(settings: Settings,
 
 
 def test_flink_stop_with_a_savepoint_then_resume_from_it(settings: Settings, tmp_path: Path) -> None:
-    """``eddies flink stop --savepoint`` stops the job; ``--from-savepoint`` continues the
-    sessions where they were (their second inputs are their second runs), here on the
+    """``eddies flink stop --savepoint DIR`` stops the job; ``--from-savepoint DIR`` continues
+    the sessions where they were (their second inputs are their second runs), here on the
     other state backend (a savepoint's canonical format restores on either) and at
     parallelism 2: the first run chains its source to the session machine (parallelism 1),
     the second shuffles by key, and the sessions' state is found by key group in both."""
@@ -334,8 +334,9 @@ def test_flink_stop_with_a_savepoint_then_resume_from_it(settings: Settings, tmp
     [savepoint] = [m.parent for m in sp.glob("*/_metadata")]
     assert f"--from-savepoint {savepoint}" in stopped.stderr, stopped.stderr
 
+    # The directory given to stop is enough (as the README shows): its savepoint is found.
     second = start_flink(settings, agent, log, tmp=tmp, checkpoints=cps, env=env,
-                         extra=["--executor", "--from-savepoint", str(savepoint),
+                         extra=["--executor", "--from-savepoint", str(sp),
                                 "--state-backend", "rocksdb", "--parallelism", "2"])
     try:
         line = wait_submitted(second, log, runs=2)

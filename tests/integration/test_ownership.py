@@ -57,6 +57,7 @@ def test_the_old_owner_finishes_a_running_call_and_the_new_owner_takes_its_outco
 
     settings.partitions = 2
     sessions = sessions_on_every_partition("g", 2, 3)
+    began_ms = int(time.time() * 1000)
     # One call running on A per partition, the others queued behind them: whichever
     # partition moves, B finds a call A is running (and waits for it) and calls A has
     # queued (A drops them, B runs them).
@@ -77,6 +78,13 @@ def test_the_old_owner_finishes_a_running_call_and_the_new_owner_takes_its_outco
     assert first.counters.get("calls_dropped") == 2  # queued on A, moved to B
     assert second.counters.get("results_awaited") == 1  # B passed on A's outcome
     assert second.counters.get("results_unknown") == 0 and first.counters.get("results_unknown") == 0
+    # Each claim read back knows when its call started (a new owner's wait counts from it).
+    from eddies.connectors.kafka.journal import read_journal
+    from eddies.connectors.kafka.topics import TopicNames
+
+    claims = read_journal(settings, TopicNames(settings.app).journal, {0, 1}).started.values()
+    assert len(claims) == len(sessions)
+    assert all(began_ms <= c.time_ms <= time.time() * 1000 for c in claims), list(claims)
 
 
 def test_the_wait_for_another_workers_outcome_is_bounded(settings: Settings) -> None:

@@ -3,6 +3,7 @@ when a reader reads a partition again."""
 
 from __future__ import annotations
 
+from eddies.connectors.kafka.claiming import OUTCOME_MARGIN_S, outcome_wait_left
 from eddies.connectors.kafka.claims import Claim, Claimant
 from eddies.connectors.kafka.journal import JournalView
 from eddies.connectors.kafka.membership import TANSU_CLUSTER_ID, Membership
@@ -33,6 +34,29 @@ def test_the_first_mark_of_a_call_wins_and_tombstones_clear_it() -> None:
     view.apply(started_key(*ref), None, 20)
     view.apply(outcome_key(*ref), None, 21)
     assert ref not in view.started and ref not in view.outcomes
+
+
+def test_a_claim_keeps_when_its_call_started() -> None:
+    view = JournalView()
+    ref = ("s:r1:i1:c0", 1)
+    view.apply(started_key(*ref), b"a|1", 10, time_ms=1_700_000_000_000)
+    view.apply(started_key(*ref), b"b|2", 12, time_ms=1_700_000_009_000)  # lost: not the start
+    assert view.started[ref] == Claim(b"a|1", 10, 1_700_000_000_000)
+
+
+def test_another_workers_call_is_waited_for_from_its_start_not_from_each_hand_over() -> None:
+    start_ms = 1_700_000_000_000
+    at = start_ms / 1000
+    # A new owner 10 s after the start waits the rest of the 60 s; the next one, after
+    # 40 s, only what is left then: the wait does not begin again at every hand-over.
+    assert outcome_wait_left(60, start_ms, at + 10) == 50
+    assert outcome_wait_left(60, start_ms, at + 40) == 20
+    # Past the wait: the margin, for an outcome on its way (and clocks a little apart).
+    assert outcome_wait_left(60, start_ms, at + 300) == OUTCOME_MARGIN_S
+    # A claimant whose clock runs ahead cannot make it longer; no record time: all of it.
+    assert outcome_wait_left(60, start_ms, at - 30) == 60
+    assert outcome_wait_left(60, 0, at) == 60
+    assert outcome_wait_left(1.5, start_ms, at + 300) == 1.5  # a wait shorter than the margin
 
 
 def test_learning_calls_keeps_the_earliest_claim() -> None:

@@ -189,3 +189,9 @@ def test_mcp_and_a2a_tools_in_yaml(tmp_path: Path) -> None:
     assert "tool helper-card-name: RemoteTool" in checked.output
     with pytest.raises(DefinitionError, match=r"^<yaml>:14:42: MCP server 'nope' is not declared in "):
         load_yaml_text(REMOTE.replace("server: time", "server: nope"))
+    # A missing key inside a resource's constructor call: its place, once.
+    for gone, key in [(", agent_card_path: /.well-known/agent-card.json", "agent_card_path"),
+                      (", allowed_tools: [get_current_time]", "allowed_tools")]:
+        with pytest.raises(DefinitionError) as err:
+            load_yaml_text(REMOTE.replace(gone, ""))
+        assert str(err.value) == f"<yaml>:{15 if key == 'agent_card_path' else 14}:9: {key!r} is required"
