@@ -15,6 +15,7 @@ dead-lettered instead, and reported so that its run fails. Example::
 from __future__ import annotations
 
 import logging
+import shlex
 import time
 from typing import Protocol
 
@@ -152,7 +153,10 @@ class Router:
             self.counters.inc("outputs_failed" if error else "outputs")
             if error is not None and error.type == halts.HALTED:  # loud: it needs a person
                 self.counters.inc("sessions_halted")
-                log.error("%s", error.message, extra=ids(session=ev.session_id, run=ev.run))
+                # The notice names the command, not the app (the engine does not know it).
+                log.error("%s (this app: eddies resume %s --app %s)", error.message,
+                          shlex.quote(ev.session_id), shlex.quote(self.names.app),
+                          extra=ids(session=ev.session_id, run=ev.run))
         elif isinstance(payload, ApprovalRequestEvent):
             produce(prod, self.names.output, data, key, headers=HEADERS)
             self.counters.inc("approval_requests")

@@ -66,7 +66,7 @@ from eddies.events import (
 
 if TYPE_CHECKING:
     from eddies.connectors.external_subagents import A2ASubagentSetup, HttpSubagentSetup
-    from eddies.connectors.local import LocalRunner
+    from eddies.connectors.local import LocalRunner, RunFailedError
     from eddies.connectors.models.scripted import ScriptedChatModel
 
 __version__ = "0.1.0"
@@ -75,6 +75,7 @@ _LAZY = {
     "A2ASubagentSetup": "eddies.connectors.external_subagents",
     "HttpSubagentSetup": "eddies.connectors.external_subagents",
     "LocalRunner": "eddies.connectors.local",
+    "RunFailedError": "eddies.connectors.local",
     "ScriptedChatModel": "eddies.connectors.models.scripted",
 }
 
@@ -122,6 +123,7 @@ __all__ = [
     "ReflectionOptions",
     "ResourceType",
     "Result",
+    "RunFailedError",
     "RunnerContext",
     "ScriptedChatModel",
     "SessionMachine",

@@ -330,12 +330,12 @@ def tail(
                 console.print(f"undecodable record at {msg.partition()}/{msg.offset()}: {err}")
                 continue
             console.print(f"{ev.session_id}:{describe(ev)}" if topic == "events" else
-                          _output_line(ev), highlight=False, markup=False, soft_wrap=True)
+                          _output_line(ev, settings.app), highlight=False, markup=False, soft_wrap=True)
 
 
-def _output_line(ev: Any) -> str:
-    """How ``eddies tail`` shows a record of APP.output: an answer, or an approval request
-    with the commands that answer it."""
+def _output_line(ev: Any, app: str) -> str:
+    """How ``eddies tail`` shows a record of ``app``.output: an answer, or an approval
+    request with the commands that answer it."""
     from eddies.events import ApprovalRequestEvent
 
     p = ev.payload
@@ -346,7 +346,7 @@ def _output_line(ev: Any) -> str:
         return f"{ev.session_id} run {ev.run}: {shown}"
     deadline = "" if p.deadline is None else time.strftime(
         " by %Y-%m-%d %H:%M:%S UTC", time.gmtime(p.deadline / 1000))
-    who = f"{shlex.quote(ev.session_id)} {shlex.quote(p.signal)}"
+    who = f"{shlex.quote(ev.session_id)} {shlex.quote(p.signal)} --app {shlex.quote(app)}"
     return (f"{ev.session_id} run {ev.run}: APPROVAL NEEDED{deadline}: {p.tool}"
             f"({json.dumps(p.arguments)}); answer with: eddies approve {who}  |  "
             f"eddies reject {who} --reason TEXT")

@@ -18,6 +18,10 @@ AgentOpt = Annotated[str | None, typer.Option(
     help="module:attribute (or FILE.yaml#name, FILE.sql#name) of the Agent; default: EDDIES_AGENT.")]
 
 
+#: How a replay step's status reads where it is not its own word.
+STATUS_WORDS = {"missing": "not recomputed"}
+
+
 @history_app.command("replay")
 def replay_cmd(
     session: SessionOpt,
@@ -54,9 +58,8 @@ def replay_cmd(
         console.print(f"from the snapshot at step {report.snapshot_seq} (APP.events read from offset "
                       f"{report.read_from_offset}: {report.records_read} records of the session)")
     table = Table("offset", "trace", "recomputed")
-    marks = {"same": "[green]same[/green]", "moved": "[yellow]moved[/yellow]",
-             "changed": "[red]changed[/red]", "missing": "[red]not recomputed[/red]",
-             "new": "[red]new[/red]"}
+    marks = {status: f"[{colour}]{STATUS_WORDS.get(status, status)}[/{colour}]" for status, colour in
+             (("same", "green"), ("moved", "yellow"), ("changed", "red"), ("missing", "red"), ("new", "red"))}
     for step in report.steps:
         offset = "" if step.offset < 0 else str(step.offset)
         table.add_row(offset, escape(describe(step.event).strip()), marks[step.status])
@@ -76,7 +79,7 @@ def _difference(step: Any) -> Table:
     """A differing step: the recorded event and the recomputed one side by side."""
     from eddies.connectors.inspect.diff import shown
 
-    title = f"step {step.seq} ({step.event.type}): {step.status}"
+    title = f"step {step.seq} ({step.event.type}): {STATUS_WORDS.get(step.status, step.status)}"
     table = Table("field", "recorded", "recomputed", title=escape(title), title_justify="left")
     if step.status in ("changed", "moved"):
         for path, was, now in step.differences():

@@ -169,6 +169,24 @@ def read_events(settings: Settings, topic: str, **kwargs: Any) -> Iterator[Agent
             continue
 
 
+def log_end(settings: Settings, topic: str, partition: int) -> int:
+    """The offset after the last record of ``partition``. The broker's answer is read up to
+    the true end: the embedded broker's is where its last record batch starts (BROKER-NOTES)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(settings.client_config(**{
+        "group.id": f"{settings.app}.reader.{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}))
+    try:
+        wait = settings.connect_timeout_ms / 1000
+        reported = int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=wait)[1])
+    finally:
+        consumer.close()
+    ends = {partition: max(0, reported - 1)}
+    for _ in read_records(settings, topic, partitions=[partition], start=ends[partition], ends=ends):
+        pass  # at most the last batch
+    return max(ends[partition], reported)
+
+
 def offset_for_time(settings: Settings, topic: str, partition: int, timestamp_ms: int) -> int:
     """The first offset of ``partition`` whose record time is at or after ``timestamp_ms``
     (the partition's end if none is; 0 if the broker cannot say). The embedded broker's

@@ -33,7 +33,7 @@ from eddies.events import (
 )
 from eddies.events.ids import result_event_id, session_of_call
 
-from .client import offset_for_time, producer, read_records
+from .client import log_end, offset_for_time, producer, read_records
 from .replay import load_history, place_of, session_messages, sessions_records
 from .settings import Settings
 from .topics import TopicNames
@@ -208,6 +208,10 @@ def _inputs(settings: Settings, topic: str, from_offsets: dict[int, int] | None,
     bad = sorted(p for p in from_offsets if not 0 <= p < count)
     if bad:
         raise ValueError(f"{topic} has partitions 0 to {count - 1}; --from-offset names {bad}")
+    for part, start in sorted(from_offsets.items()):  # else the read waits for records to come
+        if start > 0 and start > (end := log_end(settings, topic, part)):
+            raise ValueError(f"--from-offset {part}:{start} is past the end of {topic} partition "
+                             f"{part} (its next offset is {end})")
     out: list[AgentEvent] = []
     for part, start in sorted(from_offsets.items()):
         for msg in read_records(settings, topic, partitions=[part], start=start):

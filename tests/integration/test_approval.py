@@ -67,7 +67,8 @@ def test_approved_rejected_and_unanswered_tool_calls(settings: Settings, tmp_pat
         assert got["late"].deadline == now - 27_000 + 30_000
         assert effects.read_text() == ""  # nothing ran before a person said so
         shown = _cli(settings, "tail", "--from-beginning", "--no-follow")
-        assert "APPROVAL NEEDED by " in shown and f"eddies approve yes {got['yes'].signal}" in shown
+        assert "APPROVAL NEEDED by " in shown
+        assert f"eddies approve yes {got['yes'].signal} --app {settings.app}" in shown  # pasted, it works
         assert "approved" in _cli(settings, "approve", "yes", got["yes"].signal)
         assert "rejected" in _cli(settings, "reject", "no", got["no"].signal, "--reason", "too big")
         wait_until("three answers", lambda: sum(isinstance(e.payload, OutputEvent)

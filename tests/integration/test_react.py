@@ -50,7 +50,7 @@ def test_a_halted_session_waits_and_resumes(settings: Settings, tmp_path: Path,
         assert len(server.requests) == 1  # the second input waits behind the halted run
         # Loud in the log too, with what to do (and counted: eddies_sessions_halted_total).
         [line] = [x for x in log.read_text().splitlines() if "halted on ModelFailedError" in x]
-        assert "ERROR" in line and "eddies resume s1" in line
+        assert "ERROR" in line and f"eddies resume s1 --app {settings.app}" in line  # pasted, it works
         tail = subprocess.run(
             [sys.executable, "-m", "eddies", "tail", "--from-beginning", "--no-follow", "--app",
              settings.app, "--bootstrap-servers", settings.bootstrap_servers],

@@ -253,3 +253,11 @@ def test_the_fork_and_reprocess_commands_say_which_calls_were_reused_and_which_m
     assert len(server.requests) == asked + 2
     bad = _eddies(settings, "reprocess", "--to-app", settings.app + "-x")
     assert bad.returncode == 2 and "give one of --from-offset and --from-time" in bad.stderr
+    inputs = TopicNames(settings.app).input
+    end = 1 + max(m.offset() for m in read_records(settings, inputs, partitions=[part]))
+    started = time.monotonic()
+    bad = _eddies(settings, "reprocess", "--from-offset", f"{part}:{end + 100}", "--to-app",
+                  settings.app + "-x", "--agent", "tests.integration.agents:http_calculator")
+    assert bad.returncode == 2 and f"--from-offset {part}:{end + 100} is past the end of " \
+        f"{settings.app}.input partition {part} (its next offset is {end})" in bad.stderr, bad.stderr
+    assert time.monotonic() - started < 20  # said at once, not after the read's 30 s wait
