@@ -3,6 +3,8 @@ when a reader reads a partition again."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from eddies.connectors.kafka.claiming import OUTCOME_MARGIN_S, outcome_wait_left
 from eddies.connectors.kafka.claims import Claim, Claimant
 from eddies.connectors.kafka.journal import JournalView
@@ -57,6 +59,21 @@ def test_another_workers_call_is_waited_for_from_its_start_not_from_each_hand_ov
     assert outcome_wait_left(60, start_ms, at - 30) == 60
     assert outcome_wait_left(60, 0, at) == 60
     assert outcome_wait_left(1.5, start_ms, at + 300) == 1.5  # a wait shorter than the margin
+
+
+def test_the_executor_waits_from_the_claims_start() -> None:
+    import time
+    from types import SimpleNamespace
+
+    from eddies.connectors.kafka.claiming import Claiming
+    from eddies.events import CallKind, DurableCallRequest
+
+    executor: Any = SimpleNamespace(settings=SimpleNamespace(outcome_wait_ms=60_000))
+    started_ms = int((time.time() - 50) * 1000)  # its claimant started it 50 s ago
+    for req, left in [(DurableCallRequest("s:r1:i1:c0", CallKind.TOOL, "add"), 10),
+                      (DurableCallRequest("s:r1:i1:c1", CallKind.TOOL, "add", timeout_ms=80_000), 35)]:
+        deadline = Claiming._deadline(executor, req, Claim(b"a|1", 3, started_ms))
+        assert left - 1 <= deadline - time.monotonic() <= left + 0.5, req.call_id
 
 
 def test_learning_calls_keeps_the_earliest_claim() -> None:
