@@ -122,10 +122,10 @@ def _demo_tree(s: Any, session: str) -> bool:
     from eddies.cli import console
     from eddies.cli_history import print_tree
     from eddies.connectors.inspect.tree import build_tree
-    from eddies.connectors.kafka.sessions import timed_history
+    from eddies.connectors.kafka.sessions import timed_history, wall_times
 
     records = timed_history(s, session)
-    roots = build_tree([r.event for r in records], {r.event.event_id: r.time_ms for r in records})
+    roots = build_tree([r.event for r in records], wall_times(records))
     print_tree(console, roots)
     return bool(roots) and all(r.status == "ok" for r in roots)
 

@@ -109,15 +109,15 @@ def trace_cmd(
     from eddies.cli import _kafka, _settings, console, err_console
     from eddies.connectors.inspect.tree import build_tree
     from eddies.connectors.kafka.rerun import forked_from
-    from eddies.connectors.kafka.sessions import timed_history
+    from eddies.connectors.kafka.sessions import timed_history, wall_times
     from eddies.connectors.kafka.topics import TopicNames
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
     with _kafka(settings, need=(TopicNames(settings.app).events,)) as s:
         records = timed_history(s, session)
         origin = forked_from(s, session) if records else None
-    wall = {r.event.event_id: r.time_ms for r in records}
-    roots = [root for root in build_tree([r.event for r in records], wall) if run is None or root.run == run]
+    roots = [root for root in build_tree([r.event for r in records], wall_times(records))
+             if run is None or root.run == run]
     if not roots:
         err_console.print(f"[red]no history for session {session!r} in {settings.app}.events[/red]")
         raise typer.Exit(1)

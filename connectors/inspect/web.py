@@ -163,8 +163,10 @@ def timeline(settings: Settings, session_id: str) -> dict[str, Any]:
 
 def tree(settings: Settings, session_id: str) -> dict[str, Any]:
     """The session's tree, with wall-time latencies from the records' timestamps."""
+    from eddies.connectors.kafka.sessions import wall_times
+
     records = _history(settings, session_id)
-    roots = build_tree([r.event for r in records], wall_ms={r.event.event_id: r.time_ms for r in records})
+    roots = build_tree([r.event for r in records], wall_ms=wall_times(records))
     return {"id": session_id, "roots": [n.to_dict() for n in roots], "text": render(roots)}
 
 

@@ -199,12 +199,18 @@ def timed_history(settings: Settings, session_id: str) -> list[Recorded]:
     """The session's records on ``APP.events``, in order, each event once, with the time
     each was written (:func:`.replay.session_records`)::
 
-        wall = {r.event.event_id: r.time_ms for r in timed_history(settings, "alice")}
-        build_tree([r.event for r in records], wall_ms=wall)
+        records = timed_history(settings, "alice")
+        build_tree([r.event for r in records], wall_ms=wall_times(records))
     """
     where = place_of(settings, session_id)
     return [Recorded(offset, stamp, ev, where.partition)
             for offset, stamp, ev in session_records(settings, session_id, where=where)]
+
+
+def wall_times(records: Iterable[Recorded]) -> dict[str, int]:
+    """When each event of ``records`` was written: event id -> ms since the epoch (what
+    trees and spans take for latencies)."""
+    return {r.event.event_id: r.time_ms for r in records}
 
 
 def replay_view(settings: Settings, plan: AgentPlan, session_id: str, from_seq: int | None = None,

@@ -99,7 +99,7 @@ def test_a_worker_exports_every_run_as_the_history_says(settings: Any, tmp_path:
                                                         receiver: _Receiver) -> None:
     from eddies.connectors.inspect.otel import spans_of
     from eddies.connectors.kafka.client import producer, send_input
-    from eddies.connectors.kafka.sessions import timed_history
+    from eddies.connectors.kafka.sessions import timed_history, wall_times
     from tests.integration.workers import answers, start_worker, stop_worker, wait_until
 
     log = tmp_path / "worker.log"
@@ -132,7 +132,7 @@ def test_a_worker_exports_every_run_as_the_history_says(settings: Any, tmp_path:
     for sid in sessions:
         records = timed_history(settings, sid)
         assert records, sid
-        expected += spans_of([r.event for r in records], {r.event.event_id: r.time_ms for r in records})
+        expected += spans_of([r.event for r in records], wall_times(records))
     assert {(s.context.trace_id.to_bytes(16, "big"), s.context.span_id.to_bytes(8, "big"))
             for s in expected} == set(got)
     for want in expected:
