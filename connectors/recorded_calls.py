@@ -3,7 +3,8 @@
 being made again when it is the same call: same place, same digest of kind, target and
 arguments, and for a model call the same model (its setup's, as the recorded reply names
 it); any other call is made live. ``reused`` and ``live`` say which was which (a fork,
-which takes its history over instead, uses it with no outcomes to list its live calls).
+which takes its history over instead, uses it with no outcomes: it counts the calls it
+took over with :meth:`RecordedCalls.reused_from_record`, and those made live).
 Example::
 
     recorded = RecordedCalls(outcomes, source=lambda cid: cid)
@@ -53,6 +54,13 @@ class RecordedCalls:
         """The calls (ids, in the order first made live) of which an attempt was made live."""
         return list(self._live)
 
+    def reused_from_record(self, call_id: str) -> None:
+        """Count ``call_id`` as answered from the recording (unless an attempt of it was
+        made live): what :meth:`answer` does, for calls answered another way (a fork's
+        history taken over)."""
+        if call_id not in self._live:
+            self._reused[call_id] = None
+
     def _made_live(self, call_id: str) -> None:
         self._reused.pop(call_id, None)
         self._live[call_id] = None
@@ -71,8 +79,7 @@ class RecordedCalls:
         if result.digest != asked or not self._same_model(request, result):
             self._made_live(req.call_id)
             return None
-        if req.call_id not in self._live:
-            self._reused[req.call_id] = None
+        self.reused_from_record(req.call_id)
         # Answered as this request's own result: its id and scope are the re-run's.
         return result_event(request, result.status, result.value, result.error)
 

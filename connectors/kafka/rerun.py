@@ -71,7 +71,7 @@ def fork_session(settings: Settings, plan: AgentPlan, session_id: str, at_seq: i
         raise ValueError("a fork needs a session id of its own (--to)")
     origin = f"{session_id}@{at_seq}"
     taken: list[AgentEvent] = []
-    reused: dict[str, None] = {}  # each call once, however many attempts it had
+    calls = RecordedCalls({})  # no outcomes to offer: it counts the calls taken over and made live
     for ev in history:
         if ev.seq > at_seq:
             break
@@ -79,16 +79,13 @@ def fork_session(settings: Settings, plan: AgentPlan, session_id: str, at_seq: i
         if moved is not None:
             taken.append(moved)
             if isinstance(moved.payload, DurableCallResult):
-                reused[moved.payload.call_id] = None
-    live = RecordedCalls({})  # no outcomes to offer: it lists the calls made live
-    runner = LocalRunner(plan, recorded=live)
+                calls.reused_from_record(moved.payload.call_id)
+    runner = LocalRunner(plan, recorded=calls)
     runner.take_over(taken)
     report = _run(settings, runner, [*HEADERS, (FORK_HEADER, origin.encode())])
     report.sessions = [new_session]
     report.inputs = sum(isinstance(e.payload, InputEvent | SignalEvent) for e in taken)
-    report.live = live.live
-    made_live = set(report.live)  # a call retried live after the step was not all reused
-    report.reused = [cid for cid in reused if cid not in made_live]
+    report.reused, report.live = calls.reused, calls.live
     return report
 
 

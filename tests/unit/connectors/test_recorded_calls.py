@@ -25,3 +25,11 @@ def test_each_call_is_listed_once_however_many_attempts_it_made() -> None:
     assert recorded.answer(request("s:r1:i1:c2", 1)) is None
     assert recorded.reused == ["s:r1:i1:c0"]
     assert recorded.live == ["s:r1:i1:c1", "s:r1:i1:c2"]
+
+
+def test_a_forks_calls_taken_over_count_once_and_not_if_retried_live() -> None:
+    taken = RecordedCalls({})  # a fork offers no outcomes: its history is taken over
+    for cid in ("s:r1:i1:c0", "s:r1:i1:c0", "s:r1:i1:c1"):  # c0: two attempts recorded
+        taken.reused_from_record(cid)
+    assert taken.answer(request("s:r1:i1:c1", 2)) is None  # retried after the fork's step
+    assert taken.reused == ["s:r1:i1:c0"] and taken.live == ["s:r1:i1:c1"]
