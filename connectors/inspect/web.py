@@ -225,26 +225,30 @@ def _target(request: Request) -> tuple[str, str]:
     return unquote(parts[0]), "/".join(parts[1:])
 
 
+def _seq(body: dict[str, Any], key: str, optional: bool = False) -> int | None:
+    """``body[key]``, a step's sequence number (None if ``optional`` and absent or null)."""
+    seq = body.get(key)
+    if seq is None and optional:
+        return None
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise ApiError(400, f"{key}: a step's sequence number (1 or more){', or null' if optional else ''}")
+    return seq
+
+
 def _replay_args(body: Any) -> tuple[int | None, int | None]:
     if not isinstance(body, dict):
         raise ApiError(400, 'the body must be {}, or {"from_seq": N, "to_seq": M} (each optional)')
-    steps = []
-    for key in ("from_seq", "to_seq"):
-        seq = body.get(key)
-        if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 1):
-            raise ApiError(400, f"{key}: a step's sequence number (1 or more), or null")
-        steps.append(seq)
-    if steps[0] is not None and steps[1] is not None and steps[1] < steps[0]:
-        raise ApiError(400, f"to_seq {steps[1]} comes before from_seq {steps[0]}")
-    return steps[0], steps[1]
+    start, end = _seq(body, "from_seq", optional=True), _seq(body, "to_seq", optional=True)
+    if start is not None and end is not None and end < start:
+        raise ApiError(400, f"to_seq {end} comes before from_seq {start}")
+    return start, end
 
 
 def _fork_args(body: Any) -> tuple[int, str]:
     if not isinstance(body, dict):
         raise ApiError(400, 'the body must be {"at_seq": N, "new_session": "id"}')
-    at_seq, new_session = body.get("at_seq"), body.get("new_session")
-    if not isinstance(at_seq, int) or isinstance(at_seq, bool) or at_seq < 1:
-        raise ApiError(400, "at_seq: a step's sequence number (1 or more)")
+    at_seq, new_session = _seq(body, "at_seq"), body.get("new_session")
+    assert at_seq is not None  # not optional: _seq raised otherwise
     if not isinstance(new_session, str) or not new_session.strip():
         raise ApiError(400, "new_session: the id of the new session")
     return at_seq, new_session.strip()
