@@ -20,7 +20,7 @@ FLINK_JARS := $(VENV)/share/eddies/flink
 FLINK_AGENTS_VENV := .venv-flink-agents
 FLINK_AGENTS_STAMP := $(FLINK_AGENTS_VENV)/.installed
 
-.PHONY: install install-flink chromium demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-waiting clean
+.PHONY: install install-flink chromium demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-waiting chaos clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -66,6 +66,11 @@ pytest: install install-flink chromium
 
 bench: install
 	$(BIN)/python bench/engine.py
+
+# The kill -9 campaign (tools/chaos): two rounds of two minutes by default, about 8 minutes;
+# CHAOS_ARGS="--rounds 6 --round-seconds 300" is the campaign of bench/RESULTS.md.
+chaos: install
+	PYTHONPATH=tools $(BIN)/python -m chaos $(CHAOS_ARGS)
 
 bench-kafka: install
 	$(BIN)/python bench/kafka.py

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.calls import result_event
 from eddies.connectors.json_logs import ids
-from eddies.connectors.records import journal_partition, started_key
+from eddies.connectors.records import journal_partition, outcome_key, started_key
 from eddies.connectors.sink import produce
-from eddies.events import AgentEvent, CallStatus, DurableCallRequest
+from eddies.events import AgentEvent, CallStatus, DurableCallRequest, encode
 
 from .claims import Claim, Claimant
 from .outbox import DeliveryFailedError
@@ -82,11 +82,21 @@ class Claiming:
         owned: set[int]
         claimant: Claimant
         marks: Any
+        producer: Any
         _last_sweep: float
 
         def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None: ...
-        def _answer(self, result: AgentEvent, part: int | None, offset: int) -> None: ...
+        def _answer(self, result: AgentEvent, part: int | None, offset: int,
+                    data: bytes | None = None) -> None: ...
         def _recorded(self, request: AgentEvent, data: bytes) -> AgentEvent: ...
+
+    def _journal_outcome(self, request: AgentEvent, data: bytes) -> None:
+        """Journal ``data``, a result encoded, as the outcome of ``request``'s call: a
+        restart, or the request issued again, is answered from it, not decided again."""
+        req = request.payload
+        assert isinstance(req, DurableCallRequest)
+        produce(self.producer, self.names.journal, data, outcome_key(req.call_id, req.attempt),
+                partition=journal_partition(request.session_id, self.settings.partitions))
 
     def _deadline(self, req: DurableCallRequest, claim: Claim) -> float:
         """When another worker's call counts as unknown (a ``time.monotonic()`` value)."""
@@ -179,7 +189,14 @@ class Claiming:
             return
         self._last_sweep = now
         for request, part, offset in self.tail.expired(now):
-            self._answer(result_event(request, CallStatus.UNKNOWN), part, offset)
+            # Journaled, as a timed-out call's error is: the request issued again (by the
+            # next owner of its session, from a snapshot taken before this answer was
+            # applied) is answered from the journal at once, here or by any executor,
+            # instead of being waited for again and answered a second time.
+            result = result_event(request, CallStatus.UNKNOWN)
+            data = encode(result)
+            self._journal_outcome(request, data)
+            self._answer(result, part, offset, data)
             self.counters.inc("results_unknown")
             cid = getattr(request.payload, "call_id", "?")
             log.warning("call %s: no outcome from the worker that started it within the wait; "

@@ -34,7 +34,7 @@ from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.error_classes import describe_error
 from eddies.connectors.held_requests import HeldRequests
 from eddies.connectors.json_logs import ids
-from eddies.connectors.records import CANCEL_HEADER, HEADERS, header, journal_partition, outcome_key
+from eddies.connectors.records import CANCEL_HEADER, HEADERS, header, journal_partition
 from eddies.connectors.signing import SIGNATURE_HEADER, ResultSigner
 from eddies.connectors.sink import produce
 from eddies.events import (
@@ -266,9 +266,10 @@ class KafkaExecutor(Claiming, Timekeeping):
             if offsets is not None and offset in offsets:
                 offsets[offset] = True
 
-    def _answer(self, result: AgentEvent, part: int | None, offset: int) -> None:
-        """Answer a request without performing it."""
-        self._send_result(result)
+    def _answer(self, result: AgentEvent, part: int | None, offset: int,
+                data: bytes | None = None) -> None:
+        """Answer a request without performing it (``data``: ``result`` encoded, if it is)."""
+        self._send_result(result, data)
         self._uncommitted = True
         self._settle(part, offset)
 
@@ -393,7 +394,7 @@ class KafkaExecutor(Claiming, Timekeeping):
                 f"the result of {req.kind.value} {req.target} is {len(data)} bytes as a record, "
                 f"over max_record_bytes={limit}"))
             data = encode(result)
-        produce(self.producer, self.names.journal, data, outcome_key(*ref), partition=jpart)
+        self._journal_outcome(request, data)
         self._send_result(result, data)
         self.counters.inc("calls_performed")
 

@@ -24,8 +24,6 @@ from eddies.connectors.calls import result_event
 from eddies.connectors.error_classes import describe_error
 from eddies.connectors.held_requests import HeldRequests
 from eddies.connectors.json_logs import ids
-from eddies.connectors.records import journal_partition, outcome_key
-from eddies.connectors.sink import produce
 from eddies.events import AgentEvent, CallStatus, DurableCallRequest, encode
 
 if TYPE_CHECKING:
@@ -53,6 +51,7 @@ class Timekeeping:
         _done: queue.SimpleQueue[tuple[int | None, int, tuple[str, int], bool]]
 
         def _settle(self, part: int | None, offset: int) -> None: ...
+        def _journal_outcome(self, request: AgentEvent, data: bytes) -> None: ...
         def _dispatch(self, request: AgentEvent, part: int | None, offset: int,
                       produced_ms: int) -> None: ...
         def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None: ...
@@ -80,9 +79,7 @@ class Timekeeping:
             result = result_event(request, CallStatus.ERROR, "null",
                                   describe_error(timed_out(req)))
             data = encode(result)
-            jpart = journal_partition(request.session_id, self.settings.partitions)
-            produce(self.producer, self.names.journal, data, outcome_key(req.call_id, req.attempt),
-                    partition=jpart)
+            self._journal_outcome(request, data)
             self._send_result(result, data)
             self.counters.inc("calls_timed_out")
             log.info("call %s (%s %s) abandoned after its timeout of %d ms: answered as a "

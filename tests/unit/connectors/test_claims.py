@@ -1,17 +1,22 @@
-"""The pure parts of claiming calls: who a started mark names, which mark came first, and
-when a reader reads a partition again."""
+"""The pure parts of claiming calls: who a started mark names, which mark came first, when
+a reader reads a partition again, and what a watched call's UNKNOWN leaves in the journal."""
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
 from typing import Any
 
-from eddies.connectors.kafka.claiming import OUTCOME_MARGIN_S, outcome_wait_left
+from eddies.connectors.counters import Counters
+from eddies.connectors.kafka.claiming import OUTCOME_MARGIN_S, Claiming, outcome_wait_left
 from eddies.connectors.kafka.claims import Claim, Claimant
 from eddies.connectors.kafka.journal import JournalView
+from eddies.connectors.kafka.journal_tail import JournalTail
 from eddies.connectors.kafka.membership import TANSU_CLUSTER_ID, Membership
 from eddies.connectors.kafka.positions import Positions
 from eddies.connectors.kafka.settings import load_settings
 from eddies.connectors.records import outcome_key, started_key
+from eddies.events import AgentEvent, CallKind, CallStatus, DurableCallRequest, decode
 
 
 def test_a_mark_names_its_claimant_and_an_earlier_process_of_my_slot_is_dead() -> None:
@@ -62,12 +67,6 @@ def test_another_workers_call_is_waited_for_from_its_start_not_from_each_hand_ov
 
 
 def test_the_executor_waits_from_the_claims_start() -> None:
-    import time
-    from types import SimpleNamespace
-
-    from eddies.connectors.kafka.claiming import Claiming
-    from eddies.events import CallKind, DurableCallRequest
-
     executor: Any = SimpleNamespace(settings=SimpleNamespace(outcome_wait_ms=60_000))
     started_ms = int((time.time() - 50) * 1000)  # its claimant started it 50 s ago
     for req, left in [(DurableCallRequest("s:r1:i1:c0", CallKind.TOOL, "add"), 10),
@@ -128,3 +127,60 @@ def test_skipped_offsets_are_re_read_only_on_the_embedded_broker_without_transac
     assert embedded.reread_gaps(plain)
     assert not embedded.reread_gaps(transactional)  # markers leave gaps all the time
     assert not kafka.reread_gaps(plain)  # a compacted journal is full of legitimate holes
+
+
+def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_when_asked_again() -> None:
+    """Another worker's call, its wait over, is answered UNKNOWN; the next owner of its
+    session (restored from a snapshot taken before that answer was applied) issues the
+    request again: it is answered from the journal at once, not watched and answered
+    UNKNOWN a second time (a kill -9 campaign saw the same executor answer twice)."""
+    class Sink:
+        def __init__(self) -> None:
+            self.records: list[tuple[str, bytes | None, bytes | None]] = []
+
+        def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                    **_kw: Any) -> None:
+            self.records.append((topic, value, key))
+
+        def poll(self, timeout: float = 0) -> int:
+            return 0
+
+    class Executor(Claiming):
+        def __init__(self) -> None:
+            self.settings: Any = SimpleNamespace(outcome_wait_ms=60_000, partitions=6)
+            self.names: Any = SimpleNamespace(journal="app.journal", input="app.input")
+            self.counters = Counters()
+            self.tail = JournalTail(self.settings, self.names.journal)
+            self.claimant = Claimant("e-f3", "41a5")
+            self.producer: Any = Sink()
+            self._last_sweep = 0.0
+            self.answers: list[CallStatus] = []
+
+        def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None:
+            self.answers.append(result.payload.status)  # type: ignore[union-attr]
+
+        def _answer(self, result: AgentEvent, part: int | None, offset: int,
+                    data: bytes | None = None) -> None:
+            self._send_result(result, data)
+
+        def _recorded(self, request: AgentEvent, data: bytes) -> AgentEvent:
+            return decode(data)
+
+    ex = Executor()
+    ref = ("s:r1:i1:c0", 1)
+    request = AgentEvent.external("s", DurableCallRequest(ref[0], CallKind.TOOL, "book"),
+                                  event_id="req-1", timestamp=0)
+    # Its claimant, a process of another slot, started it two minutes ago and died.
+    ex.tail.view.started[ref] = Claim(b"e-f2|8ce8", 3, int((time.time() - 120) * 1000))
+    with ex.tail.lock:
+        assert ex._verdict(request, 0, 7)[0] == "watched"
+    ex._answer_watched(time.monotonic() + OUTCOME_MARGIN_S + 1)  # its wait is over
+    assert ex.answers == [CallStatus.UNKNOWN]
+    # The tail reads back what this worker journaled; the request comes again.
+    for offset, (topic, value, key) in enumerate(ex.producer.records, start=4):
+        if topic == ex.names.journal and key is not None:
+            ex.tail.view.apply(key, value, offset)
+    with ex.tail.lock:
+        verdict, recorded = ex._verdict(request, 0, 8)
+    assert verdict == "outcome"  # answered at once, as the first time
+    assert recorded is not None and decode(recorded).payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]

@@ -1,0 +1,113 @@
+"""The chaos campaign's invariants catch what they exist for: a campaign whose checks could
+not fail would pass whatever the workers did."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from chaos import checks
+from chaos.evidence import Answer, Call, Effect, Evidence
+
+KILLED_AT = 1000.0
+
+
+def body(run: int) -> dict[str, Any]:
+    return {"kind": "effects", "key": f"s#{run - 1}", "a": 40, "b": run - 1}
+
+
+def evidence(**changes: Any) -> Evidence:
+    """A clean round: two inputs of session s answered; run 1 charged once by w0, which was
+    killed later; w1 stopped by SIGTERM."""
+    ev = Evidence(
+        inputs={("s", 1): body(1), ("s", 2): body(2)},
+        answers={("s", 1): {"out-1": Answer("The result is 40.", None)},
+                 ("s", 2): {"out-2": Answer("The result is 41.", None)}},
+        output_records=Counter({("s", 1): 1, ("s", 2): 1}),
+        other_output_types=Counter(),
+        calls={("s:r1:i1:c0", 1): Call("s:r1:i1:c0", 1, "s", 1, "chaos.agents:charge", False, "s#0",
+                                       applied=["OK"], sent=["OK"], marks=[("w0|aa", 990.0)],
+                                       outcomes=["OK"])},
+        effects=[Effect("EXEC", "fn", "s#0", 11, 990.1), Effect("DONE", "fn", "s#0", 11, 990.5)],
+        processes=[
+            {"slot": "w0", "pid": 11, "incarnation": "aa", "end": "killed", "rc": -9, "killed_at": KILLED_AT},
+            {"slot": "w1", "pid": 12, "incarnation": "bb", "end": "term", "rc": 0, "killed_at": None},
+        ],
+        crashes=[], missing_after_drain=[], dlq_reasons=Counter(), log_lines={},
+    )
+    for name, value in changes.items():
+        setattr(ev, name, value)
+    return ev
+
+
+def failed(ev: Evidence) -> list[str]:
+    return [name for name, report in checks.check(ev).items() if not report["ok"]]
+
+
+def test_a_clean_round_passes_every_invariant() -> None:
+    assert failed(evidence()) == []
+
+
+def test_an_unanswered_input_fails_the_answer_and_stuck_checks() -> None:
+    ev = evidence(answers={("s", 1): {"out-1": Answer("The result is 40.", None)}},
+                  missing_after_drain=[("s", 2)])
+    assert failed(ev) == ["exactly_one_answer", "no_stuck_session"]
+    assert checks.no_stuck_session(ev)["stuck"] == {"s": 2}
+
+
+def test_two_answers_for_one_input_or_a_wrong_one_fail() -> None:
+    two = evidence()
+    two.answers[("s", 2)]["out-2b"] = Answer("The result is 41.", None)
+    assert failed(two) == ["exactly_one_answer"]
+    wrong = evidence()
+    wrong.answers[("s", 2)] = {"out-2": Answer("The result is 42.", None)}
+    assert failed(wrong) == ["exactly_one_answer"]
+
+
+def test_a_wrong_answer_explained_by_an_unknown_call_is_degraded_not_wrong() -> None:
+    ev = evidence()
+    ev.answers[("s", 2)] = {"out-2": Answer(None, "ToolError: unknown outcome")}
+    ev.calls[("s:r2:i1:c0", 1)] = Call("s:r2:i1:c0", 1, "s", 2, "chaos.agents:charge", False, "s#1",
+                                       applied=["UNKNOWN"], sent=["UNKNOWN"],
+                                       marks=[("w0|aa", KILLED_AT - 0.5)])
+    assert failed(ev) == []
+    assert checks.exactly_one_answer(ev)["degraded_by_failed_call"] == 1
+
+
+def test_a_side_effect_run_twice_fails() -> None:
+    ev = evidence()
+    ev.effects.append(Effect("EXEC", "fn", "s#0", 12, 1001.0))
+    assert failed(ev) == ["side_effects_once"]
+    assert checks.side_effects_once(ev)["repeated"][0]["call_id"] == "s:r1:i1:c0"
+
+
+def test_a_completed_call_that_left_no_effect_fails() -> None:
+    assert failed(evidence(effects=[])) == ["side_effects_once"]
+
+
+def unknown_call(marked_at: float, outcomes: list[str], claimant: str = "w0|aa") -> Evidence:
+    ev = evidence()
+    ev.calls[("s:r1:i1:c0", 1)] = Call("s:r1:i1:c0", 1, "s", 1, "chaos.agents:charge", False, "s#0",
+                                       applied=["UNKNOWN"], sent=["UNKNOWN", "UNKNOWN"],
+                                       marks=[(claimant, marked_at)], outcomes=outcomes)
+    ev.answers[("s", 1)] = {"out-1": Answer(None, "ToolError: unknown outcome")}
+    return ev
+
+
+def test_an_unknown_outcome_is_justified_only_by_its_claimants_kill() -> None:
+    justified = unknown_call(KILLED_AT - 5, outcomes=["UNKNOWN"])  # the watcher journals its answer
+    assert failed(justified) == []
+    assert checks.side_effects_once(justified)["unknown_justified"] == 1
+    # Its claimant lived on (stopped by SIGTERM): its call should have had an outcome.
+    assert failed(unknown_call(KILLED_AT - 5, [], claimant="w1|bb")) == ["side_effects_once"]
+    # The mark came after the kill: not that process's.
+    assert failed(unknown_call(KILLED_AT + 5, [])) == ["side_effects_once"]
+    # The claimant journaled an outcome: nobody should have answered UNKNOWN.
+    assert failed(unknown_call(KILLED_AT - 5, ["OK"])) == ["side_effects_once"]
+
+
+def test_a_worker_that_died_on_its_own_or_a_dead_letter_fails() -> None:
+    ev = evidence()
+    ev.processes[1] = {**ev.processes[1], "end": "crash", "rc": 1}
+    assert failed(ev) == ["no_crash_no_dead_letter"]
+    assert failed(evidence(dlq_reasons=Counter({"undecodable": 1}))) == ["no_crash_no_dead_letter"]

@@ -1,0 +1,235 @@
+"""The campaign: rounds of traffic, kills and restarts, each followed by the checks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from eddies.connectors.kafka.broker import EmbeddedBroker
+from eddies.connectors.kafka.settings import load_settings
+from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+
+from . import checks, timing
+from .evidence import gather
+from .fleet import ROOT, Fleet, Proc, offline_env
+from .timing import Kill
+from .traffic import Feeder, OutputMonitor
+
+MIX = {"effects": 0.4, "react": 0.4, "sub": 0.2}
+RESTARTS = {"same-now": 0.35, "same-later": 0.35, "fresh-later": 0.3}
+
+
+def say(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def layout_roles(layout: str, rng: random.Random, split: str) -> list[tuple[str, str]]:
+    """The round's slots and their roles: three workers with every role, or orchestrators
+    and executors apart (two and one, or one and two)."""
+    if layout == "all":
+        return [("w0", "all"), ("w1", "all"), ("w2", "all")]
+    if split == "2o1e" or (split == "random" and rng.random() < 0.5):
+        return [("o0", "orchestrator"), ("o1", "orchestrator"), ("e0", "executor")]
+    return [("o0", "orchestrator"), ("e0", "executor"), ("e1", "executor")]
+
+
+class Chaos:
+    """The kill loop of a round: who dies when, and when (and as what) it comes back."""
+
+    def __init__(self, fleet: Fleet, rng: random.Random, args: argparse.Namespace) -> None:
+        self.fleet = fleet
+        self.rng = rng
+        self.args = args
+        self.kills: list[Kill] = []
+        self.crashes: list[dict[str, Any]] = []
+        self.pending: list[tuple[float, str, str]] = []  # (due, slot, role)
+        self.fresh = 0
+        self.next_kill = 0.0
+
+    def tick(self) -> None:
+        for p in self.fleet.reap():
+            self.crashes.append(p.info())
+            say(f"  CRASH: {p.slot} pid {p.pid} rc {p.rc}; restarting it")
+            self.pending.append((time.time(), p.slot, p.role))
+        self.restart_due()
+        if time.time() >= self.next_kill:
+            alive = self.fleet.alive()
+            if len(alive) >= 2:  # another worker stays up
+                victims = [self.rng.choice(alive)]
+                if len(alive) >= 3 and self.rng.random() < self.args.double_kill:
+                    victims.append(self.rng.choice([p for p in alive if p is not victims[0]]))
+                for i, victim in enumerate(victims):
+                    if i:
+                        time.sleep(self.rng.uniform(0.2, 3.0))
+                    self.kill(victim, second=bool(i))
+            self.next_kill = time.time() + self.rng.uniform(self.args.kill_min, self.args.kill_max)
+
+    def kill(self, victim: Proc, second: bool) -> None:
+        mode = self.rng.choices(list(RESTARTS), weights=list(RESTARTS.values()))[0]
+        delay = 0.0 if mode == "same-now" else self.rng.uniform(2, 25)
+        slot = victim.slot
+        if mode == "fresh-later":
+            self.fresh += 1
+            slot = f"{victim.slot[0]}-f{self.fresh}"
+        owned = sorted(victim.owned_at(time.time()))
+        self.fleet.kill(victim)
+        self.kills.append(Kill(victim.killed_at or time.time(), victim.slot, victim.role, victim.pid,
+                               mode, delay, slot, owned, second))
+        say(f"  KILL -9 {victim.slot} ({victim.role}) pid {victim.pid} owned {owned}; "
+            f"{mode} -> {slot} in {delay:.1f}s")
+        self.pending.append((time.time() + delay, slot, victim.role))
+        self.restart_due()
+
+    def restart_due(self, everyone: bool = False) -> None:
+        for item in [x for x in self.pending if everyone or x[0] <= time.time()]:
+            self.pending.remove(item)
+            proc = self.fleet.start(item[1], item[2])
+            say(f"  restart {item[1]} ({item[2]}) pid {proc.pid}")
+
+
+def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
+              seed: int) -> dict[str, Any]:
+    """One round; its layout, kills and restarts follow from ``seed`` and ``k`` alone (the
+    inputs have a generator of their own), so that a seed replays a round's kill plan."""
+    rng = random.Random(f"{seed}/{k}/kills")
+    rdir = rundir / f"round-{k}-{layout}"
+    rdir.mkdir(parents=True, exist_ok=True)
+    effects = rdir / "effects.log"
+    effects.touch()
+    app = f"chaos{k}x{uuid.uuid4().hex[:6]}"
+    broker = None if args.bootstrap_servers else EmbeddedBroker().start()
+    bootstrap: str = args.bootstrap_servers if broker is None else broker.bootstrap
+    try:
+        settings = load_settings(env={}, overrides={
+            "bootstrap_servers": bootstrap, "app": app, "partitions": args.partitions})
+        ensure_topics(AdminClient(settings.client_config()), TopicNames(app), args.partitions)
+        say(f"round {k} ({layout}): app {app}, broker {bootstrap}, results in {rdir}")
+        extra = {} if args.outcome_wait_ms is None else {"EDDIES_OUTCOME_WAIT_MS": str(args.outcome_wait_ms)}
+        fleet = Fleet(settings, rdir, effects, args.concurrency, extra)
+        for slot, role in layout_roles(layout, rng, args.split_roles):
+            fleet.start(slot, role)
+        monitor = OutputMonitor(settings)
+        monitor.start()
+        feeder = Feeder(settings, [f"k{k}s{i}" for i in range(args.sessions)],
+                        random.Random(f"{seed}/{k}/inputs"), args.mean_gap, MIX)
+        chaos = Chaos(fleet, rng, args)
+        joined_by = time.time() + 90
+        while time.time() < joined_by and not fleet.joined():
+            time.sleep(0.5)
+        feeder.start()
+        t_start = time.time()
+        chaos.next_kill = t_start + rng.uniform(args.kill_min, args.kill_max) / 2
+        while time.time() < t_start + args.round_seconds:
+            chaos.tick()
+            time.sleep(0.1)
+        feeder.halt.set()
+        feeder.join(90)
+        t_fed = time.time()
+        chaos.restart_due(everyone=True)  # every slot runs for the drain
+        want = {(s.session, s.run) for s in feeder.sent}
+        say(f"  fed {len(want)} inputs over {t_fed - t_start:.0f}s; {len(chaos.kills)} kills; draining")
+        while time.time() < t_fed + args.drain_seconds and not want <= monitor.answered():
+            for p in fleet.reap():
+                chaos.crashes.append(p.info())
+                say(f"  CRASH (drain): {p.slot} pid {p.pid} rc {p.rc}; restarting it")
+                fleet.start(p.slot, p.role)
+            time.sleep(0.5)
+        t_drained = time.time()
+        missing = sorted(want - monitor.answered())
+        say(f"  drained in {t_drained - t_fed:.1f}s: {len(want) - len(missing)}/{len(want)} answered")
+        time.sleep(2)  # a late duplicate answer, if any, is in the topic by now
+        fleet.stop_all()
+        time.sleep(1)
+        monitor.halt.set()
+        monitor.join(10)
+        evidence = gather(settings, {(s.session, s.run): s.body for s in feeder.sent}, effects,
+                          fleet.procs, chaos.crashes, missing)
+    finally:
+        if broker is not None:
+            broker.stop()
+    results = checks.check(evidence)
+    firsts = monitor.first_answers()
+    report: dict[str, Any] = {
+        "round": k, "layout": layout, "app": app, "dir": str(rdir),
+        "ok": all(r["ok"] for r in results.values()),
+        "inputs": len(feeder.sent), "undelivered_inputs": sum(1 for s in feeder.sent if not s.delivered),
+        "feeder_errors": feeder.errors, "feed_seconds": round(t_fed - t_start, 1),
+        "drain_seconds": round(t_drained - t_fed, 1), **results,
+        "kills": timing.stalls(chaos.kills, feeder.sent, monitor.seen, firsts, args.partitions, t_start),
+        "latency_s": timing.latency(feeder.sent, firsts), "processes": evidence.processes,
+    }
+    (rdir / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    return report
+
+
+def summary_line(rep: dict[str, Any]) -> str:
+    one, fx, stuck, procs = (rep[name] for name in checks.INVARIANTS)
+    stall = [r["victim_partitions_stall_s"] for r in rep["kills"]]
+    numbers = [x for x in stall if isinstance(x, (int, float))]
+    failed = [name for name in checks.INVARIANTS if not rep[name]["ok"]]
+    return (f"round {rep['round']} {rep['layout']}: {'ok' if rep['ok'] else 'FAILED ' + ', '.join(failed)}"
+            f" | inputs {rep['inputs']}, answered {one['answered']}, missing {one['n_missing']}, "
+            f"two answers {len(one['distinct_output_ids_for_one_run'])}, wrong {one['n_wrong']}, "
+            f"degraded {one['degraded_by_failed_call']} | effects {fx['effect_executions']}, "
+            f"repeated {len(fx['repeated'])}, unknown {fx['unknown_outcomes']} (justified "
+            f"{fx['unknown_justified']}, answered twice {fx['answered_unknown_twice']}) | "
+            f"stuck {len(stuck['stuck'])} | processes {procs['processes']}, bad exits "
+            f"{len(procs['bad_exits'])} | kills {len(rep['kills'])}, "
+            f"longest stall {max(numbers) if numbers else None} s, never {stall.count('never')} | "
+            f"drain {rep['drain_seconds']} s, latency max {rep['latency_s']['max']} s")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m chaos", description=__doc__)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--round-seconds", type=float, default=120, help="of traffic and kills, per round")
+    ap.add_argument("--layouts", default="all,split", help="cycled over the rounds")
+    ap.add_argument("--split-roles", default="random", choices=["random", "2o1e", "1o2e"],
+                    help="split layout: 2 orchestrators + 1 executor, 1 + 2, or either at random")
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--sessions", type=int, default=30)
+    ap.add_argument("--mean-gap", type=float, default=0.4, help="mean seconds between inputs")
+    ap.add_argument("--kill-min", type=float, default=10, help="seconds between kills, at least")
+    ap.add_argument("--kill-max", type=float, default=30, help="seconds between kills, at most")
+    ap.add_argument("--double-kill", type=float, default=0.15,
+                    help="probability of a second kill soon after one")
+    ap.add_argument("--drain-seconds", type=float, default=240,
+                    help="at most, for the backlog after the traffic stops")
+    ap.add_argument("--concurrency", type=int, default=8, help="each executor's call threads")
+    ap.add_argument("--outcome-wait-ms", type=int, default=None,
+                    help="the workers' outcome_wait_ms (default: theirs, 60000)")
+    ap.add_argument("--bootstrap-servers", default="",
+                    help="a running broker to use (default: an embedded one per round)")
+    ap.add_argument("--seed", type=int, default=None, help="the same seed, the same kills and inputs")
+    ap.add_argument("--out", default=str(ROOT / ".eddies" / "chaos"), help="results directory")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the campaign; 0 if every invariant held in every round, else 1."""
+    args = parser().parse_args(argv)
+    os.environ.update(offline_env())
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rundir = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")
+    rundir.mkdir(parents=True, exist_ok=True)
+    say(f"campaign seed {seed}, results in {rundir}")
+    layouts = args.layouts.split(",")
+    reports = []
+    for k in range(1, args.rounds + 1):
+        reports.append(run_round(k, layouts[(k - 1) % len(layouts)], args, rundir, seed))
+        say(summary_line(reports[-1]))
+        (rundir / "summary.json").write_text(json.dumps(
+            {"seed": seed, "args": vars(args), "rounds": [summary_line(r) for r in reports],
+             "ok": all(r["ok"] for r in reports)}, indent=1))
+    say(f"summary (seed {seed}, {rundir}):")
+    for r in reports:
+        say(summary_line(r))
+    return 0 if all(r["ok"] for r in reports) else 1

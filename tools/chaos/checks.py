@@ -1,0 +1,156 @@
+"""The campaign's four invariants, each over a round's :class:`~chaos.evidence.Evidence`.
+
+Pure functions (no broker, no files), so that crafted evidence tests them: a check that
+could not fail would make every campaign pass. Each returns a JSON-able report whose
+``ok`` says whether the invariant held.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from .agents import expected_output
+from .evidence import Call, Effect, Evidence, Run
+
+#: A started mark written this long after its claimant was killed cannot be that claimant's
+#: (the kill's time is taken just before the signal; a mark's time is the broker's).
+MARK_AFTER_KILL_S = 1.0
+
+
+def exactly_one_answer(ev: Evidence) -> dict[str, Any]:
+    """Every input has exactly one final OutputEvent (one event id), and it is the expected
+    answer unless one of its run's calls failed or was unknown."""
+    missing = sorted(set(ev.inputs) - set(ev.answers))
+    extra = sorted(set(ev.answers) - set(ev.inputs))
+    distinct = {f"{r[0]} run {r[1]}": sorted(ids) for r, ids in ev.answers.items() if len(ids) > 1}
+    statuses = _statuses_by_run(ev)
+    wrong: list[dict[str, Any]] = []
+    degraded: list[dict[str, Any]] = []
+    for r, ids in ev.answers.items():
+        body = ev.inputs.get(r)
+        if body is None:
+            continue
+        answer = next(iter(ids.values()))
+        expected = expected_output(body)
+        if answer.error is None and answer.output == expected:
+            continue
+        item = {"session": r[0], "run": r[1], "kind": body["kind"], "expected": expected,
+                "output": answer.output, "error": answer.error, "call_statuses": dict(statuses[r])}
+        (degraded if statuses[r]["UNKNOWN"] or statuses[r]["ERROR"] else wrong).append(item)
+    return {
+        "ok": not missing and not extra and not distinct and not wrong,
+        "expected": len(ev.inputs), "answered": len(set(ev.inputs) & set(ev.answers)),
+        "missing": missing[:50], "n_missing": len(missing), "extra": extra[:50],
+        "distinct_output_ids_for_one_run": distinct,
+        "same_id_rewrites": sum(n - len(ev.answers.get(r, {})) for r, n in ev.output_records.items()),
+        "wrong_without_failed_call": wrong[:30], "n_wrong": len(wrong),
+        "degraded_by_failed_call": len(degraded), "degraded": degraded[:40],
+        "other_output_types": dict(ev.other_output_types),
+    }
+
+
+def side_effects_once(ev: Evidence) -> dict[str, Any]:
+    """No side effect ran twice; every call that completed OK ran; every UNKNOWN outcome
+    is explained by a kill (its claimant was killed after its started mark, and journaled
+    no outcome)."""
+    execs: dict[str, list[Effect]] = defaultdict(list)
+    dones: dict[str, list[Effect]] = defaultdict(list)
+    for effect in ev.effects:
+        (execs if effect.tag == "EXEC" else dones)[effect.key].append(effect)
+    calls_by_key = {c.effect_key: c for c in ev.calls.values()}
+    repeated = [{"effect": key, "call_id": calls_by_key[key].call_id if key in calls_by_key else None,
+                 "executions": [(e.pid, e.t) for e in runs],
+                 "marks": calls_by_key[key].marks if key in calls_by_key else []}
+                for key, runs in execs.items() if len(runs) > 1]
+    by_incarnation = {p["incarnation"]: p for p in ev.processes if p["incarnation"]}
+    unknown: list[dict[str, Any]] = []
+    ran_without_effect: list[dict[str, str]] = []
+    non_idempotent = completed = 0
+    for call in ev.calls.values():
+        if call.idempotent:
+            continue
+        non_idempotent += 1
+        if "OK" in call.applied or "OK" in call.outcomes:
+            completed += 1
+            if not execs.get(call.effect_key):
+                ran_without_effect.append({"call_id": call.call_id, "target": call.target})
+        if "UNKNOWN" in call.applied or "UNKNOWN" in call.sent:
+            verdict = unknown_verdict(call, by_incarnation, execs.get(call.effect_key, []),
+                                      dones.get(call.effect_key, []))
+            unknown.append({"call_id": call.call_id, "attempt": call.attempt, "target": call.target,
+                            "session": call.session, "run": call.run, "marks": call.marks,
+                            "verdict": verdict, "applied": call.applied, "sent": call.sent})
+    unjustified = [u for u in unknown if not str(u["verdict"]).startswith("justified")]
+    return {
+        "ok": not repeated and not ran_without_effect and not unjustified,
+        "effect_executions": sum(len(v) for v in execs.values()), "effects_distinct": len(execs),
+        "non_idempotent_calls": non_idempotent, "completed_ok": completed,
+        "repeated": repeated, "ok_without_execution": ran_without_effect[:20],
+        "unknown_outcomes": len(unknown), "unknown_justified": len(unknown) - len(unjustified),
+        "unknown_verdicts": dict(Counter(u["verdict"] for u in unknown)),
+        "unknown": unknown,
+        # Answered UNKNOWN more than once (the request issued again): wasted, not wrong.
+        "answered_unknown_twice": sum(1 for u in unknown if u["sent"].count("UNKNOWN") > 1),
+        "executions_without_request": sorted(k for k in execs if k not in calls_by_key)[:20],
+    }
+
+
+def unknown_verdict(call: Call, by_incarnation: dict[str, dict[str, Any]], execs: list[Effect],
+                    dones: list[Effect]) -> str:
+    """Why ``call`` ended UNKNOWN: "justified: ..." when a kill explains it, else what is wrong."""
+    if not call.marks:
+        return "no started mark"
+    claimant, marked_at = call.marks[0]
+    proc = by_incarnation.get(claimant.rpartition("|")[2])
+    if proc is None:
+        return f"claimant {claimant} is no process of this round"
+    if proc["end"] != "killed":
+        return f"UNJUSTIFIED: claimant {proc['slot']} pid {proc['pid']} was not killed ({proc['end']})"
+    if marked_at > (proc["killed_at"] or 0) + MARK_AFTER_KILL_S:
+        return "UNJUSTIFIED: its mark was written after the claimant's kill"
+    if any(status != "UNKNOWN" for status in call.outcomes):  # the watcher journals its UNKNOWN
+        return f"UNJUSTIFIED: an outcome is journaled ({', '.join(call.outcomes)})"
+    if any(e.pid != proc["pid"] for e in execs):
+        return "UNJUSTIFIED: the effect ran in another process than the claimant"
+    if not execs:
+        return "justified: claimant killed after its mark, before the effect ran"
+    if not dones:
+        return "justified: claimant killed while the effect ran"
+    return "justified: claimant killed after the effect, before its outcome was journaled"
+
+
+def no_stuck_session(ev: Evidence) -> dict[str, Any]:
+    """Every session's last input was answered, and by the end of the drain."""
+    last: dict[str, int] = {}
+    for session, run in ev.inputs:
+        last[session] = max(last.get(session, 0), run)
+    stuck = {s: run for s, run in last.items() if (s, run) not in ev.answers}
+    return {"ok": not stuck and not ev.missing_after_drain, "sessions": len(last), "stuck": stuck,
+            "missing_when_drain_ended": ev.missing_after_drain[:50]}
+
+
+def no_crash_no_dead_letter(ev: Evidence) -> dict[str, Any]:
+    """No worker exited on its own (each was SIGKILLed by the campaign or stopped by
+    SIGTERM), and no record was dead-lettered (the feeder sends only good ones)."""
+    bad = [p for p in ev.processes
+           if not ((p["end"] == "killed" and p["rc"] == -9) or (p["end"] == "term" and p["rc"] == 0))]
+    return {"ok": not bad and not ev.crashes and not ev.dlq_reasons,
+            "processes": len(ev.processes), "bad_exits": bad, "crashes": ev.crashes,
+            "suspicious_log_lines": ev.log_lines, "dlq_reasons": dict(ev.dlq_reasons)}
+
+
+INVARIANTS = {"exactly_one_answer": exactly_one_answer, "side_effects_once": side_effects_once,
+              "no_stuck_session": no_stuck_session, "no_crash_no_dead_letter": no_crash_no_dead_letter}
+
+
+def check(ev: Evidence) -> dict[str, dict[str, Any]]:
+    """Every invariant's report, by name."""
+    return {name: invariant(ev) for name, invariant in INVARIANTS.items()}
+
+
+def _statuses_by_run(ev: Evidence) -> dict[Run, Counter[str]]:
+    statuses: dict[Run, Counter[str]] = defaultdict(Counter)
+    for call in ev.calls.values():
+        statuses[(call.session, call.run)].update(call.applied)
+    return statuses

@@ -1,0 +1,180 @@
+"""What a round left behind, read into plain data for ``chaos.checks``: the topics (after every
+worker stopped), the side-effect lines and the workers' exits and logs."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eddies.connectors.kafka.client import read_records
+from eddies.connectors.kafka.settings import Settings
+from eddies.connectors.kafka.topics import TopicNames
+from eddies.events import DecodeError, DurableCallRequest, DurableCallResult, OutputEvent, decode
+
+from .agents import KEYED_BY_INPUT
+from .fleet import Proc
+
+#: Log lines worth a look even when every invariant held.
+SUSPICIOUS = re.compile(
+    r"Traceback|\bERROR\b|\bWARNING\b|\bCRITICAL\b|Exception|stopped with an error|failed")
+
+Run = tuple[str, int]  # (session, run)
+Attempt = tuple[str, int]  # (call id, attempt)
+
+
+@dataclass
+class Answer:
+    """One final OutputEvent of a run (by event id)."""
+
+    output: Any
+    error: str | None
+
+
+@dataclass
+class Call:
+    """One attempt of a durable call, with everything recorded about it."""
+
+    call_id: str
+    attempt: int
+    session: str
+    run: int
+    target: str
+    idempotent: bool
+    #: The effect lines' key of its executions: the call id, or for the durable function
+    #: keyed by input, that input's key (its first argument).
+    effect_key: str
+    #: Result statuses on APP.events (as the sessions applied them), and as executors sent
+    #: them on APP.input (one per answer: a call answered twice shows twice).
+    applied: list[str] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)
+    #: Its started marks on APP.journal, in order: (claimant "instance|incarnation", record time).
+    marks: list[tuple[str, float]] = field(default_factory=list)
+    #: Its journaled outcomes' statuses.
+    outcomes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Effect:
+    """One side-effect line: EXEC before the effect's work, DONE after it."""
+
+    tag: str
+    kind: str
+    key: str
+    pid: int
+    t: float
+
+
+@dataclass
+class Evidence:
+    inputs: dict[Run, dict[str, Any]]  # the input bodies the feeder sent
+    answers: dict[Run, dict[str, Answer]]  # by event id
+    output_records: Counter[Run]  # OutputEvent records per run, rewrites of one id included
+    other_output_types: Counter[str]
+    calls: dict[Attempt, Call]
+    effects: list[Effect]
+    processes: list[dict[str, Any]]  # Proc.info() of every process of the round
+    crashes: list[dict[str, Any]]  # processes that exited on their own during the round
+    missing_after_drain: list[Run]
+    dlq_reasons: Counter[str]
+    log_lines: dict[str, list[str]]  # suspicious lines by log file
+
+    def to_json(self) -> dict[str, Any]:
+        return {"calls": len(self.calls), "effects": len(self.effects),
+                "dlq_reasons": dict(self.dlq_reasons), "log_lines": self.log_lines}
+
+
+def read_effects(path: Path) -> list[Effect]:
+    effects = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            tag, kind, key, pid, t = line.split()
+            effects.append(Effect(tag, kind, key, int(pid), float(t)))
+    return effects
+
+
+def gather(settings: Settings, inputs: dict[Run, dict[str, Any]], effects_file: Path,
+           procs: list[Proc], crashes: list[dict[str, Any]],
+           missing_after_drain: list[Run]) -> Evidence:
+    """Read the round's topics, effects and logs (every worker has stopped)."""
+    names = TopicNames(settings.app)
+    answers: dict[Run, dict[str, Answer]] = defaultdict(dict)
+    records: Counter[Run] = Counter()
+    other: Counter[str] = Counter()
+    for m in read_records(settings, names.output, timeout=30):
+        e = decode(m.value() or b"")
+        if not isinstance(e.payload, OutputEvent):
+            other[e.type] += 1
+            continue
+        error = e.payload.error
+        answers[(e.session_id, e.run)][e.event_id] = Answer(
+            e.payload.output, None if error is None else f"{error.type}: {error.message}"[:400])
+        records[(e.session_id, e.run)] += 1
+
+    calls: dict[Attempt, Call] = {}
+    applied: dict[Attempt, list[str]] = defaultdict(list)
+    seen_ids: set[str] = set()
+    for m in read_records(settings, names.events, timeout=30):
+        try:
+            e = decode(m.value() or b"")
+        except DecodeError:
+            continue
+        if e.event_id in seen_ids:  # an event rewritten after a crash is one event
+            continue
+        seen_ids.add(e.event_id)
+        p = e.payload
+        if isinstance(p, DurableCallRequest):
+            key = p.call_id
+            if p.kind.value == "FUNCTION" and KEYED_BY_INPUT in p.target:
+                key = str(json.loads(p.args)["args"][0])
+            calls.setdefault((p.call_id, p.attempt), Call(
+                p.call_id, p.attempt, e.session_id, e.run, p.target, p.idempotent, key))
+        elif isinstance(p, DurableCallResult):
+            applied[(p.call_id, p.attempt)].append(p.status.value)
+    for ref, statuses in applied.items():
+        if ref in calls:
+            calls[ref].applied = statuses
+    for m in read_records(settings, names.input, timeout=30):
+        try:
+            e = decode(m.value() or b"")
+        except DecodeError:
+            continue
+        p = e.payload
+        if isinstance(p, DurableCallResult) and (p.call_id, p.attempt) in calls:
+            calls[(p.call_id, p.attempt)].sent.append(p.status.value)
+    for m in read_records(settings, names.journal, timeout=30):
+        kind, _, rest = (m.key() or b"").decode(errors="replace").partition("/")
+        value = m.value()
+        if kind not in ("start", "out") or value is None:
+            continue
+        cid, _, att = rest.rpartition("/")
+        call = calls.get((cid, int(att)))
+        if call is None:
+            continue
+        if kind == "start":
+            call.marks.append((value.decode(errors="replace"), m.timestamp()[1] / 1000))
+        else:
+            try:
+                result = decode(value).payload
+                call.outcomes.append(result.status.value if isinstance(result, DurableCallResult)
+                                     else "not a result")
+            except DecodeError:
+                call.outcomes.append("undecodable")
+
+    dlq: Counter[str] = Counter()
+    for m in read_records(settings, names.dlq, timeout=30):
+        reason = dict(m.headers() or []).get("eddies.dlq.reason") or b"?"
+        dlq[reason.decode(errors="replace")[:120]] += 1
+    lines = {}
+    for proc in procs:
+        text = proc.log.read_text(errors="replace") if proc.log.exists() else ""
+        hits = [ln for ln in text.splitlines() if SUSPICIOUS.search(ln)]
+        if hits:
+            lines[proc.log.name] = hits[:60]
+    return Evidence(inputs=inputs, answers=dict(answers), output_records=records,
+                    other_output_types=other, calls=calls, effects=read_effects(effects_file),
+                    processes=[p.info() for p in procs], crashes=crashes,
+                    missing_after_drain=missing_after_drain, dlq_reasons=dlq, log_lines=lines)

@@ -1,0 +1,174 @@
+"""The campaign's worker processes: started in a slot, SIGKILLed, reaped, stopped."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eddies.connectors.kafka.settings import Settings
+
+#: The repository root: workers run there, with ``tools`` on their path for ``chaos.agents``.
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = "chaos.agents:mixed_agent"
+LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
+
+
+def offline_env() -> dict[str, str]:
+    """The environment every process of the campaign runs with: no network, INFO logs."""
+    tools = str(ROOT / "tools")
+    path = os.environ.get("PYTHONPATH", "")
+    return {
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_OFFLINE_MODE": "true",
+        "EDDIES_LOG_LEVEL": "INFO",
+        "PYTHONPATH": tools if not path else f"{tools}{os.pathsep}{path}",
+    }
+
+
+@dataclass
+class Proc:
+    """One worker process of a slot (a slot is restarted as a new Proc)."""
+
+    slot: str
+    role: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    started: float
+    incarnation: str = ""
+    ended: float | None = None
+    end: str = ""  # killed | term | crash | term-timeout-killed
+    rc: int | None = None
+    killed_at: float | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.ended is None and self.popen.poll() is None
+
+    def read_incarnation(self) -> str:
+        """The process incarnation the worker logged on joining ("" before it joined): the
+        name its started marks carry."""
+        if not self.incarnation and self.log.exists():
+            found = re.search(rf"worker {re.escape(self.slot)}/([0-9a-f]+) joining",
+                              self.log.read_text(errors="replace"))
+            if found:
+                self.incarnation = found.group(1)
+        return self.incarnation
+
+    def info(self) -> dict[str, Any]:
+        return {"slot": self.slot, "role": self.role, "pid": self.pid, "log": self.log.name,
+                "incarnation": self.read_incarnation(), "started": self.started,
+                "ended": self.ended, "end": self.end, "rc": self.rc, "killed_at": self.killed_at}
+
+    def owned_at(self, t: float) -> set[int]:
+        """The partitions it owned (in either role) at time ``t``, from its log."""
+        own: set[int] = set()
+        if not self.log.exists():
+            return own
+        for line in self.log.read_text(errors="replace").splitlines():
+            stamp = log_time(line)
+            if stamp is None:
+                continue
+            if stamp > t:
+                break
+            assigned = re.search(r"(?:orchestrator|executor) assigned partitions \[([\d, ]*)\]", line)
+            gone = re.search(r"(?:orchestrator|executor) partitions (?:revoked|lost[^:]*): \[([\d, ]*)\]",
+                             line)
+            if assigned:
+                own |= _numbers(assigned.group(1))
+            if gone:
+                own -= _numbers(gone.group(1))
+        return own
+
+
+def log_time(line: str) -> float | None:
+    """The epoch time a worker's log line starts with, if it does."""
+    found = LOG_TIME.match(line)
+    if found is None:
+        return None
+    return time.mktime(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")) + int(found.group(2)) / 1000
+
+
+def _numbers(text: str) -> set[int]:
+    return {int(x) for x in text.split(",") if x.strip()}
+
+
+class Fleet:
+    """Every worker process of a round, alive or not."""
+
+    def __init__(self, settings: Settings, rundir: Path, effects: Path, concurrency: int,
+                 extra_env: dict[str, str] | None = None) -> None:
+        self.settings = settings
+        self.rundir = rundir
+        self.effects = effects
+        self.concurrency = concurrency
+        self.extra_env = extra_env or {}
+        self.procs: list[Proc] = []
+
+    def start(self, slot: str, role: str) -> Proc:
+        logf = self.rundir / f"{len(self.procs) + 1:03d}-{slot}-{role}.log"
+        env = dict(os.environ, **offline_env(), **self.extra_env, CHAOS_EFFECTS=str(self.effects),
+                   EDDIES_INSTANCE_ID=slot, EDDIES_EXECUTOR_CONCURRENCY=str(self.concurrency))
+        s = self.settings
+        with logf.open("ab") as out:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "eddies", "worker", "--app", s.app,
+                 "--bootstrap-servers", s.bootstrap_servers, "--partitions", str(s.partitions),
+                 "--agent", AGENT, "--role", role],
+                cwd=str(ROOT), env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = Proc(slot, role, popen, logf, time.time())
+        self.procs.append(proc)
+        return proc
+
+    def alive(self) -> list[Proc]:
+        return [p for p in self.procs if p.alive()]
+
+    def joined(self) -> bool:
+        """Whether every process has joined (logged its incarnation)."""
+        return all(p.read_incarnation() for p in self.procs)
+
+    def kill(self, proc: Proc) -> None:
+        proc.read_incarnation()
+        t = time.time()
+        proc.popen.send_signal(signal.SIGKILL)
+        proc.popen.wait(10)
+        proc.killed_at = proc.ended = t
+        proc.end = "killed"
+        proc.rc = proc.popen.returncode
+
+    def reap(self) -> list[Proc]:
+        """The processes that exited on their own since the last call."""
+        crashed = []
+        for p in self.procs:
+            if p.ended is None and p.popen.poll() is not None:
+                p.ended = time.time()
+                p.end = "crash"
+                p.rc = p.popen.returncode
+                crashed.append(p)
+        return crashed
+
+    def stop_all(self) -> None:
+        """SIGTERM to every live process, then wait for each (a graceful stop)."""
+        for p in self.alive():
+            p.read_incarnation()
+            p.popen.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            if p.ended is not None:
+                continue
+            try:
+                p.rc = p.popen.wait(90)
+                p.end = "term"
+            except subprocess.TimeoutExpired:
+                p.popen.kill()
+                p.rc = p.popen.wait(10)
+                p.end = "term-timeout-killed"
+            p.ended = time.time()

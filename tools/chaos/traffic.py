@@ -1,0 +1,140 @@
+"""The campaign's traffic: a feeder producing inputs, a monitor reading answers as they come."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from eddies.connectors.kafka.client import input_event, producer
+from eddies.connectors.kafka.settings import Settings
+from eddies.connectors.kafka.topics import TopicNames
+from eddies.connectors.records import HEADERS
+from eddies.events import DecodeError, OutputEvent, decode, encode
+
+
+@dataclass
+class Sent:
+    """One input the feeder produced: run ``run`` of session ``session``."""
+
+    session: str
+    run: int
+    kind: str
+    body: dict[str, Any]
+    t: float
+    delivered: bool = False
+
+
+class Feeder(threading.Thread):
+    """Produces inputs to random sessions at random intervals until halted."""
+
+    def __init__(self, settings: Settings, sessions: list[str], rng: random.Random, mean_gap: float,
+                 mix: dict[str, float]) -> None:
+        super().__init__(daemon=True, name="feeder")
+        self.settings = settings
+        self.sessions = sessions
+        self.rng = rng
+        self.mean_gap = mean_gap
+        self.mix = mix
+        self.halt = threading.Event()
+        self.sent: list[Sent] = []
+        self.counts: Counter[str] = Counter()
+        self.errors: list[str] = []
+
+    def body(self, session: str, n: int) -> dict[str, Any]:
+        kind = self.rng.choices(list(self.mix), weights=list(self.mix.values()))[0]
+        if kind == "effects":
+            return {"kind": kind, "key": f"{session}#{n}", "a": self.rng.randint(0, 999), "b": n}
+        rounds = self.rng.randint(1, 4 if kind == "react" else 3)
+        return {"kind": kind, "ref": f"{session}/{n}", "rounds": rounds}
+
+    def run(self) -> None:
+        prod = producer(self.settings)
+        topic = TopicNames(self.settings.app).input
+        while not self.halt.is_set():
+            session = self.rng.choice(self.sessions)
+            n = self.counts[session]
+            self.counts[session] += 1
+            body = self.body(session, n)
+            item = Sent(session, n + 1, body["kind"], body, time.time())
+
+            def report(err: KafkaError | None, _msg: Message, item: Sent = item) -> None:
+                if err is not None:
+                    self.errors.append(f"{item.session} run {item.run}: {err}")
+                else:
+                    item.delivered = True
+
+            prod.produce(topic, encode(input_event(session, json.dumps(body))), session.encode(),
+                         headers=HEADERS, on_delivery=report)
+            self.sent.append(item)
+            prod.poll(0)
+            self.halt.wait(self.rng.expovariate(1 / self.mean_gap))
+        left = prod.flush(60)
+        if left:
+            self.errors.append(f"{left} inputs not flushed")
+
+
+@dataclass
+class Seen:
+    """An output record as the monitor read it, with the time it did."""
+
+    t: float
+    partition: int
+    session: str
+    run: int
+    final: bool  # an OutputEvent (not some other record of the output topic)
+
+
+class OutputMonitor(threading.Thread):
+    """Reads the output topic from the start, noting when each answer arrived."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(daemon=True, name="outputs")
+        self.settings = settings
+        self.halt = threading.Event()
+        self.seen: list[Seen] = []
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        s = self.settings
+        consumer = Consumer(s.client_config(**{
+            "group.id": f"{s.app}.monitor.{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50, "auto.offset.reset": "earliest"}))
+        topic = TopicNames(s.app).output
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(s.partitions)])
+        try:
+            while not self.halt.is_set():
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error():
+                    continue
+                try:
+                    e = decode(msg.value() or b"")
+                except DecodeError:
+                    continue
+                seen = Seen(time.time(), msg.partition() or 0, e.session_id, e.run,
+                            isinstance(e.payload, OutputEvent))
+                with self.lock:
+                    self.seen.append(seen)
+        finally:
+            consumer.close()
+
+    def answered(self) -> set[tuple[str, int]]:
+        """The (session, run) pairs answered so far."""
+        with self.lock:
+            return {(o.session, o.run) for o in self.seen if o.final}
+
+    def first_answers(self) -> dict[tuple[str, int], float]:
+        """When each (session, run) was first answered."""
+        firsts: dict[tuple[str, int], float] = {}
+        with self.lock:
+            for o in sorted(self.seen, key=lambda o: o.t):
+                if o.final:
+                    firsts.setdefault((o.session, o.run), o.t)
+        return firsts
