@@ -34,15 +34,16 @@ from rich.table import Table
 from eddies import __version__
 from eddies.cli_check import check_app
 from eddies.cli_demo import demo_app
+from eddies.cli_errors import click_types, print_error, user_error
 from eddies.cli_flink import flink_app
 from eddies.cli_history import history_app
 from eddies.cli_options import AppOpt, BootstrapOpt, ConfigOpt, PartitionsOpt, SessionArg
 from eddies.cli_signals import signals_app
+from eddies.cli_topics import topics_app
 from eddies.cli_ui import ui_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Eddies: an event-sourced engine for AI agents on Kafka.")
-topics_app = typer.Typer(no_args_is_help=True, help="Create or describe the application's topics.")
 app.add_typer(topics_app, name="topics")
 app.add_typer(flink_app, name="flink")
 app.add_typer(signals_app)  # signal, approve, reject, resume: top-level commands
@@ -352,37 +353,6 @@ def _output_line(ev: Any, app: str) -> str:
             f"eddies reject {who} --reason TEXT")
 
 
-@topics_app.command("create")
-def topics_create(config: ConfigOpt = None, app_id: AppOpt = None,
-                  bootstrap_servers: BootstrapOpt = None, partitions: PartitionsOpt = None) -> None:
-    """Create the application's topics (missing ones); check the others."""
-    from confluent_kafka.admin import AdminClient
-
-    from eddies.connectors.kafka.topics import TopicNames, ensure_topics
-
-    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers, partitions=partitions)
-    with _kafka(settings) as s:
-        # TopicError (another partition count): main prints it, exit code 2.
-        created = ensure_topics(AdminClient(s.client_config()), TopicNames(s.app), s.partitions,
-                                s.replication, max_message_bytes=s.write_limit)
-        console.print(f"created: {', '.join(created) or 'nothing (all present)'}")
-
-
-@topics_app.command("describe")
-def topics_describe(config: ConfigOpt = None, app_id: AppOpt = None,
-                    bootstrap_servers: BootstrapOpt = None) -> None:
-    """Show the application's topics and their partition counts."""
-    from eddies.connectors.kafka.preflight import app_topics
-
-    settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
-    _need_configured_broker(settings)
-    with _kafka(settings, check=False) as s:  # app_topics checks the broker
-        table = Table("topic", "partitions")
-        for name, count in app_topics(s).items():
-            table.add_row(name, "missing" if count is None else str(count))
-        console.print(table)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``eddies`` console script."""
     import os
@@ -404,8 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     # INFO that drowns the worker's own lines, which say what was called, so only DEBUG shows it.
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.NOTSET if debug else logging.WARNING)
-    usage_errors = _click_types("ClickException")
-    aborts: tuple[type[BaseException], ...] = (typer.Abort, *_click_types("Abort"))
+    usage_errors = click_types("ClickException")
+    aborts: tuple[type[BaseException], ...] = (typer.Abort, *click_types("Abort"))
     try:
         code = app(args=argv, standalone_mode=False)
         return int(code or 0) if isinstance(code, int) else 0
@@ -422,65 +392,18 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(err, aborts):
             err_console.print("Aborted!")
             return 1
-        message = _user_error(err)
+        message = user_error(err)
         if debug:
             import traceback
 
             traceback.print_exception(err)
         if message is not None:
-            _print_error(message, err)
+            print_error(message, err)
             return 2
-        _print_error(f"internal error: {type(err).__name__}: {err}", err)
+        print_error(f"internal error: {type(err).__name__}: {err}", err)
         if not debug:
             err_console.print("run with EDDIES_LOG_LEVEL=DEBUG for the traceback", highlight=False)
         return 1
-
-
-def _user_error(err: Exception) -> str | None:
-    """The message for an error the user can fix (configuration, broker, topics), or None
-    for a bug."""
-    from confluent_kafka import KafkaException
-
-    from eddies.connectors.discovery import ConfigurationError
-    from eddies.connectors.flink.jars import FlinkSetupError
-    from eddies.connectors.kafka.broker import BrokerError
-    from eddies.connectors.kafka.outbox import DeliveryFailedError
-    from eddies.connectors.kafka.preflight import PreflightError, error_text
-    from eddies.connectors.kafka.settings import ConfigError
-    from eddies.connectors.kafka.topics import TopicError
-
-    if isinstance(err, ConfigError | ConfigurationError):  # a setting; an MCP or A2A resource
-        return f"configuration error: {err}"
-    if isinstance(err, KafkaException):
-        return f"Kafka error: {error_text(err)}"
-    # A bare LookupError is a reader's missing topic; KeyError and IndexError are bugs.
-    if isinstance(err, (PreflightError, TopicError, BrokerError, DeliveryFailedError, TimeoutError,
-                        FlinkSetupError, FileNotFoundError)) \
-            or type(err) is LookupError:
-        return str(err)
-    return None
-
-
-def _print_error(message: str, err: BaseException) -> None:
-    """``message`` in red, then the notes of ``err`` (the broker's address)."""
-    first, *rest = [*message.splitlines(), *getattr(err, "__notes__", [])] or [""]
-    err_console.print(f"[red]{escape(first)}[/red]", highlight=False)
-    for line in rest:
-        err_console.print(escape(line), highlight=False)
-
-
-def _click_types(name: str) -> tuple[type[BaseException], ...]:
-    """Exception class ``name`` of click and of the copy of click in typer (typer 0.2x
-    raises its own, which ``click.ClickException`` does not catch)."""
-    import importlib
-
-    found: list[type[BaseException]] = []
-    for module in ("click.exceptions", "typer._click.exceptions"):
-        try:
-            found.append(getattr(importlib.import_module(module), name))
-        except (ImportError, AttributeError):
-            continue
-    return tuple(found)
 
 
 if __name__ == "__main__":
