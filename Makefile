@@ -67,7 +67,7 @@ pytest: install install-flink chromium
 bench: install
 	$(BIN)/python bench/engine.py
 
-# The kill -9 campaign (tools/chaos): two rounds of two minutes by default, about 8 minutes;
+# The kill -9 campaign (tools/chaos): two rounds of two minutes by default, about 7 minutes;
 # CHAOS_ARGS="--rounds 6 --round-seconds 300" is the campaign of bench/RESULTS.md.
 chaos: install
 	PYTHONPATH=tools $(BIN)/python -m chaos $(CHAOS_ARGS)

@@ -90,6 +90,18 @@ class Claiming:
                     data: bytes | None = None) -> None: ...
         def _recorded(self, request: AgentEvent, data: bytes) -> AgentEvent: ...
 
+    def _unknown(self, request: AgentEvent) -> tuple[AgentEvent, bytes]:
+        """UNKNOWN as the result of ``request`` (its claimant died, or its wait is over),
+        journaled as a timed-out call's error is: the request issued again (by the next
+        owner of its session, from a snapshot taken before this answer was applied) is
+        answered from the journal at once, here or by any executor, not decided (and
+        waited for) again. Returns the result and its bytes."""
+        result = result_event(request, CallStatus.UNKNOWN)
+        data = encode(result)
+        self._journal_outcome(request, data)
+        self.counters.inc("results_unknown")
+        return result, data
+
     def _journal_outcome(self, request: AgentEvent, data: bytes) -> None:
         """Journal ``data``, a result encoded, as the outcome of ``request``'s call: a
         restart, or the request issued again, is answered from it, not decided again."""
@@ -170,8 +182,7 @@ class Claiming:
             self._send_result(self._recorded(request, recorded))
             self.counters.inc("results_resent")
         else:
-            self._send_result(result_event(request, CallStatus.UNKNOWN))
-            self.counters.inc("results_unknown")
+            self._send_result(*self._unknown(request))
         return "answered"
 
     def _answer_watched(self, now: float) -> None:
@@ -189,15 +200,8 @@ class Claiming:
             return
         self._last_sweep = now
         for request, part, offset in self.tail.expired(now):
-            # Journaled, as a timed-out call's error is: the request issued again (by the
-            # next owner of its session, from a snapshot taken before this answer was
-            # applied) is answered from the journal at once, here or by any executor,
-            # instead of being waited for again and answered a second time.
-            result = result_event(request, CallStatus.UNKNOWN)
-            data = encode(result)
-            self._journal_outcome(request, data)
+            result, data = self._unknown(request)
             self._answer(result, part, offset, data)
-            self.counters.inc("results_unknown")
             cid = getattr(request.payload, "call_id", "?")
             log.warning("call %s: no outcome from the worker that started it within the wait; "
                         "answered UNKNOWN", cid, extra=ids(call=cid))

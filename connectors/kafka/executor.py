@@ -304,11 +304,16 @@ class KafkaExecutor(Claiming, Timekeeping):
         # (A held request's age counts from its due time: a long timer is not too old.)
         asked = max(produced_ms, req.not_before or 0)
         too_old = asked > 0 and time.time() * 1000 - asked > self.settings.journal_retention_ms
-        if verdict == "unknown" or too_old:
+        if too_old:
             # A request older than the journal retention may belong to a run whose outcome was
             # already tombstoned: never perform it again; UNKNOWN is ignored by a finished run.
+            # Not journaled: that would bring a finished run's key back.
             self._answer(result_event(request, CallStatus.UNKNOWN), part, offset)
             self.counters.inc("results_unknown")
+            return
+        if verdict == "unknown":  # a dead process of this worker's slot started it
+            result, data = self._unknown(request)
+            self._answer(result, part, offset, data)
             return
         self.inflight.add(ref)
         if len(self._call_threads) < self.settings.executor_concurrency + self._spare:

@@ -90,8 +90,11 @@ def side_effects_once(ev: Evidence) -> dict[str, Any]:
         "unknown_outcomes": len(unknown), "unknown_justified": len(unknown) - len(unjustified),
         "unknown_verdicts": dict(Counter(u["verdict"] for u in unknown)),
         "unknown": unknown,
-        # Answered UNKNOWN more than once (the request issued again): wasted, not wrong.
-        "answered_unknown_twice": sum(1 for u in unknown if u["sent"].count("UNKNOWN") > 1),
+        # Calls whose UNKNOWN reached APP.input more than once (a request issued again, the
+        # answer sent again from the journal, or decided again), and calls waited for and
+        # decided UNKNOWN twice: the latter is wasted waiting, neither is wrong.
+        "unknown_sent_twice": sum(1 for u in unknown if u["sent"].count("UNKNOWN") > 1),
+        "unknown_waited_twice": sorted(c for c, n in ev.waited_unknown.items() if n > 1),
         "executions_without_request": sorted(k for k in execs if k not in calls_by_key)[:20],
     }
 

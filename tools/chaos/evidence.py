@@ -21,6 +21,8 @@ from .fleet import Proc
 #: Log lines worth a look even when every invariant held.
 SUSPICIOUS = re.compile(
     r"Traceback|\bERROR\b|\bWARNING\b|\bCRITICAL\b|Exception|stopped with an error|failed")
+#: What an executor logs when another worker's call is UNKNOWN after its wait.
+WAITED_UNKNOWN = re.compile(r"call (\S+): no outcome from the worker that started it within the wait")
 
 Run = tuple[str, int]  # (session, run)
 Attempt = tuple[str, int]  # (call id, attempt)
@@ -81,6 +83,9 @@ class Evidence:
     missing_after_drain: list[Run]
     dlq_reasons: Counter[str]
     log_lines: dict[str, list[str]]  # suspicious lines by log file
+    #: Per call id, how many times a worker logged answering it UNKNOWN after waiting for
+    #: another worker's outcome (a request issued again is answered from the journal).
+    waited_unknown: Counter[str] = field(default_factory=Counter)
 
     def to_json(self) -> dict[str, Any]:
         return {"calls": len(self.calls), "effects": len(self.effects),
@@ -169,12 +174,15 @@ def gather(settings: Settings, inputs: dict[Run, dict[str, Any]], effects_file: 
         reason = dict(m.headers() or []).get("eddies.dlq.reason") or b"?"
         dlq[reason.decode(errors="replace")[:120]] += 1
     lines = {}
+    waited: Counter[str] = Counter()
     for proc in procs:
         text = proc.log.read_text(errors="replace") if proc.log.exists() else ""
         hits = [ln for ln in text.splitlines() if SUSPICIOUS.search(ln)]
         if hits:
             lines[proc.log.name] = hits[:60]
+        waited.update(WAITED_UNKNOWN.findall(text))
     return Evidence(inputs=inputs, answers=dict(answers), output_records=records,
                     other_output_types=other, calls=calls, effects=read_effects(effects_file),
                     processes=[p.info() for p in procs], crashes=crashes,
-                    missing_after_drain=missing_after_drain, dlq_reasons=dlq, log_lines=lines)
+                    missing_after_drain=missing_after_drain, dlq_reasons=dlq, log_lines=lines,
+                    waited_unknown=waited)

@@ -129,22 +129,28 @@ def test_skipped_offsets_are_re_read_only_on_the_embedded_broker_without_transac
     assert not kafka.reread_gaps(plain)  # a compacted journal is full of legitimate holes
 
 
+class _Sink:
+    """A producer that keeps what it is given: (topic, value, key)."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, bytes | None, bytes | None]] = []
+
+    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                **_kw: Any) -> None:
+        self.records.append((topic, value, key))
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        return 0
+
+
 def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_when_asked_again() -> None:
     """Another worker's call, its wait over, is answered UNKNOWN; the next owner of its
     session (restored from a snapshot taken before that answer was applied) issues the
     request again: it is answered from the journal at once, not watched and answered
     UNKNOWN a second time (a kill -9 campaign saw the same executor answer twice)."""
-    class Sink:
-        def __init__(self) -> None:
-            self.records: list[tuple[str, bytes | None, bytes | None]] = []
-
-        def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
-                    **_kw: Any) -> None:
-            self.records.append((topic, value, key))
-
-        def poll(self, timeout: float = 0) -> int:
-            return 0
-
     class Executor(Claiming):
         def __init__(self) -> None:
             self.settings: Any = SimpleNamespace(outcome_wait_ms=60_000, partitions=6)
@@ -152,7 +158,7 @@ def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_whe
             self.counters = Counters()
             self.tail = JournalTail(self.settings, self.names.journal)
             self.claimant = Claimant("e-f3", "41a5")
-            self.producer: Any = Sink()
+            self.producer: Any = _Sink()
             self._last_sweep = 0.0
             self.answers: list[CallStatus] = []
 
@@ -184,3 +190,54 @@ def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_whe
         verdict, recorded = ex._verdict(request, 0, 8)
     assert verdict == "outcome"  # answered at once, as the first time
     assert recorded is not None and decode(recorded).payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
+
+
+def _local_executor() -> tuple[Any, _Sink]:
+    """A real KafkaExecutor of slot e0 in local mode, its producer a sink (no broker)."""
+    from eddies.connectors.kafka.executor import KafkaExecutor
+    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.connectors.signing import ResultSigner
+
+    settings = load_settings(env={}, overrides={"bootstrap_servers": "127.0.0.1:9", "app": "t",
+                                                "partitions": 2, "instance_id": "e0"})
+    worker = SimpleNamespace(settings=settings, names=TopicNames("t"), counters=Counters(),
+                             incarnation="cccc", membership=Membership(False, 6000, 2000),
+                             signer=ResultSigner([b"k" * 32]), metrics=None)
+    executor = KafkaExecutor(worker, None, local=True)
+    sink = _Sink()
+    executor.producer = sink  # type: ignore[assignment]
+    return executor, sink
+
+
+def test_a_dead_process_of_my_slot_leaves_its_call_unknown_journaled_and_answered_once() -> None:
+    """The call a killed process of this worker's slot started is UNKNOWN at once, and that
+    answer is journaled: asked again (a session's next owner re-issues it), it is answered
+    from the journal, not decided again."""
+    executor, sink = _local_executor()
+    ref = ("s:r1:i1:c0", 1)
+    request = AgentEvent.external("s", DurableCallRequest(ref[0], CallKind.TOOL, "book"),
+                                  event_id="req-1", timestamp=0)
+    executor.tail.view.started[ref] = Claim(Claimant("e0", "dead").token, 3, int(time.time() * 1000))
+    now_ms = int(time.time() * 1000)
+    executor._dispatch(request, None, 0, now_ms)
+    journaled = [(v, k) for t, v, k in sink.records if t == "t.journal"]
+    assert [k for _, k in journaled] == [outcome_key(*ref)]
+    assert decode(journaled[0][0] or b"").payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
+    for offset, (value, key) in enumerate(journaled, start=4):
+        executor.tail.view.apply(key, value, offset)
+    executor._dispatch(request, None, 1, now_ms)
+    answers = [decode(v or b"").payload.status for t, v, _ in sink.records if t == "t.input"]  # type: ignore[union-attr]
+    assert answers == [CallStatus.UNKNOWN, CallStatus.UNKNOWN]  # the second from the journal
+    assert executor.counters.get("results_unknown") == 1 and executor.counters.get("results_resent") == 1
+    assert len(sink.records) == 3  # journaled once
+
+
+def test_an_unknown_for_a_request_older_than_the_journal_retention_is_not_journaled() -> None:
+    """Its run may be over and its journal keys tombstoned: journaling would bring one back."""
+    executor, sink = _local_executor()
+    request = AgentEvent.external("s", DurableCallRequest("s:r1:i1:c0", CallKind.TOOL, "book"),
+                                  event_id="req-1", timestamp=0)
+    long_ago = int(time.time() * 1000) - executor.settings.journal_retention_ms - 60_000
+    executor._dispatch(request, None, 0, long_ago)
+    assert [t for t, _, _ in sink.records] == ["t.input"]
+    assert decode(sink.records[0][1] or b"").payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]

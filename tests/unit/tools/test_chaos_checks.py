@@ -111,3 +111,11 @@ def test_a_worker_that_died_on_its_own_or_a_dead_letter_fails() -> None:
     ev.processes[1] = {**ev.processes[1], "end": "crash", "rc": 1}
     assert failed(ev) == ["no_crash_no_dead_letter"]
     assert failed(evidence(dlq_reasons=Counter({"undecodable": 1}))) == ["no_crash_no_dead_letter"]
+
+
+def test_a_call_waited_for_and_answered_unknown_twice_is_reported_not_failed() -> None:
+    ev = unknown_call(KILLED_AT - 5, outcomes=["UNKNOWN"])
+    ev.waited_unknown = Counter({"s:r1:i1:c0": 2, "s:r2:i1:c0": 1})
+    report = checks.side_effects_once(ev)
+    assert report["ok"] and report["unknown_waited_twice"] == ["s:r1:i1:c0"]
+    assert report["unknown_sent_twice"] == 1
