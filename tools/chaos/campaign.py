@@ -44,10 +44,16 @@ def layout_roles(layout: str, rng: random.Random, split: str) -> list[tuple[str,
 class Chaos:
     """The kill loop of a round: who dies when, and when (and as what) it comes back."""
 
-    def __init__(self, fleet: Fleet, rng: random.Random, args: argparse.Namespace) -> None:
+    def __init__(self, fleet: Fleet, rng: random.Random, args: argparse.Namespace,
+                 pause_rng: random.Random) -> None:
         self.fleet = fleet
         self.rng = rng
         self.args = args
+        # Pauses draw from a generator of their own: a seed's kill plan is the same with them.
+        self.pause_rng = pause_rng
+        self.next_pause = (time.time() + pause_rng.expovariate(1 / args.pause_every)
+                           if args.pause_every else float("inf"))
+        self.pauses = 0
         self.kills: list[Kill] = []
         self.crashes: list[dict[str, Any]] = []
         self.pending: list[tuple[float, str, str]] = []  # (due, slot, role)
@@ -60,8 +66,12 @@ class Chaos:
             say(f"  CRASH: {p.slot} pid {p.pid} rc {p.rc}; restarting it")
             self.pending.append((time.time(), p.slot, p.role))
         self.restart_due()
+        for p in self.fleet.resume_due():
+            say(f"  SIGCONT {p.slot} ({p.role}) pid {p.pid}")
+        if time.time() >= self.next_pause:
+            self.pause()
         if time.time() >= self.next_kill:
-            alive = self.fleet.alive()
+            alive = self.fleet.serving()
             if len(alive) >= 2:  # another worker stays up
                 victims = [self.rng.choice(alive)]
                 if len(alive) >= 3 and self.rng.random() < self.args.double_kill:
@@ -71,6 +81,18 @@ class Chaos:
                         time.sleep(self.rng.uniform(0.2, 3.0))
                     self.kill(victim, second=bool(i))
             self.next_kill = time.time() + self.rng.uniform(self.args.kill_min, self.args.kill_max)
+
+    def pause(self) -> None:
+        serving = self.fleet.serving()
+        if len(serving) >= 2:  # another worker stays up
+            victim = self.pause_rng.choice(serving)
+            seconds = self.pause_rng.uniform(2.0, self.args.pause_for)
+            owned = sorted(victim.owned_at(time.time()))
+            self.fleet.pause(victim, seconds)
+            self.pauses += 1
+            say(f"  SIGSTOP {victim.slot} ({victim.role}) pid {victim.pid} owned {owned} for "
+                f"{seconds:.1f}s")
+        self.next_pause = time.time() + self.pause_rng.expovariate(1 / self.args.pause_every)
 
     def kill(self, victim: Proc, second: bool) -> None:
         mode = self.rng.choices(list(RESTARTS), weights=list(RESTARTS.values()))[0]
@@ -120,7 +142,7 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         monitor.start()
         feeder = Feeder(settings, [f"k{k}s{i}" for i in range(args.sessions)],
                         random.Random(f"{seed}/{k}/inputs"), args.mean_gap, MIX)
-        chaos = Chaos(fleet, rng, args)
+        chaos = Chaos(fleet, rng, args, random.Random(f"{seed}/{k}/pauses"))
         joined_by = time.time() + 90
         while time.time() < joined_by and not fleet.joined():
             time.sleep(0.5)
@@ -134,8 +156,10 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         feeder.join(90)
         t_fed = time.time()
         chaos.restart_due(everyone=True)  # every slot runs for the drain
+        fleet.resume_due(everyone=True)
         want = {(s.session, s.run) for s in feeder.sent}
-        say(f"  fed {len(want)} inputs over {t_fed - t_start:.0f}s; {len(chaos.kills)} kills; draining")
+        say(f"  fed {len(want)} inputs over {t_fed - t_start:.0f}s; {len(chaos.kills)} kills, "
+            f"{chaos.pauses} pauses; draining")
         while time.time() < t_fed + args.drain_seconds and not want <= monitor.answered():
             for p in fleet.reap():
                 chaos.crashes.append(p.info())
@@ -163,6 +187,7 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         "inputs": len(feeder.sent), "undelivered_inputs": sum(1 for s in feeder.sent if not s.delivered),
         "feeder_errors": feeder.errors, "feed_seconds": round(t_fed - t_start, 1),
         "drain_seconds": round(t_drained - t_fed, 1), **results,
+        "pauses": chaos.pauses,
         "kills": timing.stalls(chaos.kills, feeder.sent, monitor.seen, firsts, args.partitions, t_start),
         "latency_s": timing.latency(feeder.sent, firsts), "processes": evidence.processes,
     }
@@ -183,7 +208,7 @@ def summary_line(rep: dict[str, Any]) -> str:
             f"{fx['unknown_justified']}; sent twice {fx['unknown_sent_twice']}, waited for twice "
             f"{len(fx['unknown_waited_twice'])}) | "
             f"stuck {len(stuck['stuck'])} | processes {procs['processes']}, bad exits "
-            f"{len(procs['bad_exits'])} | kills {len(rep['kills'])}, "
+            f"{len(procs['bad_exits'])} | kills {len(rep['kills'])}, pauses {rep['pauses']}, "
             f"longest stall {max(numbers) if numbers else None} s, never {stall.count('never')} | "
             f"drain {rep['drain_seconds']} s, latency max {rep['latency_s']['max']} s")
 
@@ -202,6 +227,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--kill-max", type=float, default=30, help="seconds between kills, at most")
     ap.add_argument("--double-kill", type=float, default=0.15,
                     help="probability of a second kill soon after one")
+    ap.add_argument("--pause-every", type=float, default=0,
+                    help="mean seconds between SIGSTOPs of a random worker (0: none)")
+    ap.add_argument("--pause-for", type=float, default=8,
+                    help="a pause lasts 2 s to this many (past the group's session timeout)")
     ap.add_argument("--drain-seconds", type=float, default=240,
                     help="at most, for the backlog after the traffic stops")
     ap.add_argument("--concurrency", type=int, default=8, help="each executor's call threads")

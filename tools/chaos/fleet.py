@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,9 @@ class Proc:
     end: str = ""  # killed | term | crash | term-timeout-killed
     rc: int | None = None
     killed_at: float | None = None
+    #: While SIGSTOPped: when it gets SIGCONT. Its pauses: (start, seconds).
+    paused_until: float | None = None
+    pauses: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def pid(self) -> int:
@@ -53,6 +56,10 @@ class Proc:
 
     def alive(self) -> bool:
         return self.ended is None and self.popen.poll() is None
+
+    def serving(self) -> bool:
+        """Alive and not paused."""
+        return self.alive() and self.paused_until is None
 
     def read_incarnation(self) -> str:
         """The process incarnation the worker logged on joining ("" before it joined): the
@@ -67,7 +74,8 @@ class Proc:
     def info(self) -> dict[str, Any]:
         return {"slot": self.slot, "role": self.role, "pid": self.pid, "log": self.log.name,
                 "incarnation": self.read_incarnation(), "started": self.started,
-                "ended": self.ended, "end": self.end, "rc": self.rc, "killed_at": self.killed_at}
+                "ended": self.ended, "end": self.end, "rc": self.rc, "killed_at": self.killed_at,
+                "pauses": self.pauses}
 
     def owned_at(self, t: float) -> set[int]:
         """The partitions it owned (in either role) at time ``t``, from its log."""
@@ -129,8 +137,27 @@ class Fleet:
         self.procs.append(proc)
         return proc
 
-    def alive(self) -> list[Proc]:
-        return [p for p in self.procs if p.alive()]
+    def serving(self) -> list[Proc]:
+        """The processes alive and not paused."""
+        return [p for p in self.procs if p.serving()]
+
+    def pause(self, proc: Proc, seconds: float) -> None:
+        """SIGSTOP ``proc`` for ``seconds`` (longer than a session timeout: its group goes on
+        without it, and it wakes up believing it still owns its partitions)."""
+        proc.popen.send_signal(signal.SIGSTOP)
+        proc.pauses.append((time.time(), round(seconds, 2)))
+        proc.paused_until = time.time() + seconds
+
+    def resume_due(self, everyone: bool = False) -> list[Proc]:
+        """SIGCONT the paused processes whose pause is over (with ``everyone``, all)."""
+        woken = []
+        for p in self.procs:
+            if p.paused_until is not None and (everyone or p.paused_until <= time.time()):
+                p.paused_until = None
+                if p.alive():
+                    p.popen.send_signal(signal.SIGCONT)
+                    woken.append(p)
+        return woken
 
     def joined(self) -> bool:
         """Whether every process has joined (logged its incarnation)."""
@@ -158,7 +185,8 @@ class Fleet:
 
     def stop_all(self) -> None:
         """SIGTERM to every live process, then wait for each (a graceful stop)."""
-        for p in self.alive():
+        self.resume_due(everyone=True)
+        for p in [p for p in self.procs if p.alive()]:
             p.read_incarnation()
             p.popen.send_signal(signal.SIGTERM)
         for p in self.procs:
