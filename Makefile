@@ -68,7 +68,7 @@ bench: install
 	$(BIN)/python bench/engine.py
 
 # The kill -9 campaign (tools/chaos): two rounds of two minutes by default, about 7 minutes;
-# CHAOS_ARGS="--rounds 6 --round-seconds 300" is the campaign of bench/RESULTS.md.
+# CHAOS_ARGS="--rounds 4 --round-seconds 240 --seed 2026" is the run in bench/RESULTS.md.
 chaos: install
 	PYTHONPATH=tools $(BIN)/python -m chaos $(CHAOS_ARGS)
 

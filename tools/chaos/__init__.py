@@ -9,7 +9,7 @@ no completed non-idempotent call ran twice and every UNKNOWN outcome is one a ki
 explains, no session is stuck, no worker died on its own.
 
 Run from the repository: ``make chaos`` (two rounds of two minutes), or
-``PYTHONPATH=tools .venv/bin/python -m chaos --rounds 6 --round-seconds 300`` for the
-campaign of ``bench/RESULTS.md``. Exit status 1 when an invariant failed; each round's
+``PYTHONPATH=tools .venv/bin/python -m chaos --rounds 4 --round-seconds 240 --seed 2026``
+for the run in ``bench/RESULTS.md``. Exit status 1 when an invariant failed; each round's
 ``report.json`` lists what failed and the evidence.
 """
