@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import time
 import uuid
@@ -19,7 +18,7 @@ from eddies.connectors.kafka.topics import TopicNames, ensure_topics
 
 from . import checks, timing
 from .evidence import gather
-from .fleet import ROOT, Fleet, Proc, offline_env
+from .fleet import ROOT, Fleet, Proc
 from .timing import Kill
 from .traffic import Feeder, OutputMonitor
 
@@ -246,7 +245,6 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the campaign; 0 if every invariant held in every round, else 1."""
     args = parser().parse_args(argv)
-    os.environ.update(offline_env())
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rundir = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")
     rundir.mkdir(parents=True, exist_ok=True)

@@ -87,10 +87,6 @@ class Evidence:
     #: another worker's outcome (a request issued again is answered from the journal).
     waited_unknown: Counter[str] = field(default_factory=Counter)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"calls": len(self.calls), "effects": len(self.effects),
-                "dlq_reasons": dict(self.dlq_reasons), "log_lines": self.log_lines}
-
 
 def read_effects(path: Path) -> list[Effect]:
     effects = []

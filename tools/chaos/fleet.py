@@ -21,7 +21,7 @@ LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
 
 
 def offline_env() -> dict[str, str]:
-    """The environment every process of the campaign runs with: no network, INFO logs."""
+    """The environment every worker of the campaign runs with: no network, INFO logs."""
     tools = str(ROOT / "tools")
     path = os.environ.get("PYTHONPATH", "")
     return {
