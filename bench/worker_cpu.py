@@ -27,6 +27,8 @@ from typing import Any
 
 from eddies.connectors.kafka import worker as kafka_worker
 from eddies.connectors.kafka.client import input_event
+from eddies.connectors.kafka.memory_broker import MemoryBroker
+from eddies.connectors.kafka.memory_broker import MemoryProducer as broker_producer
 from eddies.connectors.kafka.settings import load_settings
 from eddies.connectors.records import HEADERS
 from eddies.connectors.signing import DEV_KEY, ResultSigner
@@ -72,7 +74,9 @@ class Record:
 
 
 class MemoryProducer:
-    """Keeps produced records in a list."""
+    """Keeps produced records in a list (an outbox without a broker)."""
+
+    transactional = False
 
     def __init__(self) -> None:
         self.records: list[tuple[str, bytes | None, bytes | None, Any]] = []
@@ -87,10 +91,32 @@ class MemoryProducer:
     def flush(self, timeout: float = 0) -> int:
         return 0
 
-
-class NoCommits:
-    def commit(self, **_: Any) -> None:
+    def commit(self, consumer: Any, offsets: Any = None, sync: bool = False) -> None:
         pass
+
+
+class Clients:
+    """The roles' clients: in-memory producers, no consumer in use, epoch markers kept."""
+
+    def __init__(self, settings: Any) -> None:
+        self.out, self.results = MemoryProducer(), MemoryProducer()
+        self.broker = MemoryBroker()
+        self.broker.create(f"{settings.app}.journal", settings.partitions)
+
+    def group_consumer(self, role: str) -> Any:
+        return None
+
+    def outbox(self, role: str) -> Any:
+        return self.out if role == "orchestrator" else self.results
+
+    def marks_producer(self) -> Any:
+        return broker_producer(self.broker)
+
+    def read_journal(self, partitions: set[int]) -> Any:
+        raise NotImplementedError
+
+    def group_members(self) -> None:
+        return None
 
 
 class WorkerPath:
@@ -101,18 +127,17 @@ class WorkerPath:
             "bootstrap_servers": "127.0.0.1:9", "app": "cpu", "agent": "eddies.demo:one_turn_agent"})
         worker = kafka_worker.Worker(settings, one_turn_agent())
         worker.signer = ResultSigner([DEV_KEY])  # as start() would on the embedded broker
-        self.orchestrator = orch = kafka_worker.Orchestrator(worker)
-        self.executor = ex = kafka_worker.KafkaExecutor(worker, orch.machine.callable_for, local=True)
+        self.clients = clients = Clients(settings)
+        ctx = worker.role_context(clients)  # type: ignore[arg-type]
+        self.orchestrator = orch = kafka_worker.Orchestrator(ctx)
+        self.executor = ex = kafka_worker.KafkaExecutor(ctx, orch.machine.callable_for, local=True,
+                                                      gate=orch.ownership.gate)
         orch.executor = ex
         self.requests: list[Any] = []
         ex.submit = self.requests.append  # type: ignore[method-assign]  # performed inline below
-        self.out, self.results = MemoryProducer(), MemoryProducer()
-        for outbox, memory in ((orch.producer, self.out), (ex.producer, self.results)):
-            outbox.producer = memory
-            outbox.produce = memory.produce  # type: ignore[method-assign]
-        orch.consumer = NoCommits()
+        self.out, self.results = clients.out, clients.results
         self.partitions = settings.partitions
-        orch.partitions = set(range(settings.partitions))
+        orch.ownership.claim(set(range(settings.partitions)))
         ex.owned = set(range(settings.partitions))  # its calls may run here
         self.offset = 0
         self.topic = worker.names.input
@@ -127,7 +152,7 @@ class WorkerPath:
                 batch.append(Record(self.topic, partition_for(sid, self.partitions), self.offset,
                                     sid.encode(), prompts[i]))
                 self.offset += 1
-            orch._process(batch)
+            orch.process(batch)
             for request in self.requests:
                 ex._perform(request, None, 0)
             self.requests.clear()
@@ -140,8 +165,8 @@ class WorkerPath:
             self.results.records.clear()
             ex._done = queue.SimpleQueue()  # nothing waits for these
             ex.inflight.clear()
-            orch._process(results)
-            orch._commit()
+            orch.process(results)
+            orch.checkpoints.commit(None)
             self.out.records.clear()
 
     @property

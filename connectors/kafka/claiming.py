@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from eddies.connectors.kafka.topics import TopicNames
 
     from .journal_tail import JournalTail
+    from .liveness import Liveness
+    from .stalls import StallGate
 
 log = logging.getLogger("eddies.worker")
 
@@ -81,6 +83,8 @@ class Claiming:
         tail: JournalTail
         owned: set[int]
         claimant: Claimant
+        gate: StallGate
+        liveness: Liveness
         marks: Any
         producer: Any
         _last_sweep: float
@@ -135,10 +139,12 @@ class Claiming:
         claim = tail.view.started.get(ref)
         if claim is None or claim.offset == my_mark:
             return "perform", None
-        if Claimant.parse(claim.token).is_dead_to(self.claimant):
+        claimant = Claimant.parse(claim.token)
+        if claimant.is_dead_to(self.claimant) or self.liveness.dead(claimant):
             return "unknown", None
         jpart = journal_partition(request.session_id, self.settings.partitions)
-        recorded = tail.watch(ref, jpart, self._deadline(req, claim), (request, part, offset))
+        recorded = tail.watch(ref, jpart, self._deadline(req, claim), (request, part, offset),
+                              claimant)
         if recorded is not None:
             return "outcome", recorded
         self.counters.inc("calls_awaited")
@@ -196,8 +202,8 @@ class Claiming:
                 break
             self._answer(self._recorded(request, data), part, offset)
             self.counters.inc("results_awaited")
-        if now - self._last_sweep < 0.2:
-            return
+        if now - self._last_sweep < 0.2 or self.gate.unsure():
+            return  # after a stall the tail reads on first: an outcome may be on its way
         self._last_sweep = now
         for request, part, offset in self.tail.expired(now):
             result, data = self._unknown(request)
@@ -205,3 +211,11 @@ class Claiming:
             cid = getattr(request.payload, "call_id", "?")
             log.warning("call %s: no outcome from the worker that started it within the wait; "
                         "answered UNKNOWN", cid, extra=ids(call=cid))
+        dead = self.liveness.look(self.tail.claimants(), now)
+        for request, part, offset in self.tail.owed_by(dead):
+            result, data = self._unknown(request)
+            self._answer(result, part, offset, data)
+            self.counters.inc("claimants_dead")
+            cid = getattr(request.payload, "call_id", "?")
+            log.warning("call %s: the worker that started it left the app's groups (dead, or cut "
+                        "off); answered UNKNOWN", cid, extra=ids(call=cid))

@@ -50,11 +50,13 @@ from eddies.events import (
 )
 
 from .claiming import Claiming
-from .claims import Claimant
 from .client import next_batch
-from .journal import CallRef, JournalView, read_journal
+from .journal import CallRef, JournalView
 from .journal_tail import JournalTail
-from .outbox import Outbox
+from .liveness import Liveness
+from .ownership import confirm_membership
+from .roles import RoleContext
+from .stalls import StallGate
 from .timekeeping import Timekeeping
 
 if TYPE_CHECKING:
@@ -80,23 +82,27 @@ class KafkaExecutor(Claiming, Timekeeping):
     in memory (:meth:`submit`, with partitions gained through :meth:`restore` and lost
     through :meth:`release`)."""
 
-    def __init__(self, worker: Any, resolver: Resolver | None, local: bool = False) -> None:
-        from confluent_kafka import Producer
-
-        from .membership import group_consumer
-
-        s = worker.settings
-        self.worker = worker
+    def __init__(self, ctx: RoleContext, resolver: Resolver | None, local: bool = False,
+                 gate: StallGate | None = None) -> None:
+        s = ctx.settings
+        self.ctx = ctx
         self.settings = s
-        self.names = worker.names
-        self.counters = worker.counters
+        self.names = ctx.names
+        self.counters = ctx.counters
         self.resolver = resolver
-        self.claimant = Claimant(s.slot, worker.incarnation)
+        self.claimant = ctx.claimant
+        #: No call starts after a stall until membership is confirmed: by this role's loop,
+        #: or (local mode, ``gate`` given) by the orchestrator's, whose partitions these are.
+        self.gate = gate or StallGate(ctx.stalls)
+        self._committed: dict[int, int] = {}  # APP.requests offsets committed last
+        #: Which claimants of watched calls left the app's groups (dead or cut off).
+        self.liveness = Liveness(ctx.clients.group_members(),
+                                 min_gap_s=max(1.0, ctx.membership.session_timeout_ms / 3000))
         self.assigned = threading.Event()
         self.finished = threading.Event()  # set when run() has returned
         self.inflight: set[CallRef] = set()  # queued or running here
         self.owned: set[int] = set()  # session partitions whose calls this process may start
-        self.reread_gaps = worker.membership.reread_gaps(s)
+        self.reread_gaps = ctx.membership.reread_gaps(s)
         self.tail = JournalTail(s, self.names.journal, retention_s=min(60.0, s.journal_retention_ms / 1000),
                                 reread_gaps=self.reread_gaps)
         self._offsets: dict[int, dict[int, bool]] = {}  # partition -> offset -> done
@@ -111,18 +117,17 @@ class KafkaExecutor(Claiming, Timekeeping):
         # concurrent.futures: no future, no callback; a failure stops the worker).
         self._calls: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._call_threads: list[threading.Thread] = []
-        self.producer = Outbox(s, "executor")
+        self.producer = ctx.clients.outbox("executor")
         self.dead_letters = DeadLetters(self.producer, self.names.dlq, s.max_record_bytes,
                                         self.counters)
-        self.signer: ResultSigner = worker.signer
+        self.signer: ResultSigner = ctx.signer
         # Started marks must be durable before the side effect, outside any transaction;
         # each one's delivery report gives its offset (for the claim check).
-        self.marks = Producer(s.client_config(**{"enable.idempotence": True, "linger.ms": 0,
-                                                 "message.max.bytes": s.write_limit}))
+        self.marks = ctx.clients.marks_producer()
         # Local mode: results sent to APP.input by their bytes, so the orchestrator of this
         # process takes the event instead of decoding the record it reads back.
         self.sent_results: dict[bytes, AgentEvent] = {}
-        self.consumer = None if local else group_consumer(s, "executor", worker.membership)
+        self.consumer = None if local else ctx.clients.group_consumer("executor")
         # Local mode: the orchestrator's thread dispatches requests itself (no hop through
         # this executor's loop); the lock guards what dispatching and draining share
         # (inflight, the offsets of done requests).
@@ -134,7 +139,7 @@ class KafkaExecutor(Claiming, Timekeeping):
         # Running calls with a timeout_ms: (request, partition, offset) of each.
         self.deadlines: CallDeadlines[tuple[AgentEvent, int | None, int]] = CallDeadlines()
         self._spare = 0  # call threads started in place of ones held by abandoned calls
-        self.metrics: WorkerMetrics | None = worker.metrics
+        self.metrics: WorkerMetrics | None = ctx.metrics
         if self.metrics is not None:
             self.metrics.watch_held(self.held, lambda item: item[0].payload.kind.value)
 
@@ -147,8 +152,7 @@ class KafkaExecutor(Claiming, Timekeeping):
     def restore(self, partitions: set[int]) -> JournalView:
         """Partitions gained: read their journal to its end, follow it from there, and
         start their calls from now on. Returns what was read (snapshots included)."""
-        view = read_journal(self.settings, self.names.journal, partitions,
-                            reread_gaps=self.reread_gaps)
+        view = self.ctx.clients.read_journal(partitions)
         if not self.tail.started:
             self.tail.start()
         self.tail.follow(view)
@@ -188,6 +192,8 @@ class KafkaExecutor(Claiming, Timekeeping):
         next_lag = 0.0  # when consumer lag is sampled next (with metrics)
         try:
             while not stop.is_set():
+                if consumer is not None and self.gate.unsure():
+                    self._confirm(consumer)
                 self._release_due()
                 self._abandon_expired()
                 if consumer is None:  # requests arrive through submit()
@@ -234,6 +240,22 @@ class KafkaExecutor(Claiming, Timekeeping):
         for part in numbers:
             self._offsets.pop(part, None)
             self._pending_commit.pop(part, None)
+            self._committed.pop(part, None)
+
+    def _confirm(self, consumer: Any) -> None:
+        """After a stall: show that the group still counts this executor as a member
+        (ownership.py); if it does not, its partitions are released at once."""
+        began = time.monotonic()
+        answer = confirm_membership(consumer, self.names.requests, set(self._offsets),
+                                    self._committed)
+        if answer is None:
+            return
+        if not answer:
+            log.warning("executor partitions lost while this process stood still or was cut "
+                        "off: %s; their queued calls are dropped", sorted(self._offsets))
+            self.counters.inc("partitions_fenced", len(self._offsets))
+            self._on_revoke(consumer, consumer.assignment())
+        self.gate.confirmed(began)
 
     def _handle(self, msg: Any) -> None:
         err = msg.error()
@@ -340,8 +362,7 @@ class KafkaExecutor(Claiming, Timekeeping):
                             return
             except BaseException as err:  # a bug or a broken producer: stop the worker
                 log.error("executor task failed: %r", err)
-                self.worker.errors.append(err)
-                self.worker._stop.set()
+                self.ctx.fail(err)
 
     def _perform(self, request: AgentEvent, part: int | None, offset: int) -> None:
         req = request.payload
@@ -350,11 +371,10 @@ class KafkaExecutor(Claiming, Timekeeping):
         jpart = journal_partition(request.session_id, self.settings.partitions)
         settled = False  # a request dropped or watched stays unsettled
         try:
-            if req.idempotent:
-                if jpart not in self.owned:  # revoked while queued: its new owner re-issues it
-                    self.counters.inc("calls_dropped")
-                    return
-            else:
+            if not self._may_start(jpart):  # revoked while queued: its new owner re-issues it
+                self.counters.inc("calls_dropped")
+                return
+            if not req.idempotent:
                 verdict = self._claim(request, jpart, part, offset)
                 if verdict != "perform":
                     settled = verdict != "left"
@@ -364,11 +384,20 @@ class KafkaExecutor(Claiming, Timekeeping):
         finally:
             self._done.put((part, offset, ref, settled))
 
+    def _may_start(self, jpart: int) -> bool:
+        """Whether a call of journal partition ``jpart`` may start: the partition is still
+        owned here, and no stall is left unconfirmed (a call thread that wakes from a pause
+        waits for its role's loop to confirm, or to find the partition gone)."""
+        while jpart in self.owned:
+            if self.gate.wait_sure(0.2):
+                return jpart in self.owned
+        return False
+
     def _run_call(self, request: AgentEvent, req: DurableCallRequest, ref: CallRef, jpart: int,
                   part: int | None, offset: int) -> None:
         performer = getattr(self._per_thread, "performer", None)
         if performer is None:
-            performer = self._per_thread.performer = CallPerformer(self.worker.plan, self.resolver)
+            performer = self._per_thread.performer = CallPerformer(self.ctx.plan, self.resolver)
         if req.timeout_ms:
             self.deadlines.start(ref, req.timeout_ms, (request, part, offset))
         began = time.perf_counter()
@@ -399,9 +428,15 @@ class KafkaExecutor(Claiming, Timekeeping):
                 f"the result of {req.kind.value} {req.target} is {len(data)} bytes as a record, "
                 f"over max_record_bytes={limit}"))
             data = encode(result)
+        self.counters.inc("calls_performed")
+        with self.tail.lock:
+            first = self.tail.view.outcomes.get(ref)
+        if first is not None:  # decided meanwhile (this process stood still): that stands
+            self.counters.inc("outcomes_superseded")
+            self._send_result(self._recorded(request, first))
+            return
         self._journal_outcome(request, data)
         self._send_result(result, data)
-        self.counters.inc("calls_performed")
 
     def _recorded(self, request: AgentEvent, data: bytes) -> AgentEvent:
         """The result of ``request`` from its journaled outcome; UNKNOWN if no outcome can
@@ -466,6 +501,7 @@ class KafkaExecutor(Claiming, Timekeeping):
             self.producer.poll(0)
             return
         commits = [TopicPartition(self.names.requests, p, o) for p, o in self._pending_commit.items()]
+        self._committed.update(self._pending_commit)
         self._pending_commit.clear()
         self._uncommitted = False
         self._last_commit = now

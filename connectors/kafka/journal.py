@@ -4,8 +4,9 @@ The broker's queried end offsets cannot be trusted (the embedded broker reports 
 start of the last batch), so a partition counts as restored only when the consumer
 reports PARTITION_EOF, which the fetch high watermark drives correctly.
 
-Journal records carry no headers: the key names the kind (``snap/``, ``out/``,
-``start/``), and librdkafka's per-record cost doubles with any header at all.
+Journal records carry no headers but tombstones' epochs: the key names the kind
+(``snap/``, ``out/``, ``start/``, ``own/``), and librdkafka's per-record cost doubles with
+any header at all.
 """
 
 from __future__ import annotations
@@ -14,8 +15,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .claims import Claim
+from .claims import Claim, Claimant
 from .client import read_records
+from .epochs import (
+    EPOCH_HEADER,
+    NO_EPOCH,
+    ORCHESTRATOR,
+    Fence,
+    Marker,
+    header_epoch,
+    parse_marker,
+    stamp_of,
+)
 from .settings import Settings
 
 CallRef = tuple[str, int]  # (call id, attempt)
@@ -27,8 +38,11 @@ _CALL_ID = re.compile(r".+:r\d+:i\d+:c\d+\Z", re.DOTALL)
 
 @dataclass
 class JournalView:
-    """The journal of some partitions: latest snapshots, call outcomes, and the first
-    started mark of each call (in partition order: the claim that won)."""
+    """The journal of some partitions: latest snapshots, call outcomes, the first started
+    mark of each call (in partition order: the claim that won) and the latest epoch marker
+    of each role in each partition (:mod:`.epochs`). A stamped record older than the marker
+    before it is refused (counted in ``fenced``); so is a second outcome of a call (in
+    ``later_outcomes``): the first one decided it."""
 
     snapshots: dict[str, bytes] = field(default_factory=dict)
     outcomes: dict[CallRef, bytes] = field(default_factory=dict)
@@ -38,19 +52,41 @@ class JournalView:
     unreadable: int = 0
     #: Per partition, the offset after the last record read (where following it goes on).
     ends: dict[int, int] = field(default_factory=dict)
+    #: The latest epoch marker per (role, partition).
+    markers: dict[tuple[str, int], Marker] = field(default_factory=dict)
+    #: Records refused: written by a process that had lost the partition.
+    fenced: int = 0
+    #: Outcomes of calls that had one already (the first decided the call).
+    later_outcomes: int = 0
+    #: Sessions whose newest snapshot was refused while the one kept is older (or there is
+    #: none): session -> the refused snapshot's seq. Their state must come from the history.
+    stale: dict[str, int] = field(default_factory=dict)
+    _fences: dict[int, Fence] = field(default_factory=dict, repr=False)
 
     def learn_calls(self, other: JournalView) -> None:
-        """Add the call outcomes and started marks of ``other``, read from earlier offsets
-        of other partitions or of the same ones (a first claim stays first)."""
+        """Add the call outcomes, started marks and markers of ``other``, read from earlier
+        offsets of other partitions or of the same ones (a first claim or outcome stays
+        first)."""
         self.outcomes.update(other.outcomes)
         for ref, claim in other.started.items():
             mine = self.started.get(ref)
             if mine is None or claim.offset < mine.offset:
                 self.started[ref] = claim
+        for where, marker in other.markers.items():
+            mine_m = self.markers.get(where)
+            if mine_m is None or marker.epoch > mine_m.epoch:
+                self.markers[where] = marker
 
-    def apply(self, key: bytes, value: bytes | None, offset: int = -1, time_ms: int = 0) -> CallRef | None:
-        """Fold one journal record (a None value is a tombstone; ``time_ms``: its timestamp);
-        the call whose outcome it records, if it records one."""
+    def epoch(self, role: str, partition: int) -> int:
+        """The epoch of the latest marker of ``role`` in ``partition`` (NO_EPOCH: none)."""
+        marker = self.markers.get((role, partition))
+        return NO_EPOCH if marker is None else marker.epoch
+
+    def apply(self, key: bytes, value: bytes | None, offset: int = -1, time_ms: int = 0,
+              partition: int = -1, epoch: int | None = None) -> CallRef | None:
+        """Fold one journal record of ``partition`` (a None value is a tombstone, ``epoch``
+        its header's; ``time_ms``: its timestamp); the call whose outcome it records, if it
+        is the call's first."""
         try:
             text = key.decode()
         except UnicodeDecodeError:
@@ -58,10 +94,16 @@ class JournalView:
             return None
         kind, _, rest = text.partition("/")
         if kind == "snap":
-            if value is None:
-                self.snapshots.pop(rest, None)
-            else:
-                self.snapshots[rest] = value
+            self._snapshot(rest, value, partition, epoch)
+            return None
+        if kind == "own":
+            where = parse_marker(rest)
+            if where is None or value is None:
+                self.unreadable += value is not None
+                return None
+            self.markers[where] = Marker(offset, Claimant.parse(value))
+            if where[0] == ORCHESTRATOR:
+                self._fence(where[1]).mark(offset)
             return None
         cid, _, attempt_text = rest.rpartition("/")
         if kind not in ("out", "start") or not attempt_text.isdigit() or not _CALL_ID.match(cid):
@@ -72,6 +114,9 @@ class JournalView:
             if value is None:
                 self.outcomes.pop(ref, None)
                 return None
+            if ref in self.outcomes:  # decided already: a late writer's outcome is not it
+                self.later_outcomes += 1
+                return None
             self.outcomes[ref] = value
             return ref
         if kind == "start":
@@ -81,11 +126,52 @@ class JournalView:
                 self.started[ref] = Claim(value, offset, time_ms)
         return None
 
+    def _fence(self, partition: int) -> Fence:
+        fence = self._fences.get(partition)
+        if fence is None:
+            fence = self._fences[partition] = Fence()
+        return fence
+
+    def _snapshot(self, sid: str, value: bytes | None, partition: int, epoch: int | None) -> None:
+        fence = self._fences.get(partition)
+        if value is None:
+            if fence is None or fence.admits_epoch(epoch):
+                self.snapshots.pop(sid, None)
+                self.stale.pop(sid, None)
+            else:
+                self.fenced += 1
+            return
+        stamp = stamp_of(value)
+        if fence is None or fence.admits(stamp):
+            self.snapshots[sid] = value
+            refused = self.stale.get(sid)
+            if refused is not None and (stamp is None or stamp.seq >= refused):
+                del self.stale[sid]
+            return
+        self.fenced += 1
+        assert stamp is not None  # an unstamped record is always admitted
+        kept = self.snapshots.get(sid)
+        kept_stamp = None if kept is None else stamp_of(kept)
+        if kept is None or (kept_stamp is not None and kept_stamp.seq < stamp.seq):
+            self.stale[sid] = max(stamp.seq, self.stale.get(sid, 0))
+
 
 def record_time(msg: Any) -> int:
     """A record's timestamp in ms since the epoch (0 if it has none)."""
     stamp: int = msg.timestamp()[1]
     return max(stamp, 0)
+
+
+def fold(view: JournalView, msg: Any) -> CallRef | None:
+    """:meth:`JournalView.apply` for a consumed journal record (a confluent-kafka
+    ``Message``): its partition, and a tombstone's epoch header."""
+    value = msg.value()
+    epoch = None
+    if value is None:
+        for name, raw in msg.headers() or ():
+            if name == EPOCH_HEADER:
+                epoch = header_epoch(raw)
+    return view.apply(msg.key(), value, msg.offset(), record_time(msg), msg.partition(), epoch)
 
 
 def read_journal(settings: Settings, topic: str, partitions: set[int], timeout: float = 60.0,
@@ -102,5 +188,5 @@ def read_journal(settings: Settings, topic: str, partitions: set[int], timeout: 
         if key is None:
             continue
         view.records += 1
-        view.apply(key, msg.value(), msg.offset(), record_time(msg))
+        fold(view, msg)
     return view

@@ -34,8 +34,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from .claims import Claimant
 from .client import next_batch
-from .journal import CallRef, JournalView, record_time
+from .journal import CallRef, JournalView, fold
 from .positions import Positions
 from .settings import Settings
 
@@ -44,12 +45,13 @@ log = logging.getLogger("eddies.worker")
 
 @dataclass(slots=True)
 class Watch:
-    """A call whose outcome another worker owes: where it is, until when, and what to
-    hand back (``item``, the caller's) when it arrives or expires."""
+    """A call whose outcome another worker owes: where it is, until when, what to hand
+    back (``item``, the caller's) when it arrives or expires, and who owes it."""
 
     partition: int
     deadline: float
     item: Any
+    claimant: Claimant | None = None
 
 
 class JournalTail:
@@ -158,13 +160,28 @@ class JournalTail:
                     return False
                 self.lock.wait(min(left, 0.5))
 
-    def watch(self, ref: CallRef, partition: int, deadline: float, item: Any) -> bytes | None:
-        """The outcome of ``ref`` if it is known; else watch for it (call under ``lock``
-        together with the check that led here, so an outcome cannot slip in between)."""
+    def watch(self, ref: CallRef, partition: int, deadline: float, item: Any,
+              claimant: Claimant | None = None) -> bytes | None:
+        """The outcome of ``ref`` if it is known; else watch for it, owed by ``claimant``
+        (call under ``lock`` together with the check that led here, so an outcome cannot
+        slip in between)."""
         outcome = self.view.outcomes.get(ref)
         if outcome is None:
-            self._watches[ref] = Watch(partition, deadline, item)
+            self._watches[ref] = Watch(partition, deadline, item, claimant)
         return outcome
+
+    def claimants(self) -> set[Claimant]:
+        """Who owes the watched calls' outcomes."""
+        with self.lock:
+            return {w.claimant for w in self._watches.values() if w.claimant is not None}
+
+    def owed_by(self, dead: set[Claimant]) -> list[Any]:
+        """Items of watches owed by ``dead`` claimants; no longer watched."""
+        if not dead:
+            return []
+        with self.lock:
+            gone = [ref for ref, w in self._watches.items() if w.claimant in dead]
+            return [self._watches.pop(ref).item for ref in gone]
 
     def watched(self, ref: CallRef) -> bool:
         """Whether ``ref`` is being watched."""
@@ -234,10 +251,10 @@ class JournalTail:
         key = msg.key()
         if key is None or key.startswith(b"snap/"):
             return  # snapshots matter only when a partition is gained (read_journal)
-        value = msg.value()
-        ref = self.view.apply(key, value, msg.offset(), record_time(msg))
+        ref = fold(self.view, msg)
         if ref is None:
             return
+        value = msg.value()
         assert value is not None
         self._kept.append((time.monotonic(), ref))
         watch = self._watches.pop(ref, None)

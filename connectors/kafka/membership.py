@@ -67,10 +67,12 @@ class Membership:
         return self.embedded and not settings.exactly_once
 
 
-def group_consumer(s: Settings, role: str, membership: Membership) -> Any:
+def group_consumer(s: Settings, role: str, membership: Membership,
+                   client_id: str | None = None) -> Any:
     """The consumer of a role's group ``{app}.{role}``: manual commits, cooperative-sticky
     assignment, ``membership``'s session timeout and heartbeats (and
-    ``group.instance.id = {app}.{role}.{instance_id}`` when static), low fetch wait."""
+    ``group.instance.id = {app}.{role}.{instance_id}`` when static), low fetch wait;
+    ``client_id`` names the process to the group (see liveness.py)."""
     from confluent_kafka import Consumer
 
     conf: dict[str, Any] = {
@@ -81,4 +83,8 @@ def group_consumer(s: Settings, role: str, membership: Membership) -> Any:
     }
     if membership.static:
         conf["group.instance.id"] = f"{s.app}.{role}.{s.instance_id}"
+    if client_id is not None and "client.id" not in s.kafka:
+        conf["client.id"] = client_id
+    if role == "orchestrator":  # it learns that it caught up with a partition it gained
+        conf["enable.partition.eof"] = True
     return Consumer(s.client_config(**conf))

@@ -142,8 +142,8 @@ def session_messages(settings: Settings, where: Place, session_ids: Collection[s
             yield msg
 
 
-def _records(settings: Settings, where: Place, session_ids: Collection[str], start: int = 0
-             ) -> Iterator[tuple[int, int, AgentEvent]]:
+def records_of(settings: Settings, where: Place, session_ids: Collection[str], start: int = 0
+               ) -> Iterator[tuple[int, int, AgentEvent]]:
     """(offset, record time ms, event) of the sessions' records from ``start``, each event
     id once: after a crash a worker may write events again (same ids, same place), and
     like every consumer we keep the first copy. Undecodable records are skipped."""
@@ -165,7 +165,7 @@ def session_records(settings: Settings, session_id: str, start: int = 0, where: 
     """(offset, record time ms, event) of the session's records on app.events from
     ``start``, in order, each event once (AppMissingError if app.events does not exist;
     ``where``: its place, if already known)."""
-    return _records(settings, where or place_of(settings, session_id), [session_id], start)
+    return records_of(settings, where or place_of(settings, session_id), [session_id], start)
 
 
 def sessions_records(settings: Settings, session_ids: Collection[str]
@@ -176,7 +176,7 @@ def sessions_records(settings: Settings, session_ids: Collection[str]
     for sid in sorted(session_ids):
         by_place.setdefault(place_of(settings, sid), []).append(sid)
     for where, sids in by_place.items():
-        yield from _records(settings, where, sids)
+        yield from records_of(settings, where, sids)
 
 
 def load_history(settings: Settings, session_id: str) -> list[Recorded]:
@@ -188,21 +188,31 @@ def load_history(settings: Settings, session_id: str) -> list[Recorded]:
 def snapshots_of(settings: Settings, session_id: str) -> list[tuple[int, SessionState]]:
     """The session's snapshots still in app.journal, oldest first, as (record time, state).
     A compacted journal keeps only the latest; the embedded broker keeps all of them."""
-    from eddies.connectors.records import snapshot_key
+    from eddies.connectors.records import header, snapshot_key
+
+    from .epochs import EPOCH_HEADER, ORCHESTRATOR, Fence, header_epoch, marker_key, stamp_of, state_of
 
     topic = TopicNames(settings.app).journal
     part = partition_for(session_id, readable(settings, topic)[0])
     key = snapshot_key(session_id)
+    marker = marker_key(ORCHESTRATOR, part)
+    fence = Fence()  # a snapshot written by a worker that had lost the partition is not one
     out: list[tuple[int, SessionState]] = []
     for msg in read_records(settings, topic, partitions=[part]):
+        if msg.key() == marker:
+            fence.mark(msg.offset())
+            continue
         if msg.key() != key:
             continue
         value = msg.value()
         if value is None:  # a tombstone: the session was closed and forgotten
-            out.clear()
+            if fence.admits_epoch(header_epoch(header(msg.headers(), EPOCH_HEADER))):
+                out.clear()
+            continue
+        if not fence.admits(stamp_of(value)):
             continue
         try:
-            out.append((msg.timestamp()[1], SessionState.from_bytes(value)))
+            out.append((msg.timestamp()[1], SessionState.from_bytes(state_of(value))))
         except Exception:  # one this version cannot read: an older one may still do
             continue
     return out

@@ -19,10 +19,13 @@ from eddies.connectors.discovery import discover_tools
 from eddies.connectors.signing import ResultSigner
 from eddies.engine import Agent, AgentPlan
 
+from .claims import Claimant
 from .executor import KafkaExecutor
 from .membership import Membership
 from .orchestrator import Orchestrator
+from .roles import Clients, KafkaClients, RoleContext
 from .settings import Settings, load_agent
+from .stalls import StallWatch
 from .topics import TopicNames
 
 if TYPE_CHECKING:
@@ -61,6 +64,9 @@ class Worker:
         #: This process's incarnation: started marks name it (see claims.py).
         self.incarnation = uuid.uuid4().hex[:12]
         self.membership = Membership.for_broker(settings, None)  # until start() asks the broker
+        #: Notices this process standing still or cut off from the brokers (both roles ask
+        #: it before they write; its threshold is set by start(), from the group's timeout).
+        self.stalls = StallWatch(stall_threshold_s(self.membership))
         #: Signs call results (executors) and checks them (orchestrators); set by start().
         self.signer: ResultSigner | None = None
         #: Prometheus metrics (with ``metrics_port``), served from start() until stop().
@@ -74,6 +80,8 @@ class Worker:
         from .preflight import prepare_app
 
         self.membership, self.signer = prepare_app(self.settings)
+        self.stalls.threshold_s = stall_threshold_s(self.membership)
+        self.stalls.start()
         if self.metrics is not None:  # before the roles: a restore can be watched
             host, port = self.metrics.serve(self.settings.metrics_port, self.settings.metrics_host)
             self.metrics_address = (host, port)
@@ -85,20 +93,39 @@ class Worker:
         log.info("worker %s/%s joining the groups of app %s (role %s, session timeout %d ms, "
                  "static membership %s)", self.settings.slot, self.incarnation, self.settings.app,
                  role, self.membership.session_timeout_ms, "on" if self.membership.static else "off")
+        ctx = self.role_context()
         if role in ("all", "orchestrator"):
-            self.orchestrator = Orchestrator(self)
+            self.orchestrator = Orchestrator(ctx)
         if role in ("all", "executor"):
             resolver = self.orchestrator.machine.callable_for if self.orchestrator else None
             # With both roles in one process the orchestrator hands its requests to its own
             # executor in memory: no round trip through APP.requests (which stays the work
             # queue of separate executor processes).
-            self.executor = KafkaExecutor(self, resolver, local=role == "all")
+            # It starts no call after a stall until its orchestrator has confirmed that the
+            # partitions are still this process's.
+            gate = self.orchestrator.ownership.gate if self.orchestrator else None
+            self.executor = KafkaExecutor(ctx, resolver, local=role == "all", gate=gate)
         if self.orchestrator is not None:
             self.orchestrator.executor = self.executor
             self._spawn("eddies-orchestrator", self.orchestrator.run)
         if self.executor is not None:
             self._spawn("eddies-executor", self.executor.run)
         return self
+
+    def role_context(self, clients: Clients | None = None) -> RoleContext:
+        """What this worker gives its roles (``clients``: default, librdkafka's)."""
+        assert self.signer is not None, "start() sets the signer"
+        claimant = Claimant(self.settings.slot, self.incarnation)
+        return RoleContext(
+            settings=self.settings, names=self.names, plan=self.plan, counters=self.counters,
+            membership=self.membership, signer=self.signer,
+            claimant=claimant,
+            clients=clients or KafkaClients(self.settings, self.membership, claimant),
+            stalls=self.stalls, metrics=self.metrics, fail=self._fail)
+
+    def _fail(self, err: BaseException) -> None:
+        self.errors.append(err)
+        self._stop.set()
 
     def _spawn(self, name: str, target: Any) -> None:
         def guarded() -> None:
@@ -125,6 +152,7 @@ class Worker:
         for thread in self._threads:
             thread.join(timeout)
         self._threads.clear()
+        self.stalls.stop()
         if self.metrics is not None:
             self.metrics.close()
 
@@ -132,6 +160,13 @@ class Worker:
     def stopped(self) -> bool:
         """Whether the worker was stopped (or a role failed)."""
         return self._stop.is_set()
+
+
+def stall_threshold_s(membership: Membership) -> float:
+    """How long this process may stand still before its roles confirm that they still
+    hold their partitions: half the group's session timeout (a pause that long cannot
+    have lost them yet; confirming costs one commit)."""
+    return membership.session_timeout_ms / 2000
 
 
 def _worker_metrics(app: str, counters: Counters) -> WorkerMetrics:

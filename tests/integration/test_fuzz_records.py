@@ -21,6 +21,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from eddies.connectors.kafka.client import input_event, read_records
+from eddies.connectors.kafka.epochs import state_of
 from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames
 from eddies.connectors.records import HEADERS
@@ -243,5 +244,5 @@ def test_no_record_stops_the_worker_and_every_one_is_accounted_for(
         if msg.key().startswith(b"out/"):
             fastavro.schemaless_reader(io.BytesIO(msg.value()), schema, None)
         elif msg.key().startswith(b"snap/"):
-            SessionState.from_bytes(msg.value())
+            SessionState.from_bytes(state_of(msg.value()))
     assert written > 0

@@ -19,6 +19,7 @@ from eddies.connectors.kafka.topics import TopicNames, ensure_topics
 from . import checks, timing
 from .evidence import gather
 from .fleet import ROOT, Fleet, Proc
+from .netcut import Relay
 from .timing import Kill
 from .traffic import Feeder, OutputMonitor
 
@@ -44,7 +45,7 @@ class Chaos:
     """The kill loop of a round: who dies when, and when (and as what) it comes back."""
 
     def __init__(self, fleet: Fleet, rng: random.Random, args: argparse.Namespace,
-                 pause_rng: random.Random) -> None:
+                 pause_rng: random.Random, cut_rng: random.Random) -> None:
         self.fleet = fleet
         self.rng = rng
         self.args = args
@@ -53,6 +54,11 @@ class Chaos:
         self.next_pause = (time.time() + pause_rng.expovariate(1 / args.pause_every)
                            if args.pause_every else float("inf"))
         self.pauses = 0
+        # Network cuts too: their own generator, for the same reason.
+        self.cut_rng = cut_rng
+        self.next_cut = (time.time() + cut_rng.expovariate(1 / args.partition_every)
+                         if args.partition_every else float("inf"))
+        self.cuts = 0
         self.kills: list[Kill] = []
         self.crashes: list[dict[str, Any]] = []
         self.pending: list[tuple[float, str, str]] = []  # (due, slot, role)
@@ -69,6 +75,8 @@ class Chaos:
             say(f"  SIGCONT {p.slot} ({p.role}) pid {p.pid}")
         if time.time() >= self.next_pause:
             self.pause()
+        if time.time() >= self.next_cut:
+            self.cut()
         if time.time() >= self.next_kill:
             alive = self.fleet.serving()
             if len(alive) >= 2:  # another worker stays up
@@ -92,6 +100,19 @@ class Chaos:
             say(f"  SIGSTOP {victim.slot} ({victim.role}) pid {victim.pid} owned {owned} for "
                 f"{seconds:.1f}s")
         self.next_pause = time.time() + self.pause_rng.expovariate(1 / self.args.pause_every)
+
+    def cut(self) -> None:
+        serving = self.fleet.serving()
+        if len(serving) >= 2:  # another worker stays up
+            victim = self.cut_rng.choice(serving)
+            seconds = self.cut_rng.uniform(2.0, self.args.cut_for)
+            mode = self.cut_rng.choices(["drop", "blackhole", "delay"], weights=[4, 4, 2])[0]
+            owned = sorted(victim.owned_at(time.time()))
+            self.fleet.cut(victim, mode, seconds)
+            self.cuts += 1
+            say(f"  CUT ({mode}) {victim.slot} ({victim.role}) pid {victim.pid} owned {owned} "
+                f"for {seconds:.1f}s")
+        self.next_cut = time.time() + self.cut_rng.expovariate(1 / self.args.partition_every)
 
     def kill(self, victim: Proc, second: bool) -> None:
         mode = self.rng.choices(list(RESTARTS), weights=list(RESTARTS.values()))[0]
@@ -127,6 +148,7 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
     effects.touch()
     app = f"chaos{k}x{uuid.uuid4().hex[:6]}"
     broker = None if args.bootstrap_servers else EmbeddedBroker().start()
+    relay: Relay | None = None
     bootstrap: str = args.bootstrap_servers if broker is None else broker.bootstrap
     try:
         settings = load_settings(env={}, overrides={
@@ -134,14 +156,17 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         ensure_topics(AdminClient(settings.client_config()), TopicNames(app), args.partitions)
         say(f"round {k} ({layout}): app {app}, broker {bootstrap}, results in {rdir}")
         extra = {} if args.outcome_wait_ms is None else {"EDDIES_OUTCOME_WAIT_MS": str(args.outcome_wait_ms)}
-        fleet = Fleet(settings, rdir, effects, args.concurrency, extra)
+        if args.partition_every:
+            relay = Relay(int(bootstrap.rpartition(":")[2]), rdir).start()
+        fleet = Fleet(settings, rdir, effects, args.concurrency, extra, relay)
         for slot, role in layout_roles(layout, rng, args.split_roles):
             fleet.start(slot, role)
         monitor = OutputMonitor(settings)
         monitor.start()
         feeder = Feeder(settings, [f"k{k}s{i}" for i in range(args.sessions)],
                         random.Random(f"{seed}/{k}/inputs"), args.mean_gap, MIX)
-        chaos = Chaos(fleet, rng, args, random.Random(f"{seed}/{k}/pauses"))
+        chaos = Chaos(fleet, rng, args, random.Random(f"{seed}/{k}/pauses"),
+                      random.Random(f"{seed}/{k}/cuts"))
         joined_by = time.time() + 90
         while time.time() < joined_by and not fleet.joined():
             time.sleep(0.5)
@@ -158,7 +183,7 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         fleet.resume_due(everyone=True)
         want = {(s.session, s.run) for s in feeder.sent}
         say(f"  fed {len(want)} inputs over {t_fed - t_start:.0f}s; {len(chaos.kills)} kills, "
-            f"{chaos.pauses} pauses; draining")
+            f"{chaos.pauses} pauses, {chaos.cuts} cuts; draining")
         while time.time() < t_fed + args.drain_seconds and not want <= monitor.answered():
             for p in fleet.reap():
                 chaos.crashes.append(p.info())
@@ -176,6 +201,9 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         evidence = gather(settings, {(s.session, s.run): s.body for s in feeder.sent}, effects,
                           fleet.procs, chaos.crashes, missing)
     finally:
+        if relay is not None:
+            fleet.close_namespaces()
+            relay.stop()
         if broker is not None:
             broker.stop()
     results = checks.check(evidence)
@@ -186,7 +214,7 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         "inputs": len(feeder.sent), "undelivered_inputs": sum(1 for s in feeder.sent if not s.delivered),
         "feeder_errors": feeder.errors, "feed_seconds": round(t_fed - t_start, 1),
         "drain_seconds": round(t_drained - t_fed, 1), **results,
-        "pauses": chaos.pauses,
+        "pauses": chaos.pauses, "cuts": chaos.cuts,
         "kills": timing.stalls(chaos.kills, feeder.sent, monitor.seen, firsts, args.partitions, t_start),
         "latency_s": timing.latency(feeder.sent, firsts), "processes": evidence.processes,
     }
@@ -208,6 +236,7 @@ def summary_line(rep: dict[str, Any]) -> str:
             f"{len(fx['unknown_waited_twice'])}) | "
             f"stuck {len(stuck['stuck'])} | processes {procs['processes']}, bad exits "
             f"{len(procs['bad_exits'])} | kills {len(rep['kills'])}, pauses {rep['pauses']}, "
+            f"cuts {rep.get('cuts', 0)}, "
             f"longest stall {max(numbers) if numbers else None} s, never {stall.count('never')} | "
             f"drain {rep['drain_seconds']} s, latency max {rep['latency_s']['max']} s")
 
@@ -230,6 +259,11 @@ def parser() -> argparse.ArgumentParser:
                     help="mean seconds between SIGSTOPs of a random worker (0: none)")
     ap.add_argument("--pause-for", type=float, default=8,
                     help="a pause lasts 2 s to this many (past the group's session timeout)")
+    ap.add_argument("--partition-every", type=float, default=0,
+                    help="mean seconds between network cuts of a random worker (0: none; needs "
+                         "root: each worker runs in a network namespace of its own)")
+    ap.add_argument("--cut-for", type=float, default=15,
+                    help="a cut lasts 2 s to this many (dropped, blackholed or slowed)")
     ap.add_argument("--drain-seconds", type=float, default=240,
                     help="at most, for the backlog after the traffic stops")
     ap.add_argument("--concurrency", type=int, default=8, help="each executor's call threads")

@@ -16,6 +16,8 @@ from .evidence import Call, Effect, Evidence, Run
 #: A started mark written this long after its claimant was killed cannot be that claimant's
 #: (the kill's time is taken just before the signal; a mark's time is the broker's).
 MARK_AFTER_KILL_S = 1.0
+#: A pause or cut shorter than this cannot have cost a process its group membership.
+AWAY_AT_LEAST_S = 1.0
 
 
 def exactly_one_answer(ev: Evidence) -> dict[str, Any]:
@@ -101,26 +103,41 @@ def side_effects_once(ev: Evidence) -> dict[str, Any]:
 
 def unknown_verdict(call: Call, by_incarnation: dict[str, dict[str, Any]], execs: list[Effect],
                     dones: list[Effect]) -> str:
-    """Why ``call`` ended UNKNOWN: "justified: ..." when a kill explains it, else what is wrong."""
+    """Why ``call`` ended UNKNOWN: "justified: ..." when a kill of its claimant explains it,
+    or a pause or network cut long enough for its groups to drop it (the claimant's own
+    outcome, journaled when it came back, is refused: the first outcome decides); else
+    what is wrong."""
     if not call.marks:
         return "no started mark"
     claimant, marked_at = call.marks[0]
     proc = by_incarnation.get(claimant.rpartition("|")[2])
     if proc is None:
         return f"claimant {claimant} is no process of this round"
-    if proc["end"] != "killed":
-        return f"UNJUSTIFIED: claimant {proc['slot']} pid {proc['pid']} was not killed ({proc['end']})"
-    if marked_at > (proc["killed_at"] or 0) + MARK_AFTER_KILL_S:
-        return "UNJUSTIFIED: its mark was written after the claimant's kill"
-    if any(status != "UNKNOWN" for status in call.outcomes):  # the watcher journals its UNKNOWN
-        return f"UNJUSTIFIED: an outcome is journaled ({', '.join(call.outcomes)})"
+    if call.outcomes and call.outcomes[0] != "UNKNOWN":  # the watcher journals its UNKNOWN
+        return f"UNJUSTIFIED: an outcome was journaled first ({', '.join(call.outcomes)})"
     if any(e.pid != proc["pid"] for e in execs):
         return "UNJUSTIFIED: the effect ran in another process than the claimant"
+    if proc["end"] != "killed":
+        away = [(t, d) for t, d in _away(proc) if d >= AWAY_AT_LEAST_S and t + d >= marked_at]
+        if not away:
+            return (f"UNJUSTIFIED: claimant {proc['slot']} pid {proc['pid']} was neither killed "
+                    f"({proc['end']}) nor paused or cut off after its mark")
+        return "justified: claimant paused or cut off while it held the call"
+    if marked_at > (proc["killed_at"] or 0) + MARK_AFTER_KILL_S:
+        return "UNJUSTIFIED: its mark was written after the claimant's kill"
+    if any(status != "UNKNOWN" for status in call.outcomes):
+        return f"UNJUSTIFIED: an outcome is journaled ({', '.join(call.outcomes)})"
     if not execs:
         return "justified: claimant killed after its mark, before the effect ran"
     if not dones:
         return "justified: claimant killed while the effect ran"
     return "justified: claimant killed after the effect, before its outcome was journaled"
+
+
+def _away(proc: dict[str, Any]) -> list[tuple[float, float]]:
+    """(start, seconds) of the process's pauses and network cuts."""
+    cuts = [(t, d) for t, d, _ in proc.get("cuts", [])]
+    return [(t, d) for t, d in proc.get("pauses", [])] + cuts
 
 
 def no_stuck_session(ev: Evidence) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from typing import Any
 
 from eddies.connectors.kafka.settings import Settings
 
+from .netcut import Namespace, Relay
+
 #: The repository root: workers run there, with ``tools`` on their path for ``chaos.agents``.
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = "chaos.agents:mixed_agent"
@@ -49,6 +51,10 @@ class Proc:
     #: While SIGSTOPped: when it gets SIGCONT. Its pauses: (start, seconds).
     paused_until: float | None = None
     pauses: list[tuple[float, float]] = field(default_factory=list)
+    #: Its network namespace (with network cuts on), and its cuts: (start, seconds, mode).
+    netns: Namespace | None = None
+    cut_until: float | None = None
+    cuts: list[tuple[float, float, str]] = field(default_factory=list)
 
     @property
     def pid(self) -> int:
@@ -58,8 +64,13 @@ class Proc:
         return self.ended is None and self.popen.poll() is None
 
     def serving(self) -> bool:
-        """Alive and not paused."""
-        return self.alive() and self.paused_until is None
+        """Alive, not paused and not cut off."""
+        return (self.alive() and self.paused_until is None
+                and (self.cut_until is None or self.cut_until <= time.time()))
+
+    def away(self) -> list[tuple[float, float]]:
+        """(start, seconds) of every time it was paused or cut off."""
+        return sorted([*self.pauses, *((t, d) for t, d, _ in self.cuts)])
 
     def read_incarnation(self) -> str:
         """The process incarnation the worker logged on joining ("" before it joined): the
@@ -75,7 +86,7 @@ class Proc:
         return {"slot": self.slot, "role": self.role, "pid": self.pid, "log": self.log.name,
                 "incarnation": self.read_incarnation(), "started": self.started,
                 "ended": self.ended, "end": self.end, "rc": self.rc, "killed_at": self.killed_at,
-                "pauses": self.pauses}
+                "pauses": self.pauses, "cuts": self.cuts}
 
     def owned_at(self, t: float) -> set[int]:
         """The partitions it owned (in either role) at time ``t``, from its log."""
@@ -114,8 +125,10 @@ class Fleet:
     """Every worker process of a round, alive or not."""
 
     def __init__(self, settings: Settings, rundir: Path, effects: Path, concurrency: int,
-                 extra_env: dict[str, str] | None = None) -> None:
+                 extra_env: dict[str, str] | None = None, relay: Relay | None = None) -> None:
         self.settings = settings
+        #: With network cuts: each worker in a namespace of its own, its traffic through this.
+        self.relay = relay
         self.rundir = rundir
         self.effects = effects
         self.concurrency = concurrency
@@ -127,15 +140,34 @@ class Fleet:
         env = dict(os.environ, **offline_env(), **self.extra_env, CHAOS_EFFECTS=str(self.effects),
                    EDDIES_INSTANCE_ID=slot, EDDIES_EXECUTOR_CONCURRENCY=str(self.concurrency))
         s = self.settings
+        command = [sys.executable, "-m", "eddies", "worker", "--app", s.app,
+                   "--bootstrap-servers", s.bootstrap_servers, "--partitions", str(s.partitions),
+                   "--agent", AGENT, "--role", role]
+        netns = None
+        if self.relay is not None:
+            port = int(s.bootstrap_servers.rpartition(":")[2])
+            netns = Namespace.make(port, self.relay.listen(logf.stem))
+            command = netns.wrap(command)
         with logf.open("ab") as out:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "eddies", "worker", "--app", s.app,
-                 "--bootstrap-servers", s.bootstrap_servers, "--partitions", str(s.partitions),
-                 "--agent", AGENT, "--role", role],
-                cwd=str(ROOT), env=env, stdout=out, stderr=subprocess.STDOUT)
-        proc = Proc(slot, role, popen, logf, time.time())
+            popen = subprocess.Popen(command, cwd=str(ROOT), env=env, stdout=out,
+                                     stderr=subprocess.STDOUT)
+        proc = Proc(slot, role, popen, logf, time.time(), netns=netns)
         self.procs.append(proc)
         return proc
+
+    def cut(self, proc: Proc, mode: str, seconds: float) -> None:
+        """Cut ``proc`` off the broker for ``seconds`` (see netcut.py)."""
+        assert self.relay is not None
+        self.relay.cut(proc.log.stem, mode, seconds)
+        proc.cuts.append((time.time(), round(seconds, 2), mode))
+        proc.cut_until = time.time() + seconds
+
+    def close_namespaces(self) -> None:
+        """End the namespaces of processes that ended."""
+        for p in self.procs:
+            if p.netns is not None and not p.alive():
+                p.netns.close()
+                p.netns = None
 
     def serving(self) -> list[Proc]:
         """The processes alive and not paused."""

@@ -7,16 +7,19 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+from eddies.connectors.calls import result_event
 from eddies.connectors.counters import Counters
 from eddies.connectors.kafka.claiming import OUTCOME_MARGIN_S, Claiming, outcome_wait_left
 from eddies.connectors.kafka.claims import Claim, Claimant
 from eddies.connectors.kafka.journal import JournalView
 from eddies.connectors.kafka.journal_tail import JournalTail
+from eddies.connectors.kafka.liveness import Liveness
 from eddies.connectors.kafka.membership import TANSU_CLUSTER_ID, Membership
 from eddies.connectors.kafka.positions import Positions
 from eddies.connectors.kafka.settings import load_settings
+from eddies.connectors.kafka.stalls import StallGate, StallWatch
 from eddies.connectors.records import outcome_key, started_key
-from eddies.events import AgentEvent, CallKind, CallStatus, DurableCallRequest, decode
+from eddies.events import AgentEvent, CallKind, CallStatus, DurableCallRequest, decode, encode
 
 
 def test_a_mark_names_its_claimant_and_an_earlier_process_of_my_slot_is_dead() -> None:
@@ -158,6 +161,8 @@ def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_whe
             self.counters = Counters()
             self.tail = JournalTail(self.settings, self.names.journal)
             self.claimant = Claimant("e-f3", "41a5")
+            self.gate = StallGate(StallWatch(10.0))
+            self.liveness = Liveness(None)
             self.producer: Any = _Sink()
             self._last_sweep = 0.0
             self.answers: list[CallStatus] = []
@@ -195,15 +200,20 @@ def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_whe
 def _local_executor() -> tuple[Any, _Sink]:
     """A real KafkaExecutor of slot e0 in local mode, its producer a sink (no broker)."""
     from eddies.connectors.kafka.executor import KafkaExecutor
+    from eddies.connectors.kafka.memory_broker import MemoryBroker, MemoryClients
+    from eddies.connectors.kafka.roles import RoleContext
     from eddies.connectors.kafka.topics import TopicNames
     from eddies.connectors.signing import ResultSigner
+    from eddies.engine import AgentPlan
+    from tests.agents import Echo
 
     settings = load_settings(env={}, overrides={"bootstrap_servers": "127.0.0.1:9", "app": "t",
                                                 "partitions": 2, "instance_id": "e0"})
-    worker = SimpleNamespace(settings=settings, names=TopicNames("t"), counters=Counters(),
-                             incarnation="cccc", membership=Membership(False, 6000, 2000),
-                             signer=ResultSigner([b"k" * 32]), metrics=None)
-    executor = KafkaExecutor(worker, None, local=True)
+    ctx = RoleContext(settings=settings, names=TopicNames("t"), plan=AgentPlan.compile(Echo()),
+                      counters=Counters(), membership=Membership(False, 6000, 2000),
+                      signer=ResultSigner([b"k" * 32]), claimant=Claimant("e0", "cccc"),
+                      clients=MemoryClients(MemoryBroker(), settings), stalls=StallWatch(3.0))
+    executor = KafkaExecutor(ctx, None, local=True)
     sink = _Sink()
     executor.producer = sink  # type: ignore[assignment]
     return executor, sink
@@ -241,3 +251,52 @@ def test_an_unknown_for_a_request_older_than_the_journal_retention_is_not_journa
     executor._dispatch(request, None, 0, long_ago)
     assert [t for t, _, _ in sink.records] == ["t.input"]
     assert decode(sink.records[0][1] or b"").payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
+
+
+def _idempotent_call(session: str) -> AgentEvent:
+    return AgentEvent.external(session, DurableCallRequest(
+        f"{session}:r1:i1:c0", CallKind.FUNCTION, "builtins:abs", '{"args":[-3],"kwargs":{}}',
+        idempotent=True), event_id="req-1", timestamp=0)
+
+
+def test_a_woken_executor_starts_no_call_until_its_partition_is_confirmed() -> None:
+    """After a pause its call threads wait; a partition found gone meanwhile is not
+    performed for (its new owner does it), one confirmed is."""
+    import threading
+
+    from eddies.events import partition_for
+
+    executor, sink = _local_executor()
+    executor.owned = {0, 1}
+    gone = next(sid for sid in ("s1", "s2", "s3", "s4") if partition_for(sid, 2) == 0)
+    kept = next(sid for sid in ("s1", "s2", "s3", "s4") if partition_for(sid, 2) == 1)
+    executor.ctx.stalls.note()  # it stood still
+    threads = [threading.Thread(target=executor._perform, args=(_idempotent_call(sid), None, 0))
+               for sid in (gone, kept)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    assert sink.records == []  # neither call started
+    executor.release({0})  # the orchestrator found partition 0 gone
+    threads[0].join(5)
+    assert not threads[0].is_alive() and executor.counters.get("calls_dropped") == 1
+    assert sink.records == []
+    executor.gate.confirmed(time.monotonic())  # and partition 1 still its own
+    threads[1].join(5)
+    answered = [decode(v or b"") for t, v, _ in sink.records if t == "t.input"]
+    assert [e.session_id for e in answered] == [kept]
+    assert answered[0].payload.value == "3"  # type: ignore[union-attr]
+
+
+def test_an_outcome_journaled_while_the_call_ran_is_the_answer() -> None:
+    """A process that stood still while it performed a call finds the call decided by
+    another (UNKNOWN, say): it journals nothing over it and answers what the journal says."""
+    executor, sink = _local_executor()
+    executor.owned = {0, 1}
+    request = _idempotent_call("s1")
+    ref = ("s1:r1:i1:c0", 1)
+    executor.tail.view.outcomes[ref] = encode(result_event(request, CallStatus.UNKNOWN))
+    executor._perform(request, None, 0)
+    assert [t for t, _, _ in sink.records] == ["t.input"]  # nothing journaled
+    assert decode(sink.records[0][1] or b"").payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
+    assert executor.counters.get("outcomes_superseded") == 1

@@ -106,6 +106,24 @@ def test_an_unknown_outcome_is_justified_only_by_its_claimants_kill() -> None:
     assert failed(unknown_call(KILLED_AT - 5, ["OK"])) == ["side_effects_once"]
 
 
+def test_an_unknown_outcome_is_justified_by_its_claimant_paused_or_cut_off_after_its_mark() -> None:
+    """Out of its groups long enough, the claimant was taken for dead; what it journaled
+    when it came back (OK here) came second and does not count."""
+    def away(pauses: list[Any], cuts: list[Any], outcomes: list[str]) -> Evidence:
+        ev = unknown_call(KILLED_AT - 5, outcomes, claimant="w1|bb")
+        ev.processes[1] = {**ev.processes[1], "pauses": pauses, "cuts": cuts}
+        ev.effects = [Effect("EXEC", "fn", "s#0", 12, KILLED_AT - 4.9)]  # w1 ran it
+        return ev
+
+    assert failed(away([(KILLED_AT - 4, 6.0)], [], ["UNKNOWN", "OK"])) == []
+    assert failed(away([], [(KILLED_AT - 3, 8.0, "blackhole")], ["UNKNOWN"])) == []
+    # A pause over before the call was started, or too short to leave the group: no excuse.
+    assert failed(away([(KILLED_AT - 30, 6.0)], [], ["UNKNOWN"])) == ["side_effects_once"]
+    assert failed(away([(KILLED_AT - 4, 0.5)], [], ["UNKNOWN"])) == ["side_effects_once"]
+    # Its own outcome came first: the UNKNOWN should never have been answered.
+    assert failed(away([(KILLED_AT - 4, 6.0)], [], ["OK", "UNKNOWN"])) == ["side_effects_once"]
+
+
 def test_a_worker_that_died_on_its_own_or_a_dead_letter_fails() -> None:
     ev = evidence()
     ev.processes[1] = {**ev.processes[1], "end": "crash", "rc": 1}

@@ -1,0 +1,208 @@
+"""The order of records, snapshots, commits and ownership changes, on the broker-less driver.
+
+The paused-worker trail (session k2s15 of the kill -9 campaign, bench/RESULTS.md): worker A
+holds a session in the middle of a run and stands still; the group gives the partition to
+B, which finishes the run and saves the session; A wakes up and, before it hears that the
+partition is gone, writes its older snapshot of the session. The next owner must not
+restore that one (it would wait forever for a call whose result sits before the committed
+input offset)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from eddies import Agent, InputEvent, OutputEvent, action
+from eddies.connectors.kafka.driver import Driver
+
+
+def double(x: int) -> int:
+    return 2 * x
+
+
+class Doubler(Agent):
+    """input -> one durable call -> output."""
+
+    @action(InputEvent)
+    async def start(event: InputEvent, ctx: Any) -> None:
+        ctx.send_event(OutputEvent(output=await ctx.durable_execute_async(double, event.input)))
+
+
+def _answers(driver: Driver, session: str) -> list[Any]:
+    return [e.payload.output for e in driver.outputs()
+            if e.session_id == session and isinstance(e.payload, OutputEvent)]
+
+
+def _a_stands_still_mid_run(driver: Driver) -> None:
+    """A takes the input and asks for the call (the session unsaved: mid-run), then stands
+    still; the group evicts it and gives the partition to B, which finishes the run."""
+    driver.orchestrator("a")
+    driver.assign("a", [0])
+    driver.send("k2s15", 1)
+    driver.turn("a", 2)  # the input applied, the request out; committed before it (unsaved)
+    assert driver.committed(0) == 0
+    driver.evict("a")
+    driver.orchestrator("b")
+    driver.assign("b", [0])
+    driver.settle(["b"])
+    assert _answers(driver, "k2s15") == [2]
+
+
+def test_a_woken_owners_older_snapshot_is_refused_by_the_next_owner() -> None:
+    driver = Driver(Doubler(), snapshot_delay_ms=60_000)
+    _a_stands_still_mid_run(driver)
+    b_epoch = driver.orchestrators["b"].ownership.epoch(0)
+    saved_by_b = driver.snapshots("k2s15")
+    assert saved_by_b and saved_by_b[-1][0] == b_epoch
+    # A wakes up without noticing that it stood still (nothing tells it before it writes),
+    # and saves every session it has: its mid-run state, over B's.
+    driver.orchestrators["a"].checkpoints.commit(driver.consumer("a"), everything=True)
+    a_epoch = driver.orchestrators["a"].ownership.epoch(0)
+    assert driver.snapshots("k2s15")[-1][0] == a_epoch < b_epoch
+    assert driver.snapshots("k2s15")[-1][1] < saved_by_b[-1][1]  # older: from mid-run
+    # B hands the partition to C; C restores B's state, not A's, and goes on.
+    driver.revoke("b", [0])
+    driver.turn("b")
+    c = driver.orchestrator("c")
+    driver.assign("c", [0])
+    driver.turn("c")
+    assert c.counters.get("records_fenced") == 1
+    assert c.states["k2s15"].seq == saved_by_b[-1][1] and c.states["k2s15"].idle
+    driver.send("k2s15", 5)
+    driver.settle(["c"])
+    assert _answers(driver, "k2s15") == [2, 10]
+
+
+def test_a_compacted_journal_that_kept_only_the_woken_owners_snapshot_is_rebuilt_from_history(
+) -> None:
+    """Compaction keeps the latest record of a key: the woken owner's, which is refused. The
+    next owner rebuilds the session from its history on APP.events, not from nothing."""
+    driver = Driver(Doubler(), snapshot_delay_ms=60_000)
+    _a_stands_still_mid_run(driver)
+    b_seq = driver.orchestrators["b"].states["k2s15"].seq
+    driver.orchestrators["a"].checkpoints.commit(driver.consumer("a"), everything=True)
+    driver.revoke("b", [0])
+    driver.turn("b")
+    driver.broker.compact(driver.names.journal)
+    a_epoch = driver.orchestrators["a"].ownership.epoch(0)
+    left = driver.snapshots("k2s15")
+    assert len(left) == 1 and left[0][0] == a_epoch and left[0][1] < b_seq  # A's mid-run one
+    c = driver.orchestrator("c")
+    driver.assign("c", [0])
+    driver.turn("c")
+    assert c.counters.get("sessions_rebuilt") == 1
+    assert c.states["k2s15"].seq == b_seq and c.states["k2s15"].idle
+    driver.send("k2s15", 5)
+    driver.settle(["c"])
+    assert _answers(driver, "k2s15") == [2, 10]
+
+
+def test_a_result_lost_between_its_journal_and_the_input_is_applied_from_the_journal() -> None:
+    """The executor journaled the outcome and died before it sent the result; the session's
+    next owner, done reading its input, applies the journaled one (and counts it)."""
+    driver = Driver(Doubler(), snapshot_delay_ms=0)
+    driver.orchestrator("a")
+    driver.assign("a", [0])
+    driver.send("s", 21)
+    driver.turn("a", 2)  # the request out, the session saved in the middle of its run
+    assert driver.perform_requests(send=False) == 1
+    driver.evict("a")
+    b = driver.orchestrator("b")
+    driver.assign("b", [0])
+    driver.settle(["b"])
+    assert _answers(driver, "s") == [42]
+    assert b.counters.get("results_recovered") == 1 and b.counters.get("requests_reissued") == 0
+
+
+def test_a_result_past_the_committed_offset_is_not_applied_twice() -> None:
+    driver = Driver(Doubler(), snapshot_delay_ms=0)
+    driver.orchestrator("a")
+    driver.assign("a", [0])
+    driver.send("s", 4)
+    driver.turn("a", 2)
+    driver.perform_requests()  # journaled and sent: the result waits in the input
+    driver.evict("a")
+    b = driver.orchestrator("b")
+    driver.assign("b", [0])
+    driver.settle(["b"])
+    assert _answers(driver, "s") == [8]
+    assert b.counters.get("results_recovered") == 0
+
+
+def test_an_owner_that_noticed_its_stall_writes_nothing_for_a_lost_partition() -> None:
+    driver = Driver(Doubler(), snapshot_delay_ms=60_000)
+    _a_stands_still_mid_run(driver)
+    journal_before = len(driver.journal())
+    a = driver.orchestrators["a"]
+    driver.stall("a")  # as its stall watch does on waking up
+    driver.turn("a")
+    assert a.partitions == set() and a.counters.get("partitions_fenced") == 1
+    a.close()  # stopping saves nothing either: it holds nothing
+    assert len(driver.journal()) == journal_before
+
+
+def test_records_fetched_before_a_stall_wait_for_the_confirmation() -> None:
+    """A wakes with records it fetched before the pause; it applies none of them (no
+    request, no output) until the group has answered, and then drops them."""
+    driver = Driver(Doubler(), snapshot_delay_ms=60_000)
+    driver.orchestrator("a")
+    driver.assign("a", [0])
+    driver.turn("a")
+    driver.send("s", 3)
+    driver.evict("a", notice_after=4)  # A is handed the input it fetched, for two turns
+    driver.stall("a")
+    requests = len(driver.broker.records(driver.names.requests))
+    driver.turn("a", 3)
+    assert len(driver.broker.records(driver.names.requests)) == requests
+    assert driver.orchestrators["a"].partitions == set()
+    driver.orchestrator("b")
+    driver.assign("b", [0])
+    driver.settle(["b"])
+    assert _answers(driver, "s") == [6]
+
+
+def test_a_stall_that_did_not_cost_the_partition_is_confirmed_and_work_goes_on() -> None:
+    driver = Driver(Doubler())
+    a = driver.orchestrator("a")
+    driver.assign("a", [0])
+    driver.send("s", 4)
+    driver.settle()
+    driver.stall("a")
+    driver.send("s", 5)
+    driver.settle()
+    assert a.partitions == {0} and a.counters.get("partitions_fenced") == 0
+    assert _answers(driver, "s") == [8, 10]
+
+
+def test_a_partition_marked_again_while_it_was_restored_is_not_held() -> None:
+    """Two owners that both believe they were given a partition: the later marker wins.
+    A marks, B marks while A reads the journal back; A finds B's marker and lets go."""
+    driver = Driver(Doubler())
+    a = driver.orchestrator("a")
+    b = driver.orchestrator("b")
+    clients = driver.clients("a")
+    read = clients.read_journal
+
+    def read_while_b_marks(partitions: set[int]) -> Any:
+        b.ownership.claim(partitions)
+        return read(partitions)
+
+    clients.read_journal = read_while_b_marks  # type: ignore[method-assign]
+    driver.assign("a", [0])
+    driver.send("s", 1)
+    driver.turn("a", 3)
+    assert a.partitions == set() and b.ownership.epoch(0) == 1
+    assert not driver.broker.records(driver.names.requests)  # A applied nothing
+
+
+@pytest.mark.parametrize("everything", [False, True])
+def test_snapshots_carry_the_epoch_offset_and_step(everything: bool) -> None:
+    driver = Driver(Doubler())
+    a = driver.orchestrator("a")
+    driver.assign("a", [0])
+    driver.send("s", 1)
+    driver.settle()
+    a.checkpoints.commit(driver.consumer("a"), everything=everything)
+    epoch, seq = driver.snapshots("s")[-1]
+    assert epoch == a.ownership.epoch(0) and seq == a.states["s"].seq
