@@ -16,8 +16,14 @@ partition. Which worker owns which partition comes from the workers' INFO log li
 3. restart: A and B settled, B killed with SIGKILL and started again at once under the
    same ``instance_id``: time from the kill to the first answer on B's partitions;
    ``--restarts`` times, median.
+4. decided: A and B each in the middle of slow non-idempotent calls (a function that takes
+   a minute, ``tests.integration.agents:effects_agent``), B killed with SIGKILL and not
+   restarted: the time from the kill until each of B's calls is decided (its session
+   answers UNKNOWN: A found B gone from the app's groups), ``--decides`` times, median.
+   ``outcome_wait_ms`` is 120 s: what the wait alone would take.
 
-Targets (issue 8): survivor gap under 1 s; restart-to-answers under 5 s (median).
+Targets: survivor gap under 1 s; restart-to-answers under 5 s (median) (issue 8); a dead
+claimant's calls decided within 15 s of its death, median (issue 28).
 """
 
 from __future__ import annotations
@@ -57,15 +63,16 @@ _LINE = re.compile(
 class WorkerProc:
     """A worker process and what its log says it owns."""
 
-    def __init__(self, bootstrap: str, app: str, slot: str, session_timeout_ms: int) -> None:
+    def __init__(self, bootstrap: str, app: str, slot: str, session_timeout_ms: int,
+                 agent: str = "eddies.demo:one_turn_agent", **env_extra: str) -> None:
         self.slot = slot
         self.log = LOGS / f"{app}-{slot}-{uuid.uuid4().hex[:4]}.log"
         env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
                    EDDIES_LOG_LEVEL="INFO", EDDIES_INSTANCE_ID=slot,
-                   EDDIES_SESSION_TIMEOUT_MS=str(session_timeout_ms))
+                   EDDIES_SESSION_TIMEOUT_MS=str(session_timeout_ms), **env_extra)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "eddies", "worker", "--app", app, "--bootstrap-servers", bootstrap,
-             "--partitions", str(PARTITIONS), "--agent", "eddies.demo:one_turn_agent"],
+             "--partitions", str(PARTITIONS), "--agent", agent],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.log.open("ab"))
 
     def stamp(self, needle: str) -> float | None:
@@ -240,10 +247,56 @@ def death(bootstrap: str, rate: float, timeout_ms: int,
                 w.stop()
 
 
+def decided(bootstrap: str, timeout_ms: int) -> list[float]:
+    """Seconds from B's SIGKILL until each call B was running is decided (see scenario 4)."""
+    import json
+
+    from eddies.connectors.kafka.client import read_events, send_input
+    from eddies.connectors.kafka.settings import load_settings
+    from eddies.events import OutputEvent, partition_for
+
+    names = fresh_app(bootstrap)
+    settings = load_settings(env={}, overrides={"bootstrap_servers": bootstrap, "app": names.app,
+                                                "partitions": PARTITIONS})
+    effects = LOGS / f"{names.app}-effects"
+    slow = {"TEST_EFFECTS": str(effects), "TEST_EFFECT_DELAY": "60",
+            "EDDIES_OUTCOME_WAIT_MS": "120000"}
+    agent = "tests.integration.agents:effects_agent"
+    a = WorkerProc(bootstrap, names.app, "a", timeout_ms, agent, **slow)
+    b = WorkerProc(bootstrap, names.app, "b", timeout_ms, agent, **slow)
+    try:
+        settled([a, b])
+        victims = b.owned()
+        sessions = [f"d{i}" for i in range(4 * PARTITIONS)]
+        theirs = {sid for sid in sessions if partition_for(sid, PARTITIONS) in victims}
+        for i, sid in enumerate(sessions):
+            send_input(settings, sid, json.dumps({"a": i, "b": 1}))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # every charge running (one call thread each)
+            if effects.exists() and effects.read_text().count("fn ") >= len(sessions):
+                break
+            time.sleep(0.1)
+        t_kill = time.monotonic()
+        b.kill()
+        answered: dict[str, float] = {}
+        while len(answered) < len(theirs) and time.monotonic() < t_kill + 150:
+            for ev in read_events(settings, names.output):
+                p = ev.payload
+                if ev.session_id in theirs and isinstance(p, OutputEvent) and ev.session_id not in answered:
+                    assert p.error is not None and p.error.type == "DurableCallUnknownError", p
+                    answered[ev.session_id] = time.monotonic() - t_kill
+            time.sleep(0.2)
+        return sorted(answered.values()) + [float("inf")] * (len(theirs) - len(answered))
+    finally:
+        for w in (a, b):
+            w.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rate", type=float, default=100.0, help="prompts per second")
     ap.add_argument("--restarts", type=int, default=5)
+    ap.add_argument("--decides", type=int, default=3)
     ap.add_argument("--session-timeout-ms", type=int, default=0,
                     help="the workers' session_timeout_ms (default 0: the worker's choice for the broker)")
     args = ap.parse_args()
@@ -267,6 +320,14 @@ def main() -> None:
                   f"assigned at {assigned:.1f} s); survivor gap {gap * 1000:.0f} ms", flush=True)
         print(f"restart: SIGKILL to the victim's sessions answering: median {statistics.median(times):.1f} s "
               f"of {len(times)}; survivor gap max {max(gaps) * 1000:.0f} ms", flush=True)
+        every: list[float] = []
+        for _ in range(args.decides):
+            took = decided(bs, args.session_timeout_ms)
+            every += took
+            print(f"decided: the victim's {len(took)} calls decided {took[0]:.1f}-{took[-1]:.1f} s "
+                  f"after SIGKILL (no restart; outcome_wait_ms 120 s)", flush=True)
+        print(f"decided: SIGKILL, no restart, to the victim's calls decided: median "
+              f"{statistics.median(every):.1f} s of {len(every)}, max {max(every):.1f} s", flush=True)
     print(f"worker logs: {LOGS}")
 
 

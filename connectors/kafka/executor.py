@@ -192,7 +192,7 @@ class KafkaExecutor(Claiming, Timekeeping):
         next_lag = 0.0  # when consumer lag is sampled next (with metrics)
         try:
             while not stop.is_set():
-                if consumer is not None and self.gate.unsure():
+                if consumer is not None and self.gate.due():
                     self._confirm(consumer)
                 self._release_due()
                 self._abandon_expired()
@@ -246,14 +246,14 @@ class KafkaExecutor(Claiming, Timekeeping):
         """After a stall: show that the group still counts this executor as a member
         (ownership.py); if it does not, its partitions are released at once."""
         began = time.monotonic()
-        answer = confirm_membership(consumer, self.names.requests, set(self._offsets),
-                                    self._committed)
+        held = set(self.owned)
+        answer = confirm_membership(consumer, self.names.requests, held, self._committed)
         if answer is None:
             return
         if not answer:
             log.warning("executor partitions lost while this process stood still or was cut "
-                        "off: %s; their queued calls are dropped", sorted(self._offsets))
-            self.counters.inc("partitions_fenced", len(self._offsets))
+                        "off: %s; their queued calls are dropped", sorted(held))
+            self.counters.inc("partitions_fenced", len(held))
             self._on_revoke(consumer, consumer.assignment())
         self.gate.confirmed(began)
 

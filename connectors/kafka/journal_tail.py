@@ -270,6 +270,8 @@ class JournalTail:
             except queue.Empty:
                 return
             if what == "assign":
+                with self.lock:  # released again before this command was read: not now
+                    parts = {p: o for p, o in parts.items() if p in self._following}
                 fresh = [TopicPartition(self.topic, p, o) for p, o in sorted(parts.items())
                          if p not in self._assigned]
                 if fresh:
@@ -293,7 +295,9 @@ class JournalTail:
             for p in done:
                 self._positions.forget(p)
             self.lock.notify_all()
-        consumer.incremental_unassign([TopicPartition(self.topic, p) for p in sorted(done)])
+        assigned = done & self._assigned  # one followed and left before it was assigned
+        if assigned:
+            consumer.incremental_unassign([TopicPartition(self.topic, p) for p in sorted(assigned)])
         self._assigned -= done
 
     def _prune(self) -> None:

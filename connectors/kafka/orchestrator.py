@@ -170,7 +170,10 @@ class Orchestrator:
     def turn(self) -> None:
         """One turn of the loop: confirm ownership after a stall, take a batch, apply it,
         commit when due."""
-        unsure = self.ownership.gate.unsure() and not self._confirm()
+        gate = self.ownership.gate
+        if gate.due():
+            self._confirm()
+        unsure = gate.unsure()
         local = self.executor  # set only with role "all": the local executor
         # Requests handed to this process's executor wait in memory, not in Kafka: past this
         # many unfinished calls the input is paused until calls finish (slow models, bursts).
@@ -227,7 +230,8 @@ class Orchestrator:
         answer = confirm_membership(self.consumer, self.names.input, held,
                                     self.checkpoints.committed)
         if answer is None:
-            log.info("orchestrator: ownership not confirmed yet after a stall")
+            if self.ownership.gate.unsure():
+                log.info("orchestrator: ownership not confirmed yet (a stall, or no answer)")
             return False
         if not answer:
             log.warning("orchestrator partitions lost while this process stood still or was "
@@ -389,16 +393,15 @@ class Orchestrator:
     # --- records -------------------------------------------------------------------------
     def process(self, msgs: list[Any]) -> None:
         """Apply a batch of consumed records, as the loop does (those of partitions not
-        held are skipped; after a stall the rest waits for a confirmation)."""
+        held are skipped)."""
         reread: set[int] = set()
         held = self.ownership.epochs
         local = self.executor
         step, checkpoints, positions = self.step, self.checkpoints, self._positions
-        unsure = self.ownership.gate.unsure
-        for i, msg in enumerate(msgs):
-            if unsure():  # stood still in this batch: the rest waits for a confirmation
-                self._backlog = msgs[i:]
-                return
+        # (A pause in the middle of a batch is noticed at the next turn: what the rest of
+        # the batch emits meanwhile has the same ids as its next owner's, and no snapshot
+        # or call of it goes out before a confirmation.)
+        for msg in msgs:
             err = msg.error()
             if err is not None:
                 if err.code() != _kafka().KafkaError._PARTITION_EOF:

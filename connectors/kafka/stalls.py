@@ -74,37 +74,54 @@ class StallWatch:
 
 
 class StallGate:
-    """What a role may do after a stall: nothing is written and no call started until the
-    role has shown again that the group still counts it as a member (its loop calls
-    :meth:`confirmed`; call threads wait in :meth:`wait_sure`). Example::
+    """What a role may do after a stall, or when it has not heard from its group lately:
+    nothing is written and no call started until the role has shown again that the group
+    still counts it as a member (its loop calls :meth:`confirmed`; call threads wait in
+    :meth:`wait_sure`). Membership is shown again at least every ``lease_s`` (half the
+    group's session timeout, by default the stall threshold): a process cut off from the
+    brokers does not stand still, and may not notice that it was dropped; one whose last
+    confirmation is that old is unsure too. Example::
 
         gate = StallGate(stalls)
-        if gate.unsure():                    # a stall since the last confirmation
+        if gate.due():                       # a stall, or half the lease gone
             began = time.monotonic()
             ... re-commit the offsets committed last ...
             gate.confirmed(began)
+        if not gate.unsure():
+            ...                              # write, start calls
     """
 
-    def __init__(self, stalls: StallWatch) -> None:
+    def __init__(self, stalls: StallWatch, lease_s: float | None = None) -> None:
         self.stalls = stalls
+        self._lease_s = lease_s
         #: When membership was last shown (a ``time.monotonic()`` value).
         self.confirmed_at = time.monotonic()
         self._sure = threading.Event()  # set while no stall is unconfirmed
         self._sure.set()
 
+    @property
+    def lease_s(self) -> float:
+        """How long a confirmation counts."""
+        return self.stalls.threshold_s if self._lease_s is None else self._lease_s
+
     def unsure(self) -> bool:
         """Whether this process stood still (or waited on the brokers too long) since
-        membership was last shown."""
-        if self.stalls.since(self.confirmed_at):
+        membership was last shown, or that was longer ago than the lease."""
+        if (self.stalls.since(self.confirmed_at)
+                or time.monotonic() - self.confirmed_at > self.lease_s):
             self._sure.clear()
             return True
         return False
+
+    def due(self) -> bool:
+        """Whether membership should be shown again now: unsure, or half the lease gone."""
+        return self.unsure() or time.monotonic() - self.confirmed_at > self.lease_s / 2
 
     def confirmed(self, since: float) -> None:
         """Membership was shown by an answer to a request sent at ``since`` (a
         ``time.monotonic()`` value taken before it was sent)."""
         self.confirmed_at = max(self.confirmed_at, since)
-        if not self.stalls.since(self.confirmed_at):
+        if not self.unsure():
             self._sure.set()
 
     def wait_sure(self, timeout: float) -> bool:

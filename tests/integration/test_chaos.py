@@ -1,5 +1,6 @@
 """A short round of the kill -9 campaign (``python -m chaos``, ``make chaos``): its workers
-SIGKILLed and restarted under traffic, every invariant holds.
+SIGKILLed and restarted, SIGSTOPped past their session timeout and cut off the broker under
+traffic, every invariant holds.
 
 The campaign's checks themselves are tested on crafted evidence in
 tests/unit/tools/test_chaos_checks.py; this runs the real thing, briefly: one round of
@@ -21,14 +22,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_short_chaos_round_keeps_every_invariant(bootstrap: str, tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    from chaos import netcut
+
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"))
+    cuts = netcut.available(bootstrap) is None
     proc = subprocess.run(
         [sys.executable, "-m", "chaos", "--rounds", "1", "--layouts", "split", "--round-seconds", "40",
          "--kill-min", "8", "--kill-max", "12", "--double-kill", "0", "--sessions", "8",
          "--mean-gap", "0.3", "--outcome-wait-ms", "15000", "--drain-seconds", "150", "--seed", "5",
+         "--pause-every", "8", "--partition-every", "8" if cuts else "0",
          "--bootstrap-servers", bootstrap, "--out", str(tmp_path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    [report_file] = tmp_path.glob("*/round-1-split/report.json")
+    reports = list(tmp_path.glob("*/round-1-split/report.json"))
+    assert len(reports) == 1, (proc.stdout[-3000:], proc.stderr[-3000:])
+    report_file = reports[0]
     report = json.loads(report_file.read_text())
     failed = {name: report[name] for name in ("exactly_one_answer", "side_effects_once",
                                               "no_stuck_session", "no_crash_no_dead_letter")
@@ -40,3 +48,5 @@ def test_a_short_chaos_round_keeps_every_invariant(bootstrap: str, tmp_path: Pat
     assert {k["role"] for k in report["kills"]} == {"executor", "orchestrator"}, report["kills"]
     assert report["inputs"] >= 60 and report["exactly_one_answer"]["answered"] == report["inputs"]
     assert report["side_effects_once"]["effect_executions"] >= report["inputs"]
+    # And it stood workers still, and (where it can: root, a broker on loopback) cut them off.
+    assert report["pauses"] >= 1 and (report["cuts"] >= 1 or not cuts), report

@@ -16,7 +16,7 @@ from eddies.connectors.kafka.broker import EmbeddedBroker
 from eddies.connectors.kafka.settings import load_settings
 from eddies.connectors.kafka.topics import TopicNames, ensure_topics
 
-from . import checks, timing
+from . import checks, netcut, timing
 from .evidence import gather
 from .fleet import ROOT, Fleet, Proc
 from .netcut import Relay
@@ -78,7 +78,8 @@ class Chaos:
         if time.time() >= self.next_cut:
             self.cut()
         if time.time() >= self.next_kill:
-            alive = self.fleet.serving()
+            # Paused and cut-off workers too: the kill plan follows from the seed alone.
+            alive = self.fleet.alive()
             if len(alive) >= 2:  # another worker stays up
                 victims = [self.rng.choice(alive)]
                 if len(alive) >= 3 and self.rng.random() < self.args.double_kill:
@@ -157,7 +158,7 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         say(f"round {k} ({layout}): app {app}, broker {bootstrap}, results in {rdir}")
         extra = {} if args.outcome_wait_ms is None else {"EDDIES_OUTCOME_WAIT_MS": str(args.outcome_wait_ms)}
         if args.partition_every:
-            relay = Relay(int(bootstrap.rpartition(":")[2]), rdir).start()
+            relay = Relay(int(bootstrap.rpartition(":")[2])).start()
         fleet = Fleet(settings, rdir, effects, args.concurrency, extra, relay)
         for slot, role in layout_roles(layout, rng, args.split_roles):
             fleet.start(slot, role)
@@ -255,13 +256,14 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--kill-max", type=float, default=30, help="seconds between kills, at most")
     ap.add_argument("--double-kill", type=float, default=0.15,
                     help="probability of a second kill soon after one")
-    ap.add_argument("--pause-every", type=float, default=0,
+    ap.add_argument("--pause-every", type=float, default=12,
                     help="mean seconds between SIGSTOPs of a random worker (0: none)")
     ap.add_argument("--pause-for", type=float, default=8,
                     help="a pause lasts 2 s to this many (past the group's session timeout)")
-    ap.add_argument("--partition-every", type=float, default=0,
+    ap.add_argument("--partition-every", type=float, default=12,
                     help="mean seconds between network cuts of a random worker (0: none; needs "
-                         "root: each worker runs in a network namespace of its own)")
+                         "root and a broker on this machine's loopback: each worker runs in a "
+                         "network namespace of its own)")
     ap.add_argument("--cut-for", type=float, default=15,
                     help="a cut lasts 2 s to this many (dropped, blackholed or slowed)")
     ap.add_argument("--drain-seconds", type=float, default=240,
@@ -279,6 +281,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the campaign; 0 if every invariant held in every round, else 1."""
     args = parser().parse_args(argv)
+    why = netcut.available(args.bootstrap_servers)
+    if args.partition_every and why is not None:
+        say(f"no network cuts: {why}")
+        args.partition_every = 0
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rundir = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")
     rundir.mkdir(parents=True, exist_ok=True)

@@ -117,12 +117,12 @@ def unknown_verdict(call: Call, by_incarnation: dict[str, dict[str, Any]], execs
         return f"UNJUSTIFIED: an outcome was journaled first ({', '.join(call.outcomes)})"
     if any(e.pid != proc["pid"] for e in execs):
         return "UNJUSTIFIED: the effect ran in another process than the claimant"
-    if proc["end"] != "killed":
-        away = [(t, d) for t, d in _away(proc) if d >= AWAY_AT_LEAST_S and t + d >= marked_at]
-        if not away:
-            return (f"UNJUSTIFIED: claimant {proc['slot']} pid {proc['pid']} was neither killed "
-                    f"({proc['end']}) nor paused or cut off after its mark")
+    away = [(t, d) for t, d in _away(proc) if d >= AWAY_AT_LEAST_S and t + d >= marked_at]
+    if away and (proc["end"] != "killed" or away[0][0] < (proc["killed_at"] or 0)):
         return "justified: claimant paused or cut off while it held the call"
+    if proc["end"] != "killed":
+        return (f"UNJUSTIFIED: claimant {proc['slot']} pid {proc['pid']} was neither killed "
+                f"({proc['end']}) nor paused or cut off after its mark")
     if marked_at > (proc["killed_at"] or 0) + MARK_AFTER_KILL_S:
         return "UNJUSTIFIED: its mark was written after the claimant's kill"
     if any(status != "UNKNOWN" for status in call.outcomes):

@@ -170,8 +170,12 @@ class Fleet:
                 p.netns = None
 
     def serving(self) -> list[Proc]:
-        """The processes alive and not paused."""
+        """The processes alive, not paused and not cut off."""
         return [p for p in self.procs if p.serving()]
+
+    def alive(self) -> list[Proc]:
+        """The processes alive (paused or cut off or not)."""
+        return [p for p in self.procs if p.alive()]
 
     def pause(self, proc: Proc, seconds: float) -> None:
         """SIGSTOP ``proc`` for ``seconds`` (longer than a session timeout: its group goes on

@@ -35,8 +35,12 @@ from pathlib import Path
 MODES = ("drop", "blackhole", "delay")
 
 
-def available() -> str | None:
-    """Why network cuts cannot be made here (None: they can)."""
+def available(bootstrap: str = "") -> str | None:
+    """Why network cuts cannot be made here, for a broker at ``bootstrap`` ("": an
+    embedded one) (None: they can)."""
+    host = bootstrap.split(",")[0].rpartition(":")[0]
+    if bootstrap and host not in ("127.0.0.1", "localhost"):
+        return f"the broker {bootstrap} is not on this machine's loopback"
     if os.geteuid() != 0:
         return "network cuts need root (unshare -n)"
     for tool in ("unshare", "nsenter", "ip"):
@@ -68,9 +72,10 @@ class _Worker:
 class Relay:
     """Relays workers' broker connections (see the module docstring); one thread."""
 
-    def __init__(self, broker_port: int, directory: Path | None = None) -> None:
+    def __init__(self, broker_port: int) -> None:
         self.broker_port = broker_port
-        self.directory = directory or Path(tempfile.mkdtemp(prefix="chaos-net-"))
+        # Short: a Unix socket's path has at most 107 bytes.
+        self.directory = Path(tempfile.mkdtemp(prefix="chaos-net-"))
         self._sel = selectors.DefaultSelector()
         self._workers: dict[str, _Worker] = {}
         self._lock = threading.Lock()
@@ -148,6 +153,7 @@ class Relay:
             for link in w.links:
                 self._close(link)
             w.listener.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
     def _tick(self) -> None:
         now = time.monotonic()

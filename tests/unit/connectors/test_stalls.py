@@ -64,3 +64,16 @@ def test_a_confirmation_sent_before_a_later_stall_does_not_count() -> None:
     watch.note()  # stood still after the confirmation was asked for
     gate.confirmed(sent)
     assert gate.unsure() and not gate.wait_sure(0.05)
+
+
+def test_a_confirmation_older_than_the_lease_does_not_count() -> None:
+    """A process cut off from the brokers does not stand still: it may not notice that its
+    group dropped it. Without a fresh confirmation it is unsure all the same."""
+    gate = StallGate(StallWatch(threshold_s=10.0), lease_s=0.2)
+    assert not gate.due() and not gate.unsure()
+    time.sleep(0.12)
+    assert gate.due() and not gate.unsure()  # time to confirm again, still sure
+    time.sleep(0.1)
+    assert gate.unsure() and not gate.wait_sure(0.01)
+    gate.confirmed(time.monotonic())
+    assert not gate.unsure() and not gate.due()

@@ -122,6 +122,11 @@ def test_an_unknown_outcome_is_justified_by_its_claimant_paused_or_cut_off_after
     assert failed(away([(KILLED_AT - 4, 0.5)], [], ["UNKNOWN"])) == ["side_effects_once"]
     # Its own outcome came first: the UNKNOWN should never have been answered.
     assert failed(away([(KILLED_AT - 4, 6.0)], [], ["OK", "UNKNOWN"])) == ["side_effects_once"]
+    # Paused (and its late outcome refused), then killed later: the pause explains it.
+    paused_then_killed = unknown_call(KILLED_AT - 20, ["UNKNOWN", "OK"])
+    paused_then_killed.processes[0] = {**paused_then_killed.processes[0],
+                                       "pauses": [(KILLED_AT - 19, 7.0)]}
+    assert failed(paused_then_killed) == []
 
 
 def test_a_worker_that_died_on_its_own_or_a_dead_letter_fails() -> None:
