@@ -297,6 +297,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=100.0, help="prompts per second")
     ap.add_argument("--restarts", type=int, default=5)
     ap.add_argument("--decides", type=int, default=3)
+    ap.add_argument("--scenarios", default="join,death,restart,decided",
+                    help="which to run, comma-separated")
     ap.add_argument("--session-timeout-ms", type=int, default=0,
                     help="the workers' session_timeout_ms (default 0: the worker's choice for the broker)")
     args = ap.parse_args()
@@ -305,29 +307,37 @@ def main() -> None:
         bs = broker.bootstrap
         print(f"embedded broker, {PARTITIONS} partitions, {args.rate:.0f} prompts/s over "
               f"{SESSIONS} sessions, session_timeout_ms {args.session_timeout_ms or 'auto'}", flush=True)
-        base, gap, moved = join(bs, args.rate, args.session_timeout_ms)
-        print(f"join:    survivor gap {gap * 1000:.0f} ms (before the join: {base * 1000:.0f} ms); "
-              f"moved partitions' gap {moved:.1f} s", flush=True)
-        gap, failover, _ = death(bs, args.rate, args.session_timeout_ms, restart=False)
-        print(f"death:   survivor gap {gap * 1000:.0f} ms; victim's partitions answering again "
-              f"after {failover:.1f} s (on the survivor)", flush=True)
-        times, gaps = [], []
-        for _ in range(args.restarts):
-            gap, back, (joining, assigned) = death(bs, args.rate, args.session_timeout_ms, restart=True)
-            times.append(back)
-            gaps.append(gap)
-            print(f"restart: answering {back:.1f} s after SIGKILL (joining at {joining:.1f} s, "
-                  f"assigned at {assigned:.1f} s); survivor gap {gap * 1000:.0f} ms", flush=True)
-        print(f"restart: SIGKILL to the victim's sessions answering: median {statistics.median(times):.1f} s "
-              f"of {len(times)}; survivor gap max {max(gaps) * 1000:.0f} ms", flush=True)
-        every: list[float] = []
-        for _ in range(args.decides):
-            took = decided(bs, args.session_timeout_ms)
-            every += took
-            print(f"decided: the victim's {len(took)} calls decided {took[0]:.1f}-{took[-1]:.1f} s "
-                  f"after SIGKILL (no restart; outcome_wait_ms 120 s)", flush=True)
-        print(f"decided: SIGKILL, no restart, to the victim's calls decided: median "
-              f"{statistics.median(every):.1f} s of {len(every)}, max {max(every):.1f} s", flush=True)
+        chosen = set(args.scenarios.split(","))
+        if "join" in chosen:
+            base, gap, moved = join(bs, args.rate, args.session_timeout_ms)
+            print(f"join:    survivor gap {gap * 1000:.0f} ms (before the join: {base * 1000:.0f} ms); "
+                  f"moved partitions' gap {moved:.1f} s", flush=True)
+        if "death" in chosen:
+            gap, failover, _ = death(bs, args.rate, args.session_timeout_ms, restart=False)
+            print(f"death:   survivor gap {gap * 1000:.0f} ms; victim's partitions answering again "
+                  f"after {failover:.1f} s (on the survivor)", flush=True)
+        if "restart" in chosen:
+            times, gaps = [], []
+            for _ in range(args.restarts):
+                gap, back, (joining, assigned) = death(bs, args.rate, args.session_timeout_ms,
+                                                       restart=True)
+                times.append(back)
+                gaps.append(gap)
+                print(f"restart: answering {back:.1f} s after SIGKILL (joining at {joining:.1f} s, "
+                      f"assigned at {assigned:.1f} s); survivor gap {gap * 1000:.0f} ms", flush=True)
+            print(f"restart: SIGKILL to the victim's sessions answering: median "
+                  f"{statistics.median(times):.1f} s of {len(times)}; survivor gap max "
+                  f"{max(gaps) * 1000:.0f} ms", flush=True)
+        if "decided" in chosen:
+            every: list[float] = []
+            for _ in range(args.decides):
+                took = decided(bs, args.session_timeout_ms)
+                every += took
+                print(f"decided: the victim's {len(took)} calls decided {took[0]:.1f}-{took[-1]:.1f} s "
+                      f"after SIGKILL (no restart; outcome_wait_ms 120 s)", flush=True)
+            print(f"decided: SIGKILL, no restart, to the victim's calls decided: median "
+                  f"{statistics.median(every):.1f} s of {len(every)}, max {max(every):.1f} s",
+                  flush=True)
     print(f"worker logs: {LOGS}")
 
 

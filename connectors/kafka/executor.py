@@ -91,8 +91,9 @@ class KafkaExecutor(Claiming, Timekeeping):
         self.counters = ctx.counters
         self.resolver = resolver
         self.claimant = ctx.claimant
-        #: No call starts after a stall until membership is confirmed: by this role's loop,
-        #: or (local mode, ``gate`` given) by the orchestrator's, whose partitions these are.
+        #: No call starts after a stall, or past the membership lease, until membership is
+        #: confirmed: by this role's loop, or (local mode, ``gate`` given) by the
+        #: orchestrator's, whose partitions these are.
         self.gate = gate or StallGate(ctx.stalls)
         self._committed: dict[int, int] = {}  # APP.requests offsets committed last
         #: Which claimants of watched calls left the app's groups (dead or cut off).
@@ -243,8 +244,9 @@ class KafkaExecutor(Claiming, Timekeeping):
             self._committed.pop(part, None)
 
     def _confirm(self, consumer: Any) -> None:
-        """After a stall: show that the group still counts this executor as a member
-        (ownership.py); if it does not, its partitions are released at once."""
+        """Show that the group still counts this executor as a member (after a stall, and
+        every half lease: stalls.py, ownership.py); if it does not, its partitions are
+        released at once."""
         began = time.monotonic()
         held = set(self.owned)
         answer = confirm_membership(consumer, self.names.requests, held, self._committed)

@@ -40,7 +40,7 @@ from eddies.connectors.dead_letters import DeadLetters
 from eddies.connectors.inspect.otel_export import LiveSpans, live_spans
 from eddies.connectors.json_logs import ids
 from eddies.connectors.routing import Router
-from eddies.engine import SessionMachine
+from eddies.engine import SessionMachine, SessionState
 from eddies.engine.state import PENDING
 from eddies.events import AgentEvent, DurableCallRequest, partition_for
 
@@ -145,7 +145,7 @@ class Orchestrator:
         return self.ownership.held
 
     @property
-    def states(self) -> dict[str, Any]:
+    def states(self) -> dict[str, SessionState]:
         """The sessions' states, by session id."""
         return self.step.states
 
@@ -168,8 +168,8 @@ class Orchestrator:
         self._next_lag = 0.0  # when consumer lag is sampled next (every second, with metrics)
 
     def turn(self) -> None:
-        """One turn of the loop: confirm ownership after a stall, take a batch, apply it,
-        commit when due."""
+        """One turn of the loop: confirm ownership when due (after a stall, every half
+        lease), take a batch, apply it, commit when due."""
         gate = self.ownership.gate
         if gate.due():
             self._confirm()
@@ -222,9 +222,9 @@ class Orchestrator:
 
     # --- ownership -----------------------------------------------------------------------
     def _confirm(self) -> bool:
-        """After a stall: show that the group still counts this process as a member (see
-        ownership.py). True once ownership is settled: confirmed, or the partitions
-        dropped as lost."""
+        """Show that the group still counts this process as a member (after a stall, and
+        every half lease: stalls.py, ownership.py). True once ownership is settled:
+        confirmed, or the partitions dropped as lost."""
         held = self.ownership.held
         began = time.monotonic()
         answer = confirm_membership(self.consumer, self.names.input, held,
