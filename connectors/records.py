@@ -33,9 +33,14 @@ def header(record_headers: Any, name: str) -> bytes | None:
     return None
 
 
-def snapshot_key(session_id: str) -> bytes:
-    """Journal key of a session's latest state."""
-    return f"snap/{session_id}".encode()
+def snapshot_key(session_id: str, epoch: int = -1) -> bytes:
+    """Journal key of a session's latest state as saved in ownership ``epoch``
+    (``snap@EPOCH/SESSION``; without one, ``snap/SESSION``: tools, older workers). One key
+    per epoch: on a compacted journal a worker that had lost the partition cannot replace
+    the newer owner's snapshot with its own; the highest epoch's is the session's."""
+    if epoch < 0:
+        return f"snap/{session_id}".encode()
+    return f"snap@{epoch}/{session_id}".encode()
 
 
 def outcome_key(call_id: str, attempt: int) -> bytes:

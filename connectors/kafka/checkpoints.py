@@ -90,6 +90,9 @@ class Checkpoints:
         #: The offsets committed last, per input partition (committing them again shows
         #: that the group still counts this process as a member).
         self.committed: dict[int, int] = {}
+        # Per session restored here, the epochs of its snapshot keys written before (by
+        # earlier owners): tombstoned once it is saved under this owner's epoch.
+        self._superseded: dict[str, list[int]] = {}
 
     # --- what the loop reports ------------------------------------------------------------
     def applied(self, sid: str, part: int, offset: int, ended: list[RunState]) -> None:
@@ -112,9 +115,15 @@ class Checkpoints:
         if run.calls:
             self._finished.append((time.monotonic(), sid, finished_run_keys(run.calls)))
 
-    def restored(self, view: JournalView) -> None:
-        """Journal keys of calls whose run is over (found after a restore) expire as if
+    def restored(self, view: JournalView, sessions: list[str]) -> None:
+        """After a restore of ``sessions`` from ``view``: their snapshots under older
+        epochs' keys are tombstoned once each is saved under this one's (so the journal
+        keeps one per session); journal keys of calls whose run is over expire as if
         their run had just finished."""
+        for sid in sessions:
+            older = view.snapshot_epochs(sid)
+            if older:
+                self._superseded[sid] = older
         keys: dict[str, list[bytes]] = {}
         states = self.step.states
         refs = [(r, outcome_key(*r)) for r in view.outcomes] + [(r, started_key(*r)) for r in view.started]
@@ -130,6 +139,8 @@ class Checkpoints:
 
     def forget(self, partitions: set[int]) -> None:
         """``partitions`` are no longer held: nothing of theirs is saved or committed."""
+        for sid in [s for s in self._superseded if journal_partition(s, self.partitions) in partitions]:
+            del self._superseded[sid]
         for part in partitions:
             self.positions.forget(part)
             self._unsaved.pop(part, None)
@@ -189,7 +200,7 @@ class Checkpoints:
         parts = self.partitions
         positions = self.positions.next
         failed = self.counters.get("sessions_failed")
-        snapshots: list[tuple[int, bytes, bytes]] = []
+        snapshots: list[tuple[int, str, bytes]] = []
         for sid in due:
             jpart = journal_partition(sid, parts)
             data, ended = self.step.snapshot_of(sid, (self.journal, jpart))
@@ -198,11 +209,15 @@ class Checkpoints:
             state = self.step.states.get(sid)
             if data is not None and state is not None and ownership.holds(jpart):
                 stamp = Stamp(ownership.epoch(jpart), positions.get(jpart, -1), state.seq)
-                snapshots.append((jpart, snapshot_key(sid), snapshot(data, stamp)))
+                snapshots.append((jpart, sid, snapshot(data, stamp)))
         if self.counters.get("sessions_failed") != failed:
             prod.flush(30)  # the events that failed a session too large to save go first
-        for jpart, key, value in snapshots:
-            produce(prod, self.journal, value, key, partition=jpart)
+        superseded = self._superseded
+        for jpart, sid, value in snapshots:
+            epoch = ownership.epoch(jpart)
+            produce(prod, self.journal, value, snapshot_key(sid, epoch), partition=jpart)
+            if sid in superseded:  # after it: the partition keeps that order
+                self._tombstone_snapshots(sid, jpart, superseded.pop(sid))
         self.counters.inc("snapshots", len(snapshots))
         while self._finished and now - self._finished[0][0] >= self._retention:
             _, sid, keys = self._finished.popleft()
@@ -225,13 +240,21 @@ class Checkpoints:
                 continue
             held = unsaved.get(p)
             if held:  # not past the first record of a session with no snapshot since
-                o = next(iter(held.values()))[0]
+                o = min(o, min(first for first, _ in held.values()))
             offsets.append(TopicPartition(self.input_topic, p, o))
         prod.commit(consumer, offsets=offsets, sync=sync)
         for tp in offsets:
             self.committed[tp.partition] = tp.offset
         self.last_commit = time.monotonic()
         return True
+
+    def _tombstone_snapshots(self, sid: str, jpart: int, epochs: list[int]) -> None:
+        """Tombstone ``sid``'s snapshot keys of ``epochs`` (stamped with this epoch)."""
+        headers = epoch_headers(self.ownership.epoch(jpart))
+        for epoch in epochs:
+            produce(self.producer, self.journal, None, snapshot_key(sid, epoch), partition=jpart,
+                    headers=headers)
+        self.counters.inc("tombstones", len(epochs))
 
     def _close_idle_sessions(self) -> None:
         """Tombstone the snapshots of sessions idle longer than ``session_ttl_ms``."""
@@ -242,8 +265,8 @@ class Checkpoints:
             jpart = journal_partition(sid, parts)
             if not self.ownership.holds(jpart):
                 continue
-            produce(self.producer, self.journal, None, snapshot_key(sid), partition=jpart,
-                    headers=epoch_headers(self.ownership.epoch(jpart)))
+            older = self._superseded.pop(sid, [])
+            self._tombstone_snapshots(sid, jpart, [self.ownership.epoch(jpart), *older])
             closed.append(sid)
         self.step.close(closed)
         self.counters.inc("sessions_closed", len(closed))

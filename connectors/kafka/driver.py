@@ -66,6 +66,7 @@ class Driver:
         self._requests_read = [0] * partitions
         self._performer: CallPerformer | None = None
         self._outcomes: dict[tuple[str, int], bytes] = {}
+        self._redeliver: list[AgentEvent] = []
 
     # --- orchestrators and the group -------------------------------------------------------
     def orchestrator(self, name: str) -> Orchestrator:
@@ -109,6 +110,10 @@ class Driver:
         self.broker.evict(consumer)
         consumer.notice_after = notice_after
 
+    def cut(self, name: str, cut: bool = True) -> None:
+        """Cut ``name`` off the brokers (its commits fail with a transport error), or not."""
+        self.consumer(name).unreachable = cut
+
     def stall(self, name: str) -> None:
         """``name`` noticed that it stood still (as its stall watch would on waking up)."""
         self.orchestrators[name].stalls.note()
@@ -132,15 +137,24 @@ class Driver:
     def perform_requests(self, send: bool = True) -> int:
         """Act as an executor: perform the requests on APP.requests not performed yet,
         journal their outcomes, send their signed results (without ``send``: an executor
-        that died between the two). Returns how many."""
+        that died between the two, whose requests the next call redelivers, as the
+        executors' group does). Returns how many."""
         done = 0
+        # Requests whose executor died before it sent their result: redelivered (their
+        # offsets were not committed), answered from the journal.
+        again, self._redeliver = self._redeliver, []
+        for request in again:
+            self._perform(request)
         for part, log in enumerate(self.broker.topics[self.names.requests]):
             for record in log[self._requests_read[part]:]:
                 self._requests_read[part] += 1
                 if record is None or record.value() is None or header(
                         record.headers(), CANCEL_HEADER) is not None:
                     continue
-                self._perform(decode(record.value() or b""), send)
+                request = decode(record.value() or b"")
+                self._perform(request, send)
+                if not send:
+                    self._redeliver.append(request)
                 done += 1
         return done
 
@@ -190,12 +204,13 @@ class Driver:
 
     def snapshots(self, session: str) -> list[tuple[int, int]]:
         """(epoch, seq) of each stamped snapshot of ``session`` in the journal, in order."""
-        key = f"snap/{session}".encode()
         part = journal_partition(session, self.settings.partitions)
         out = []
         for r in self.journal(part):
             value = r.value()
-            stamp = stamp_of(value) if r.key() == key and value is not None else None
+            key = (r.key() or b"").decode()
+            ours = key.startswith("snap") and key.partition("/")[2] == session
+            stamp = stamp_of(value) if ours and value is not None else None
             if stamp is not None:
                 out.append((stamp.epoch, stamp.seq))
         return out

@@ -5,8 +5,8 @@ start of the last batch), so a partition counts as restored only when the consum
 reports PARTITION_EOF, which the fetch high watermark drives correctly.
 
 Journal records carry no headers but tombstones' epochs: the key names the kind
-(``snap/``, ``out/``, ``start/``, ``own/``), and librdkafka's per-record cost doubles with
-any header at all.
+(``snap@EPOCH/``, ``snap/``, ``out/``, ``start/``, ``own/``), and librdkafka's per-record
+cost doubles with any header at all. A session's snapshot is the one of its highest epoch.
 """
 
 from __future__ import annotations
@@ -62,6 +62,10 @@ class JournalView:
     #: none): session -> the refused snapshot's seq. Their state must come from the history.
     stale: dict[str, int] = field(default_factory=dict)
     _fences: dict[int, Fence] = field(default_factory=dict, repr=False)
+    #: The epoch of each session's chosen snapshot (its key's), and the snapshots of its
+    #: other keys (older owners', until tombstoned).
+    _epoch_of: dict[str, int] = field(default_factory=dict, repr=False)
+    _others: dict[str, dict[int, bytes]] = field(default_factory=dict, repr=False)
 
     def learn_calls(self, other: JournalView) -> None:
         """Add the call outcomes, started marks and markers of ``other``, read from earlier
@@ -93,8 +97,12 @@ class JournalView:
             self.unreadable += 1  # no worker writes such a key: skipped, never fatal
             return None
         kind, _, rest = text.partition("/")
-        if kind == "snap":
-            self._snapshot(rest, value, partition, epoch)
+        if kind.startswith("snap"):
+            at = kind[5:]
+            if kind != "snap" and (kind[4] != "@" or not at.isdigit()):
+                self.unreadable += 1
+                return None
+            self._snapshot(rest, value, partition, epoch, int(at) if at else NO_EPOCH)
             return None
         if kind == "own":
             where = parse_marker(rest)
@@ -132,28 +140,56 @@ class JournalView:
             fence = self._fences[partition] = Fence()
         return fence
 
-    def _snapshot(self, sid: str, value: bytes | None, partition: int, epoch: int | None) -> None:
+    def snapshot_epochs(self, sid: str) -> list[int]:
+        """The epochs of every snapshot key of ``sid`` still in the journal (the one
+        restored and older ones): what a new owner tombstones once it saved its own."""
+        epochs = [] if sid not in self.snapshots else [self._epoch_of[sid]]
+        return epochs + sorted(self._others.get(sid, {}))
+
+    def _snapshot(self, sid: str, value: bytes | None, partition: int, epoch: int | None,
+                  key_epoch: int) -> None:
         fence = self._fences.get(partition)
         if value is None:
             if fence is None or fence.admits_epoch(epoch):
-                self.snapshots.pop(sid, None)
-                self.stale.pop(sid, None)
+                self._forget_snapshot(sid, key_epoch)
             else:
                 self.fenced += 1
             return
         stamp = stamp_of(value)
-        if fence is None or fence.admits(stamp):
+        if fence is not None and not fence.admits(stamp):
+            self.fenced += 1
+            assert stamp is not None  # an unstamped record is always admitted
+            kept = self.snapshots.get(sid)
+            kept_stamp = None if kept is None else stamp_of(kept)
+            if kept is None or (kept_stamp is not None and kept_stamp.seq < stamp.seq):
+                self.stale[sid] = max(stamp.seq, self.stale.get(sid, 0))
+            return
+        chosen = self._epoch_of.get(sid)
+        if chosen is None or key_epoch >= chosen:
+            if chosen is not None and key_epoch > chosen:  # a newer owner's: it counts
+                self._others.setdefault(sid, {})[chosen] = self.snapshots[sid]
             self.snapshots[sid] = value
+            self._epoch_of[sid] = key_epoch
             refused = self.stale.get(sid)
             if refused is not None and (stamp is None or stamp.seq >= refused):
                 del self.stale[sid]
-            return
-        self.fenced += 1
-        assert stamp is not None  # an unstamped record is always admitted
-        kept = self.snapshots.get(sid)
-        kept_stamp = None if kept is None else stamp_of(kept)
-        if kept is None or (kept_stamp is not None and kept_stamp.seq < stamp.seq):
-            self.stale[sid] = max(stamp.seq, self.stale.get(sid, 0))
+        else:  # an older owner's, written late: kept only to be tombstoned
+            self._others.setdefault(sid, {})[key_epoch] = value
+
+    def _forget_snapshot(self, sid: str, key_epoch: int) -> None:
+        others = self._others.get(sid)
+        if self._epoch_of.get(sid) == key_epoch:
+            del self.snapshots[sid]
+            del self._epoch_of[sid]
+            self.stale.pop(sid, None)
+            if others:  # the next owner back: the highest epoch left
+                best = max(others)
+                self.snapshots[sid] = others.pop(best)
+                self._epoch_of[sid] = best
+        elif others is not None:
+            others.pop(key_epoch, None)
+        if others is not None and not others:
+            del self._others[sid]
 
 
 def record_time(msg: Any) -> int:

@@ -249,7 +249,7 @@ class JournalTail:
 
     def _fold(self, msg: Any, part: int) -> None:
         key = msg.key()
-        if key is None or key.startswith(b"snap/"):
+        if key is None or key.startswith(b"snap"):
             return  # snapshots matter only when a partition is gained (read_journal)
         ref = fold(self.view, msg)
         if ref is None:

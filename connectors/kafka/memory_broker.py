@@ -8,7 +8,8 @@ timestamps; a producer's records land in order, its delivery reports come with `
 ``flush``; consumers of a group get partitions only when the driver says so, and get the
 rebalance callbacks inside ``poll``/``consume``, as librdkafka serves them; a consumer the
 group evicted has its commits refused with UNKNOWN_MEMBER_ID, as both brokers do; a paused
-partition returns nothing. What it leaves out: replication, compaction, transactions,
+partition returns nothing, and stays paused when it is unassigned and assigned again (as
+in librdkafka) until it is resumed. What it leaves out: replication, compaction, transactions,
 timing. Example::
 
     broker = MemoryBroker()
@@ -124,17 +125,22 @@ class MemoryBroker:
 
     def assign(self, consumer: MemoryConsumer, partitions: list[int]) -> None:
         """The group gives ``consumer`` these partitions (its on_assign runs in its next poll)."""
-        consumer.events.append(("assign", partitions))
+        consumer.events.append(("assign", partitions, consumer.evictions))
 
     def revoke(self, consumer: MemoryConsumer, partitions: list[int]) -> None:
         """The group takes ``partitions`` back cleanly (on_revoke in the next poll)."""
-        consumer.events.append(("revoke", partitions))
+        consumer.events.append(("revoke", partitions, consumer.evictions))
 
     def evict(self, consumer: MemoryConsumer) -> None:
         """The group went on without ``consumer`` (its session timed out): its commits are
         refused from now on; it hears of the loss only at its next poll."""
         consumer.evicted = True
-        consumer.events.append(("lost", [tp.partition for tp in consumer.assignment()]))
+        consumer.evictions += 1
+        # What it holds, and what it was given but has not taken yet: all of it is gone.
+        held = {tp.partition for tp in consumer.assignment()}
+        for what, parts, _ in consumer.events:
+            held = held | set(parts) if what == "assign" else held - set(parts)
+        consumer.events.append(("lost", sorted(held), consumer.evictions))
 
 
 @dataclass
@@ -207,9 +213,13 @@ class MemoryConsumer:
 
     broker: MemoryBroker
     group: str
-    #: Rebalance events not yet served: ("assign" | "revoke" | "lost", partitions).
-    events: list[tuple[str, list[int]]] = field(default_factory=list)
+    #: Rebalance events not yet served: ("assign" | "revoke" | "lost", partitions, the
+    #: evictions before it was queued).
+    events: list[tuple[str, list[int], int]] = field(default_factory=list)
+    evictions: int = 0
     evicted: bool = False
+    #: The brokers cannot be reached (commits fail with a transport error).
+    unreachable: bool = False
     topic: str = ""
     positions: dict[int, int] = field(default_factory=dict)
     paused: set[int] = field(default_factory=set)
@@ -232,7 +242,7 @@ class MemoryConsumer:
 
     def _serve(self) -> None:
         while self.events:
-            what, parts = self.events.pop(0)
+            what, parts, evictions = self.events.pop(0)
             callback = self._callbacks.get(what)
             if what == "assign":
                 self._explicit = {}
@@ -245,13 +255,13 @@ class MemoryConsumer:
                         self.positions[p] = chosen[p]
                     else:
                         self.positions[p] = self.broker.committed.get((self.group, self.topic, p), 0)
-                self.evicted = False
+                if evictions == self.evictions:  # given after its eviction: a member again
+                    self.evicted = False
             else:
                 if callback is not None:
                     callback(self, self._tps([p for p in parts if p in self.positions]))
-                for p in parts:
+                for p in parts:  # a pause outlives the assignment, as in librdkafka
                     self.positions.pop(p, None)
-                    self.paused.discard(p)
 
     def incremental_assign(self, partitions: list[Any]) -> None:
         for tp in partitions:
@@ -303,6 +313,8 @@ class MemoryConsumer:
 
     def commit(self, offsets: list[Any] | None = None, asynchronous: bool = True) -> None:
         k = _kafka()
+        if self.unreachable:
+            raise k.KafkaException(k.KafkaError(k.KafkaError._TRANSPORT))
         if self.evicted:
             raise k.KafkaException(k.KafkaError(k.KafkaError.UNKNOWN_MEMBER_ID))
         for tp in offsets or []:

@@ -45,11 +45,9 @@ from eddies.engine.state import PENDING
 from eddies.events import AgentEvent, DurableCallRequest, partition_for
 
 from .checkpoints import Checkpoints
-from .client import next_batch
 from .epochs import ORCHESTRATOR, state_of
 from .executor import KafkaExecutor
 from .journal import CallRef, JournalView
-from .memory_broker import Record
 from .ownership import Ownership, confirm_membership
 from .positions import Positions
 from .roles import RoleContext
@@ -121,10 +119,12 @@ class Orchestrator:
         # Records fetched while ownership was in doubt (after a stall): applied, in order,
         # once it is confirmed; those of partitions found lost are dropped.
         self._backlog: list[Any] = []
-        # Per partition, calls of restored sessions whose outcome is journaled: (session,
-        # outcome) by call; their results are expected past the committed offset.
-        self._expected: dict[int, dict[CallRef, tuple[str, bytes]]] = {}
+        # Per partition, calls of restored sessions whose outcome is journaled (their
+        # session, by call): their results are expected past the committed offset.
+        self._expected: dict[int, dict[CallRef, str]] = {}
         self._executor: KafkaExecutor | None = None
+        # Partitions a rebalance callback took or gave during the current batch.
+        self._touched: set[int] = set()
         self._paused = False  # input paused (busy local executor, or ownership in doubt)
         self._paused_at = 0  # self._assignments when it was paused
         self._next_lag = 0.0
@@ -189,7 +189,7 @@ class Orchestrator:
                 self.consumer.resume(assigned)
             self._paused = hold
             self._paused_at = self._assignments
-        msgs = next_batch(self.consumer, self.settings.batch_size, 0.05)
+        msgs = self._next_batch()
         if unsure:
             self._backlog += msgs  # fetched before the pause took effect
         else:
@@ -205,6 +205,21 @@ class Orchestrator:
         if metrics is not None and now >= self._next_lag:
             metrics.sample_lag(self.consumer, self.names.input, self._positions.next)
             self._next_lag = now + 1.0
+
+    def _next_batch(self) -> list[Any]:
+        """Up to ``batch_size`` records, as :func:`.client.next_batch` takes them, without a
+        record fetched before a rebalance callback that took its partition (or gave it anew)
+        in the same batch: librdkafka drops what it fetched for a partition it no longer
+        holds, except the record it already handed out."""
+        first = self.consumer.poll(0.05)  # callbacks served here come before it
+        if first is None:
+            return []
+        self._touched.clear()
+        rest: list[Any] = self.consumer.consume(num_messages=self.settings.batch_size - 1,
+                                                timeout=0)  # ... and these after it
+        if self._touched and first.partition() in self._touched:
+            return rest
+        return [first, *rest]
 
     def close(self) -> None:
         """Let the local executor's running calls finish, save every session, commit, leave."""
@@ -257,7 +272,13 @@ class Orchestrator:
 
     # --- partitions ----------------------------------------------------------------------
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        numbers = {tp.partition for tp in partitions} - self.ownership.held
+        numbers = {tp.partition for tp in partitions}
+        self._touched |= numbers
+        again = numbers & self.ownership.held
+        if again:  # given anew without being taken first: what is held of them is stale
+            log.warning("orchestrator partitions %s assigned again before they were revoked or "
+                        "lost here; restored anew", sorted(again))
+            self._drop(again)
         if not numbers:
             self.assigned.set()
             return
@@ -268,13 +289,14 @@ class Orchestrator:
         # It follows their journal from there on, and owns their calls.
         view = local.restore(numbers) if local is not None else self.clients.read_journal(numbers)
         moved = {p for p in numbers if view.epoch(ORCHESTRATOR, p) != epochs[p]}
-        if moved:  # marked again since (the group moved them on): not ours
-            log.warning("orchestrator partitions %s were taken by another worker while they "
-                        "were restored here", sorted(moved))
-            self.ownership.drop(moved)
-            if local is not None:
-                local.release(moved)
-            numbers -= moved
+        if moved:
+            # Another worker marked them since: one that has not heard yet that the group
+            # moved them on (it is told at its next confirmation). The group gave them to
+            # this one now: mark again, so that what that one writes is refused, not ours.
+            log.warning("orchestrator partitions %s were marked by another worker while they "
+                        "were restored here; marked again", sorted(moved))
+            epochs.update(self.ownership.claim(moved))
+            view = local.restore(numbers) if local is not None else self.clients.read_journal(numbers)
         log.info("orchestrator assigned partitions %s: %d journal records, %d sessions (read in "
                  "%.0f ms)", sorted(numbers), view.records, len(view.snapshots),
                  (time.monotonic() - began) * 1000)
@@ -286,7 +308,8 @@ class Orchestrator:
                         "partition; refused", view.fenced, self.names.journal)
             self.counters.inc("records_fenced", view.fenced)
         restored = self._restore(numbers, view)
-        self.checkpoints.restored(view)
+        self.checkpoints.restored(view, [sid for sid in self.step.states
+                                         if partition_for(sid, self.settings.partitions) in numbers])
         self.producer.flush(10)
         self._assignments += 1
         self.counters.inc("sessions_restored", restored)
@@ -327,10 +350,12 @@ class Orchestrator:
                 p = req.payload
                 assert isinstance(p, DurableCallRequest)
                 ref = (p.call_id, p.attempt)
-                outcome = view.outcomes.get(ref)
-                if outcome is not None:
-                    self._expected.setdefault(partition_for(sid, count), {})[ref] = (sid, outcome)
-                    continue
+                # A call with a journaled outcome is asked again too: an executor answers it
+                # from the journal, so its result has a place in the input (the same for
+                # every later owner), also when the first one is not past the committed
+                # offset or was lost in a crash before it was sent.
+                if ref in view.outcomes:
+                    self._expected.setdefault(partition_for(sid, count), {})[ref] = sid
                 if local is not None:
                     local.submit(req)
                 else:
@@ -340,29 +365,26 @@ class Orchestrator:
 
     def _caught_up(self, part: int, end: int) -> None:
         """The input of ``part`` was read to its end (``end``) after it was gained: a call
-        whose outcome is journaled and that a session still waits for had its result before
-        the committed offset (a snapshot behind it) or lost in a crash before it was sent:
-        it is applied from the journal now."""
+        whose outcome is journaled and that a session still waits for had its result
+        before the committed offset (a snapshot behind it) or lost in a crash before it
+        was sent; counted (its request was asked again: the answer comes from the
+        journal)."""
         back = self._positions.gap_at_end(part, end)
         if back is not None:  # skipped records at the end (positions.py): those first
             self.consumer.seek(_kafka().TopicPartition(self.names.input, part, back))
             return
-        source_topic = self.names.journal
-        for (cid, attempt), (sid, outcome) in self._expected.pop(part, {}).items():
+        for (cid, attempt), sid in self._expected.pop(part, {}).items():
             state = self.step.states.get(sid)
             rec = state.run.calls.get(cid) if state is not None and state.run is not None else None
             if rec is None or rec.status != PENDING or rec.attempt != attempt:
                 continue  # its result came past the committed offset, as it should
-            key = sid.encode()
-            changed = self.step.recorded(key, outcome, Record(source_topic, part, -1, key, outcome))
-            if changed is not None:
-                self.checkpoints.applied(changed[0], part, self._positions.next.get(part, end),
-                                         changed[1])
-                self.counters.inc("results_recovered")
-                log.info("call %s: its result was not past the committed offset; applied from "
-                         "the journal", cid, extra=ids(session=sid, call=cid))
+            self.counters.inc("results_recovered")
+            log.info("call %s: its result was not past the committed offset; answered again "
+                     "from the journal", cid, extra=ids(session=sid, call=cid))
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        consumer.resume(partitions)  # see _drop
+        self._touched |= {tp.partition for tp in partitions}
         numbers = {tp.partition for tp in partitions} & self.ownership.held
         if not numbers:
             return
@@ -373,6 +395,8 @@ class Orchestrator:
                  (time.monotonic() - began) * 1000)
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        consumer.resume(partitions)  # see _drop
+        self._touched |= {tp.partition for tp in partitions}
         numbers = {tp.partition for tp in partitions} & self.ownership.held
         log.warning("orchestrator partitions lost (the group went on without this worker): %s; "
                     "their sessions are dropped here without a snapshot", sorted(numbers))
@@ -381,6 +405,9 @@ class Orchestrator:
     def _drop(self, numbers: set[int]) -> None:
         """Forget the sessions of ``numbers``; the local executor starts none of their calls."""
         numbers = self.ownership.drop(numbers)
+        # A pause outlives an assignment in librdkafka: given back later, a partition
+        # paused now would never be read again.
+        self.consumer.resume([_kafka().TopicPartition(self.names.input, p) for p in sorted(numbers)])
         for part in numbers:
             self._expected.pop(part, None)
         if self.executor is not None:

@@ -186,35 +186,34 @@ def load_history(settings: Settings, session_id: str) -> list[Recorded]:
 
 
 def snapshots_of(settings: Settings, session_id: str) -> list[tuple[int, SessionState]]:
-    """The session's snapshots still in app.journal, oldest first, as (record time, state).
-    A compacted journal keeps only the latest; the embedded broker keeps all of them."""
-    from eddies.connectors.records import header, snapshot_key
-
-    from .epochs import EPOCH_HEADER, ORCHESTRATOR, Fence, header_epoch, marker_key, stamp_of, state_of
+    """The session's snapshots still in app.journal, oldest first, as (record time, state):
+    those of a worker that had lost the partition are left out (journal.py folds the same
+    way). A compacted journal keeps the latest of each owner's; the embedded broker keeps
+    all of them."""
+    from .epochs import state_of
+    from .journal import JournalView, fold
 
     topic = TopicNames(settings.app).journal
     part = partition_for(session_id, readable(settings, topic)[0])
-    key = snapshot_key(session_id)
-    marker = marker_key(ORCHESTRATOR, part)
-    fence = Fence()  # a snapshot written by a worker that had lost the partition is not one
+    view = JournalView()
     out: list[tuple[int, SessionState]] = []
     for msg in read_records(settings, topic, partitions=[part]):
-        if msg.key() == marker:
-            fence.mark(msg.offset())
+        key = msg.key() or b""
+        ours = key.startswith(b"snap") and key.partition(b"/")[2] == session_id.encode()
+        if not ours and not key.startswith(b"own/"):
             continue
-        if msg.key() != key:
+        before = view.snapshots.get(session_id)
+        fold(view, msg)
+        now = view.snapshots.get(session_id)
+        if not ours:
             continue
-        value = msg.value()
-        if value is None:  # a tombstone: the session was closed and forgotten
-            if fence.admits_epoch(header_epoch(header(msg.headers(), EPOCH_HEADER))):
-                out.clear()
-            continue
-        if not fence.admits(stamp_of(value)):
-            continue
-        try:
-            out.append((msg.timestamp()[1], SessionState.from_bytes(state_of(value))))
-        except Exception:  # one this version cannot read: an older one may still do
-            continue
+        if now is None:  # a tombstone: the session was closed and forgotten
+            out.clear()
+        elif now is not before:
+            try:
+                out.append((msg.timestamp()[1], SessionState.from_bytes(state_of(now))))
+            except Exception:  # one this version cannot read: an older one may still do
+                continue
     return out
 
 

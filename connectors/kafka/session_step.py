@@ -29,12 +29,10 @@ from eddies.engine import SessionMachine, SessionState
 from eddies.engine.state import RunState
 from eddies.events import (
     AgentEvent,
-    DecodeError,
     DurableCallResult,
     ErrorInfo,
     InputEvent,
     SignalEvent,
-    decode,
     partition_for,
 )
 
@@ -133,25 +131,6 @@ class SessionStep:
         self.states[sid] = state
         self.seen[sid] = seen_ms
         return requests
-
-    def recorded(self, key: bytes, data: bytes, source: Any) -> tuple[str, list[RunState]] | None:
-        """Apply a call result from the journal (trusted: only executors write there); its
-        session and the runs that ended, or None (unreadable, or dead-lettered)."""
-        try:
-            ev = decode(data)
-        except DecodeError as err:
-            log.error("a journaled outcome cannot be read (%s); not applied", err)
-            return None
-        if not isinstance(ev.payload, DurableCallResult):
-            return None
-        sid = ev.session_id
-        applied = apply_record(self.machine, self.router, self.states.get(sid), ev, key, source)
-        if applied is None:
-            return None
-        state, ended = applied
-        self.states[sid] = state
-        self.seen[sid] = time.time() * 1000
-        return sid, ended
 
     def snapshot_of(self, sid: str, journal_place: tuple[str, int]
                     ) -> tuple[bytes | None, list[RunState]]:

@@ -243,6 +243,6 @@ def test_no_record_stops_the_worker_and_every_one_is_accounted_for(
             continue
         if msg.key().startswith(b"out/"):
             fastavro.schemaless_reader(io.BytesIO(msg.value()), schema, None)
-        elif msg.key().startswith(b"snap/"):
+        elif msg.key().startswith(b"snap"):
             SessionState.from_bytes(state_of(msg.value()))
     assert written > 0

@@ -266,8 +266,9 @@ def test_envelopes_that_lie_about_themselves_go_to_the_dlq(settings: Settings) -
     assert "no state here" in by_key["orphan"]
     recorded = {ev.session_id for ev in read_events(settings, names.events)}
     assert recorded == {"honest", "honest-2"}  # nothing of the refused records is in the history
-    journal_keys = {m.key() for m in read_records(settings, names.journal)}
-    assert b"snap/orphan" not in journal_keys and b"snap/honest" in journal_keys
+    saved = {m.key().partition(b"/")[2] for m in read_records(settings, names.journal)
+             if m.key().startswith(b"snap")}
+    assert b"orphan" not in saved and b"honest" in saved
 
 
 def test_a_session_whose_clock_is_in_the_future_still_expires(settings: Settings) -> None:

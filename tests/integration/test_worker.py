@@ -233,8 +233,8 @@ def _committed_input_offset(settings: Settings, session: str) -> int:
 
 
 def _snapshots_of(settings: Settings, session: str) -> int:
-    key = f"snap/{session}".encode()
-    return sum(1 for m in read_records(settings, TopicNames(settings.app).journal) if m.key() == key)
+    return sum(1 for m in read_records(settings, TopicNames(settings.app).journal)
+               if m.key().startswith(b"snap") and m.key().partition(b"/")[2] == session.encode())
 
 
 @pytest.mark.parametrize("delay_ms", [60_000, 300])

@@ -17,7 +17,7 @@ from eddies.connectors.kafka.settings import load_settings
 from eddies.connectors.kafka.topics import TopicNames, ensure_topics
 
 from . import checks, netcut, timing
-from .evidence import gather
+from .evidence import gather, write_trail
 from .fleet import ROOT, Fleet, Proc
 from .netcut import Relay
 from .timing import Kill
@@ -201,6 +201,8 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         monitor.join(10)
         evidence = gather(settings, {(s.session, s.run): s.body for s in feeder.sent}, effects,
                           fleet.procs, chaos.crashes, missing)
+        if missing:  # the broker goes with the round: keep the stuck sessions' story
+            write_trail(settings, {session for session, _ in missing}, rdir / "stuck-trail.txt")
     finally:
         if relay is not None:
             fleet.close_namespaces()

@@ -182,3 +182,49 @@ def gather(settings: Settings, inputs: dict[Run, dict[str, Any]], effects_file: 
                     processes=[p.info() for p in procs], crashes=crashes,
                     missing_after_drain=missing_after_drain, dlq_reasons=dlq, log_lines=lines,
                     waited_unknown=waited)
+
+
+def write_trail(settings: Settings, sessions: set[str], path: Path) -> None:
+    """Every record of ``sessions`` on APP.input, APP.events and APP.journal (with their
+    partitions' epoch markers) and the orchestrators' committed offsets, in offset order,
+    to ``path``: what a stuck session's story is read from once the broker is gone."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from eddies.connectors.kafka.epochs import stamp_of
+    from eddies.events import partition_for
+
+    names = TopicNames(settings.app)
+    parts = {partition_for(s, settings.partitions) for s in sessions}
+    keys = {s.encode() for s in sessions}
+    markers = {f"own/orchestrator/{p}".encode() for p in parts}
+    lines: list[str] = []
+    for topic in (names.input, names.events, names.journal):
+        lines.append(f"== {topic}")
+        for m in read_records(settings, topic, partitions=sorted(parts), timeout=30):
+            key = m.key() or b""
+            ours = key in keys or key in markers or (
+                key.startswith(b"snap") and key.partition(b"/")[2] in keys) or any(
+                key.startswith(f"{k}/{s}".encode()) for s in sessions for k in ("out", "start"))
+            if not ours:
+                continue
+            what = ""
+            value = m.value()
+            if topic == names.journal and key.startswith(b"snap") and value:
+                what = f"stamp {stamp_of(value)}"
+            elif value and not key.startswith((b"own/", b"start/")):
+                try:
+                    e = decode(value)
+                    what = f"{e.type} seq={e.seq} run={e.run} id={e.event_id} {str(e.payload)[:160]}"
+                except DecodeError:
+                    what = "undecodable"
+            elif value:
+                what = value.decode(errors="replace")
+            lines.append(f"{m.partition()}/{m.offset()} t={m.timestamp()[1]} {key.decode(errors='replace')} "
+                         f"{'TOMBSTONE' if value is None else what} {dict(m.headers() or [])}")
+    c = Consumer(settings.client_config(**{"group.id": f"{settings.app}.orchestrator"}))
+    try:
+        committed = c.committed([TopicPartition(names.input, p) for p in sorted(parts)], timeout=10)
+        lines.append(f"== committed {[(tp.partition, tp.offset) for tp in committed]}")
+    finally:
+        c.close()
+    path.write_text("\n".join(lines) + "\n")

@@ -74,10 +74,9 @@ def test_a_woken_owners_older_snapshot_is_refused_by_the_next_owner() -> None:
     assert _answers(driver, "k2s15") == [2, 10]
 
 
-def test_a_compacted_journal_that_kept_only_the_woken_owners_snapshot_is_rebuilt_from_history(
-) -> None:
-    """Compaction keeps the latest record of a key: the woken owner's, which is refused. The
-    next owner rebuilds the session from its history on APP.events, not from nothing."""
+def test_a_compacted_journal_keeps_the_newer_owners_snapshot() -> None:
+    """Compaction keeps the latest record of a key; snapshots are keyed by epoch, so the
+    woken owner's late one does not replace the newer owner's."""
     driver = Driver(Doubler(), snapshot_delay_ms=60_000)
     _a_stands_still_mid_run(driver)
     b_seq = driver.orchestrators["b"].states["k2s15"].seq
@@ -85,22 +84,51 @@ def test_a_compacted_journal_that_kept_only_the_woken_owners_snapshot_is_rebuilt
     driver.revoke("b", [0])
     driver.turn("b")
     driver.broker.compact(driver.names.journal)
-    a_epoch = driver.orchestrators["a"].ownership.epoch(0)
-    left = driver.snapshots("k2s15")
-    assert len(left) == 1 and left[0][0] == a_epoch and left[0][1] < b_seq  # A's mid-run one
     c = driver.orchestrator("c")
     driver.assign("c", [0])
     driver.turn("c")
-    assert c.counters.get("sessions_rebuilt") == 1
-    assert c.states["k2s15"].seq == b_seq and c.states["k2s15"].idle
+    assert c.states["k2s15"].seq == b_seq and c.counters.get("sessions_rebuilt") == 0
     driver.send("k2s15", 5)
     driver.settle(["c"])
     assert _answers(driver, "k2s15") == [2, 10]
 
 
-def test_a_result_lost_between_its_journal_and_the_input_is_applied_from_the_journal() -> None:
+def test_a_session_left_with_only_a_refused_snapshot_is_rebuilt_from_history() -> None:
+    """A saved the session, then took its next input and stood still; B went on with it
+    and died before it saved it; A woke and saved its state over its own key. Compacted,
+    that key keeps only A's late snapshot, which is refused: C rebuilds the session from
+    its history on APP.events, not from nothing."""
+    driver = Driver(Doubler(), snapshot_delay_ms=60_000, commit_interval_ms=600_000)
+    a = driver.orchestrator("a")
+    driver.assign("a", [0])
+    driver.send("s", 1)
+    driver.settle(["a"])
+    a.checkpoints.commit(driver.consumer("a"), everything=True)  # saved between runs
+    driver.send("s", 2)
+    driver.turn("a", 2)  # run 2 asked for its call, unsaved
+    driver.evict("a")
+    b = driver.orchestrator("b")
+    driver.assign("b", [0])
+    driver.settle(["b"])  # B finishes run 2 and dies before any commit saves it
+    b_state = b.states["s"]
+    assert _answers(driver, "s") == [2, 4]
+    a.checkpoints.commit(driver.consumer("a"), everything=True)  # A wakes up and saves
+    driver.evict("b")
+    driver.broker.compact(driver.names.journal)
+    c = driver.orchestrator("c")
+    driver.assign("c", [0])
+    driver.turn("c")
+    assert c.counters.get("sessions_rebuilt") == 1
+    assert c.states["s"].to_dict() == b_state.to_dict()
+    driver.send("s", 3)
+    driver.settle(["c"])
+    assert _answers(driver, "s") == [2, 4, 6]
+
+
+def test_a_result_lost_between_its_journal_and_the_input_is_answered_again() -> None:
     """The executor journaled the outcome and died before it sent the result; the session's
-    next owner, done reading its input, applies the journaled one (and counts it)."""
+    next owner asks again (the executor answers from the journal), and, done reading its
+    input without that result, counts it."""
     driver = Driver(Doubler(), snapshot_delay_ms=0)
     driver.orchestrator("a")
     driver.assign("a", [0])
@@ -110,9 +138,10 @@ def test_a_result_lost_between_its_journal_and_the_input_is_applied_from_the_jou
     driver.evict("a")
     b = driver.orchestrator("b")
     driver.assign("b", [0])
+    driver.turn("b", 2)
+    assert b.counters.get("results_recovered") == 1 and b.counters.get("requests_reissued") == 1
     driver.settle(["b"])
     assert _answers(driver, "s") == [42]
-    assert b.counters.get("results_recovered") == 1 and b.counters.get("requests_reissued") == 0
 
 
 def test_a_result_past_the_committed_offset_is_not_applied_twice() -> None:
@@ -162,6 +191,30 @@ def test_records_fetched_before_a_stall_wait_for_the_confirmation() -> None:
     assert _answers(driver, "s") == [6]
 
 
+def test_a_partition_paused_while_in_doubt_and_lost_is_read_when_it_comes_back() -> None:
+    """Input is paused while ownership is in doubt (a stall, no answer from the group);
+    the partition found lost and later given back must not stay paused (librdkafka keeps
+    a pause across assignments)."""
+    driver = Driver(Doubler())
+    a = driver.orchestrator("a")
+    driver.assign("a", [0])
+    driver.turn("a")
+    driver.stall("a")
+    driver.cut("a")
+    driver.turn("a", 2)
+    assert driver.consumer("a").paused == {0}  # in doubt: nothing read meanwhile
+    driver.evict("a")
+    driver.turn("a")  # it hears of the loss, still in doubt
+    assert a.partitions == set()
+    driver.cut("a", False)
+    driver.turn("a")
+    driver.assign("a", [0])  # and given back
+    driver.turn("a")
+    driver.send("s", 7)
+    driver.settle(["a"])
+    assert a.partitions == {0} and _answers(driver, "s") == [14]
+
+
 def test_a_stall_that_did_not_cost_the_partition_is_confirmed_and_work_goes_on() -> None:
     driver = Driver(Doubler())
     a = driver.orchestrator("a")
@@ -175,25 +228,30 @@ def test_a_stall_that_did_not_cost_the_partition_is_confirmed_and_work_goes_on()
     assert _answers(driver, "s") == [8, 10]
 
 
-def test_a_partition_marked_again_while_it_was_restored_is_not_held() -> None:
-    """Two owners that both believe they were given a partition: the later marker wins.
-    A marks, B marks while A reads the journal back; A finds B's marker and lets go."""
+def test_a_partition_marked_by_another_while_it_was_restored_is_marked_again() -> None:
+    """Two owners that both believe they were given a partition: A marks, B (which has not
+    heard yet that the group moved it on) marks while A reads the journal back. The group
+    gave it to A now: A marks again, so that B's writes are the ones refused."""
     driver = Driver(Doubler())
     a = driver.orchestrator("a")
     b = driver.orchestrator("b")
     clients = driver.clients("a")
     read = clients.read_journal
+    marked = []
 
     def read_while_b_marks(partitions: set[int]) -> Any:
-        b.ownership.claim(partitions)
+        if not marked:
+            marked.append(b.ownership.claim(partitions))
         return read(partitions)
 
     clients.read_journal = read_while_b_marks  # type: ignore[method-assign]
     driver.assign("a", [0])
     driver.send("s", 1)
-    driver.turn("a", 3)
-    assert a.partitions == set() and b.ownership.epoch(0) == 1
-    assert not driver.broker.records(driver.names.requests)  # A applied nothing
+    driver.settle(["a"])
+    assert a.partitions == {0} and a.ownership.epoch(0) > marked[0][0]
+    assert _answers(driver, "s") == [2]
+    view = read({0})
+    assert view.epoch("orchestrator", 0) == a.ownership.epoch(0)
 
 
 @pytest.mark.parametrize("everything", [False, True])
