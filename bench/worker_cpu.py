@@ -152,6 +152,8 @@ class WorkerPath:
                 batch.append(Record(self.topic, partition_for(sid, self.partitions), self.offset,
                                     sid.encode(), prompts[i]))
                 self.offset += 1
+            # As the worker's loop does: the group still counts it (no broker here to ask).
+            orch.ownership.gate.confirmed(time.monotonic())
             orch.process(batch)
             for request in self.requests:
                 ex._perform(request, None, 0)

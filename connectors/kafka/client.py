@@ -22,13 +22,25 @@ from .settings import Settings
 from .topics import TopicNames
 
 
-def next_batch(consumer: Any, size: int, wait: float) -> list[Any]:
+def next_batch(consumer: Any, size: int, wait: float, touched: set[int] | None = None) -> list[Any]:
     """Up to ``size`` records: block up to ``wait`` for the first, then take only what has
-    already been fetched. (``consume(size, timeout)`` would wait for a full batch.)"""
+    already been fetched. (``consume(size, timeout)`` would wait for a full batch.)
+
+    ``touched``: the partitions the consumer's rebalance callbacks add to it. A callback
+    served while the rest is taken may take the first record's partition (or give it
+    anew); librdkafka drops what it fetched for a partition it no longer holds, but not the
+    record it already handed out, so that one is left out then."""
     first = consumer.poll(wait)
     if first is None:
         return []
-    return [first, *consumer.consume(num_messages=size - 1, timeout=0)] if size > 1 else [first]
+    if size <= 1:
+        return [first]
+    if touched is not None:
+        touched.clear()
+    rest: list[Any] = consumer.consume(num_messages=size - 1, timeout=0)
+    if touched and first.partition() in touched:
+        return rest
+    return [first, *rest]
 
 
 def producer(settings: Settings, **extra: Any) -> Any:

@@ -54,7 +54,7 @@ from .client import next_batch
 from .journal import CallRef, JournalView
 from .journal_tail import JournalTail
 from .liveness import Liveness
-from .ownership import confirm_membership
+from .ownership import MembershipCheck, confirm_membership, known_offsets
 from .roles import RoleContext
 from .stalls import StallGate
 from .timekeeping import Timekeeping
@@ -96,6 +96,9 @@ class KafkaExecutor(Claiming, Timekeeping):
         #: orchestrator's, whose partitions these are.
         self.gate = gate or StallGate(ctx.stalls)
         self._committed: dict[int, int] = {}  # APP.requests offsets committed last
+        self._touched: set[int] = set()  # partitions a rebalance callback took or gave
+        #: Whether the group still counts this executor (split mode; ownership.py).
+        self.membership = MembershipCheck(self.gate, self._ask_group, self._ping)
         #: Which claimants of watched calls left the app's groups (dead or cut off).
         self.liveness = Liveness(ctx.clients.group_members(),
                                  min_gap_s=max(1.0, ctx.membership.session_timeout_ms / 3000))
@@ -193,8 +196,9 @@ class KafkaExecutor(Claiming, Timekeeping):
         next_lag = 0.0  # when consumer lag is sampled next (with metrics)
         try:
             while not stop.is_set():
-                if consumer is not None and self.gate.due():
-                    self._confirm(consumer)
+                evicted = self.membership.check() if consumer is not None else None
+                if evicted is not None:
+                    self._evicted(consumer, *evicted)
                 self._release_due()
                 self._abandon_expired()
                 if consumer is None:  # requests arrive through submit()
@@ -204,7 +208,8 @@ class KafkaExecutor(Claiming, Timekeeping):
                 if room <= 0:
                     self._drain(block=True)
                     continue
-                for msg in next_batch(consumer, min(room, self.settings.batch_size), 0.02):
+                for msg in next_batch(consumer, min(room, self.settings.batch_size), 0.02,
+                                      self._touched):
                     self._handle(msg)
                 self._drain(block=False)
                 if self.metrics is not None and time.monotonic() >= next_lag:
@@ -226,8 +231,10 @@ class KafkaExecutor(Claiming, Timekeeping):
             self.finished.set()
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        self._touched |= {tp.partition for tp in partitions}
         numbers = {tp.partition for tp in partitions} - self.owned
         if numbers:
+            known_offsets(consumer, self.names.requests, numbers, self._committed)
             view = self.restore(numbers)
             log.info("executor assigned partitions %s: %d journal records", sorted(numbers),
                      view.records)
@@ -236,6 +243,7 @@ class KafkaExecutor(Claiming, Timekeeping):
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         self._drain(block=False, force=True)
         numbers = {tp.partition for tp in partitions}
+        self._touched |= numbers
         log.info("executor partitions revoked: %s", sorted(numbers))
         self.release(numbers)
         for part in numbers:
@@ -243,21 +251,28 @@ class KafkaExecutor(Claiming, Timekeeping):
             self._pending_commit.pop(part, None)
             self._committed.pop(part, None)
 
-    def _confirm(self, consumer: Any) -> None:
-        """Show that the group still counts this executor as a member (after a stall, and
-        every half lease: stalls.py, ownership.py); if it does not, its partitions are
-        released at once."""
-        began = time.monotonic()
+    def _ask_group(self) -> tuple[dict[int, int], bool | None]:
+        """(The partitions owned; whether the group still counts this executor as a
+        member): see ownership.py."""
         held = set(self.owned)
-        answer = confirm_membership(consumer, self.names.requests, held, self._committed)
-        if answer is None:
-            return
-        if not answer:
+        return dict.fromkeys(held, 0), confirm_membership(self.consumer, self.names.requests,
+                                                          held, self._committed)
+
+    def _ping(self, timeout: float) -> object:
+        """A cheap round trip to the brokers: the requests topic's metadata."""
+        return self.marks.list_topics(self.names.requests, timeout=timeout)
+
+    def _evicted(self, consumer: Any, asked: float, held: dict[int, int]) -> None:
+        """The group evicted this executor (asked at ``asked``): its partitions of then are
+        released at once, their queued calls dropped."""
+        gone = set(held) & self.owned
+        if gone:
             log.warning("executor partitions lost while this process stood still or was cut "
-                        "off: %s; their queued calls are dropped", sorted(held))
-            self.counters.inc("partitions_fenced", len(held))
-            self._on_revoke(consumer, consumer.assignment())
-        self.gate.confirmed(began)
+                        "off: %s; their queued calls are dropped", sorted(gone))
+            self.counters.inc("partitions_fenced", len(gone))
+            self._on_revoke(consumer, [_kafka().TopicPartition(self.names.requests, p)
+                                       for p in sorted(gone)])
+        self.gate.confirmed(asked)
 
     def _handle(self, msg: Any) -> None:
         err = msg.error()

@@ -169,6 +169,9 @@ class MemoryProducer:
         if on_delivery is not None:
             self._reports.append(_Delivery(on_delivery, record))
 
+    def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
+        return topic
+
     def poll(self, timeout: float = 0) -> int:
         reports, self._reports = self._reports, []
         for d in reports:
@@ -319,6 +322,12 @@ class MemoryConsumer:
             raise k.KafkaException(k.KafkaError(k.KafkaError.UNKNOWN_MEMBER_ID))
         for tp in offsets or []:
             self.broker.committed[(self.group, tp.topic, tp.partition)] = tp.offset
+
+    def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
+        k = _kafka()
+        if self.unreachable:
+            raise k.KafkaException(k.KafkaError(k.KafkaError._TRANSPORT))
+        return topic
 
     def committed(self, partitions: list[Any], timeout: float = 0) -> list[Any]:
         TopicPartition = _kafka().TopicPartition

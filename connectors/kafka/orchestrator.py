@@ -45,10 +45,11 @@ from eddies.engine.state import PENDING
 from eddies.events import AgentEvent, DurableCallRequest, partition_for
 
 from .checkpoints import Checkpoints
+from .client import next_batch
 from .epochs import ORCHESTRATOR, state_of
 from .executor import KafkaExecutor
 from .journal import CallRef, JournalView
-from .ownership import Ownership, confirm_membership
+from .ownership import MembershipCheck, Ownership, confirm_membership, known_offsets
 from .positions import Positions
 from .roles import RoleContext
 from .session_step import SessionStep
@@ -114,6 +115,8 @@ class Orchestrator:
         self.checkpoints = Checkpoints(s, self.names.journal, self.names.input, self.producer,
                                        self.step, self.ownership, self._positions, self.counters,
                                        ctx.stalls)
+        #: Whether the group still counts this process (ownership.py).
+        self.membership = MembershipCheck(self.ownership.gate, self._ask_group, self._ping)
         self._assignments = 0  # partitions gained so far (a paused input pauses new ones too)
         self.assigned = threading.Event()
         # Records fetched while ownership was in doubt (after a stall): applied, in order,
@@ -171,8 +174,9 @@ class Orchestrator:
         """One turn of the loop: confirm ownership when due (after a stall, every half
         lease), take a batch, apply it, commit when due."""
         gate = self.ownership.gate
-        if gate.due():
-            self._confirm()
+        evicted = self.membership.check()
+        if evicted is not None:
+            self._evicted(*evicted)
         unsure = gate.unsure()
         local = self.executor  # set only with role "all": the local executor
         # Requests handed to this process's executor wait in memory, not in Kafka: past this
@@ -189,7 +193,7 @@ class Orchestrator:
                 self.consumer.resume(assigned)
             self._paused = hold
             self._paused_at = self._assignments
-        msgs = self._next_batch()
+        msgs = next_batch(self.consumer, self.settings.batch_size, 0.05, self._touched)
         if unsure:
             self._backlog += msgs  # fetched before the pause took effect
         else:
@@ -206,21 +210,6 @@ class Orchestrator:
             metrics.sample_lag(self.consumer, self.names.input, self._positions.next)
             self._next_lag = now + 1.0
 
-    def _next_batch(self) -> list[Any]:
-        """Up to ``batch_size`` records, as :func:`.client.next_batch` takes them, without a
-        record fetched before a rebalance callback that took its partition (or gave it anew)
-        in the same batch: librdkafka drops what it fetched for a partition it no longer
-        holds, except the record it already handed out."""
-        first = self.consumer.poll(0.05)  # callbacks served here come before it
-        if first is None:
-            return []
-        self._touched.clear()
-        rest: list[Any] = self.consumer.consume(num_messages=self.settings.batch_size - 1,
-                                                timeout=0)  # ... and these after it
-        if self._touched and first.partition() in self._touched:
-            return rest
-        return [first, *rest]
-
     def close(self) -> None:
         """Let the local executor's running calls finish, save every session, commit, leave."""
         local = self.executor
@@ -236,29 +225,40 @@ class Orchestrator:
             self.spans.close()
 
     # --- ownership -----------------------------------------------------------------------
+    def _ask_group(self) -> tuple[dict[int, int], bool | None]:
+        """(What is held, by epoch; whether the group still counts this process as a
+        member): see ownership.py."""
+        held = dict(self.ownership.epochs)
+        return held, confirm_membership(self.consumer, self.names.input, set(held),
+                                        self.checkpoints.committed)
+
+    def _ping(self, timeout: float) -> object:
+        """A cheap round trip to the brokers: the input topic's metadata."""
+        return self.ownership.marks.list_topics(self.names.input, timeout=timeout)
+
+    def _evicted(self, asked: float, held: dict[int, int]) -> None:
+        """The group evicted this process (asked at ``asked``, holding ``held``): what is
+        still held under those epochs is dropped without a write."""
+        gone = {p for p, epoch in held.items() if self.ownership.epoch(p) == epoch}
+        if gone:
+            log.warning("orchestrator partitions lost while this process stood still or was "
+                        "cut off: %s; dropped without writing", sorted(gone))
+            self.counters.inc("partitions_fenced", len(gone))
+            self._drop(gone)
+        self.ownership.gate.confirmed(asked)
+
     def _confirm(self) -> bool:
-        """Show that the group still counts this process as a member (after a stall, and
-        every half lease: stalls.py, ownership.py). True once ownership is settled:
-        confirmed, or the partitions dropped as lost."""
-        held = self.ownership.held
+        """Show now, on this thread, that the group still counts this process as a member
+        (a revoke's commit after a stall). True once ownership is settled: confirmed, or
+        the partitions dropped as lost."""
         began = time.monotonic()
-        answer = confirm_membership(self.consumer, self.names.input, held,
-                                    self.checkpoints.committed)
+        held, answer = self._ask_group()
         if answer is None:
-            if self.ownership.gate.unsure():
-                log.info("orchestrator: ownership not confirmed yet (a stall, or no answer)")
+            log.info("orchestrator: ownership not confirmed yet (a stall, or no answer)")
             return False
         if not answer:
-            log.warning("orchestrator partitions lost while this process stood still or was "
-                        "cut off: %s; dropped without writing", sorted(held))
-            self.counters.inc("partitions_fenced", len(held))
-            self._drop(held)
-        else:
-            gone = held - {tp.partition for tp in self.consumer.assignment()}
-            if gone:
-                log.warning("orchestrator partitions no longer assigned after a stall: %s; "
-                            "dropped", sorted(gone))
-                self._drop(gone)
+            self._evicted(began, held)
+            return True
         self.ownership.gate.confirmed(began)
         return True
 
@@ -285,6 +285,7 @@ class Orchestrator:
         began = time.monotonic()
         # Marked first: whatever an earlier owner writes after these markers is refused.
         epochs = self.ownership.claim(numbers)
+        known_offsets(consumer, self.names.input, numbers, self.checkpoints.committed)
         local = self.executor
         # It follows their journal from there on, and owns their calls.
         view = local.restore(numbers) if local is not None else self.clients.read_journal(numbers)

@@ -20,6 +20,8 @@ Example::
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from .claims import Claimant
@@ -39,7 +41,8 @@ class Ownership:
         self.role = role
         self.claimant = claimant
         self.journal = journal
-        self._marks = marks  # an idempotent producer that sends at once
+        #: An idempotent producer that sends at once (markers; pings: MembershipCheck).
+        self.marks = marks
         self.stalls = stalls
         self.epochs: dict[int, int] = {}
         #: Whether writes must wait for a confirmation after a stall (shared with the
@@ -74,9 +77,9 @@ class Ownership:
                 got[msg.partition()] = msg.offset()
 
         for part in sorted(partitions):
-            self._marks.produce(self.journal, self.claimant.token, marker_key(self.role, part),
+            self.marks.produce(self.journal, self.claimant.token, marker_key(self.role, part),
                                 partition=part, on_delivery=report)
-        left = self._marks.flush(MARKER_TIMEOUT_S)
+        left = self.marks.flush(MARKER_TIMEOUT_S)
         if left or errors or set(got) != partitions:
             raise DeliveryFailedError(f"the {self.role}'s epoch markers for partitions "
                                       f"{sorted(partitions)} were not delivered: "
@@ -92,28 +95,92 @@ class Ownership:
         return gone
 
 
+def known_offsets(consumer: Any, topic: str, partitions: set[int],
+                  committed: dict[int, int]) -> None:
+    """Put the group's committed offsets of ``partitions`` (0 for none) into ``committed``
+    where it has none: what :func:`confirm_membership` commits again. Called on the
+    thread that polls ``consumer`` (when it gains them): asked from another thread while
+    one polls, librdkafka's OffsetFetch can wait for seconds."""
+    from confluent_kafka import TopicPartition
+
+    missing = sorted(partitions - set(committed))
+    if missing:
+        for tp in consumer.committed([TopicPartition(topic, p) for p in missing], timeout=10):
+            committed.setdefault(tp.partition, max(tp.offset, 0))
+
+
 def confirm_membership(consumer: Any, topic: str, held: set[int],
                        committed: dict[int, int]) -> bool | None:
     """Commit again, synchronously, the offsets of ``held`` partitions of ``topic`` that were
-    committed last (``committed``, completed from the group's where it has none): True when
-    the broker took them (this consumer is still a member of the current generation), False
-    when it refused them because it evicted this member (its partitions are gone), None
-    when there is no answer yet (a rebalance in progress, the brokers out of reach)."""
+    committed last (``committed``, see :func:`known_offsets`): True when the broker took
+    them, or answered that a rebalance is in progress (this consumer is still a member:
+    what it holds stays its own until it revokes it), False when it refused them because it
+    evicted this member (its partitions are gone), None when there is no answer (the
+    brokers out of reach), or nothing to commit again."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     if not held:
         return True
+    offsets = [TopicPartition(topic, p, committed[p]) for p in sorted(held) if p in committed]
+    if not offsets:
+        return None
     try:
-        if not set(committed) >= held:  # nothing committed here yet: the group's offsets
-            for tp in consumer.committed([TopicPartition(topic, p) for p in sorted(held)],
-                                         timeout=5):
-                committed.setdefault(tp.partition, max(tp.offset, 0))
-        consumer.commit(offsets=[TopicPartition(topic, p, committed[p]) for p in sorted(held)],
-                        asynchronous=False)
+        consumer.commit(offsets=offsets, asynchronous=False)
     except KafkaException as exc:
         err = exc.args[0]
-        if err.code() in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION,
-                          KafkaError.FENCED_INSTANCE_ID):
+        if err.code() in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.FENCED_INSTANCE_ID):
             return False
+        if err.code() in (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION):
+            # Still a member, in the middle of a rebalance: cooperative rebalancing gives a
+            # member's partitions to another only after that member revoked them (a member
+            # that stopped answering is evicted first: UNKNOWN_MEMBER_ID).
+            return True
         return None
     return True
+
+
+class MembershipCheck:
+    """Whether the group still counts a role as a member, asked on the role's loop (a
+    consumer is not to be used from two threads: librdkafka's OffsetFetch and metadata
+    requests then wait for seconds): :func:`confirm_membership` after a stall (or after a
+    request to the brokers that failed or was too slow), and otherwise, every third of the
+    gate's lease, a cheap request (``ping``: topic metadata, through a producer) that
+    renews the lease without waiting for a rebalance in progress, as a commit does.
+    Example::
+
+        check = MembershipCheck(gate, ask=lambda: (dict(ownership.epochs), ask_the_group()),
+                                ping=lambda timeout: producer.list_topics(topic, timeout))
+        evicted = check.check()              # (asked at, {partition: epoch}) or None
+    """
+
+    def __init__(self, gate: StallGate,
+                 ask: Callable[[], tuple[dict[int, int], bool | None]],
+                 ping: Callable[[float], object] | None = None) -> None:
+        self.gate = gate
+        self._ask = ask
+        self._ping = ping
+
+    def check(self) -> tuple[float, dict[int, int]] | None:
+        """Ask what is due; an eviction answered: (when it was asked, the partitions and
+        epochs held then), for the caller to drop."""
+        gate = self.gate
+        began = time.monotonic()
+        if gate.confirmation_due() or (self._ping is None and gate.reach_due()):
+            held, answer = self._ask()
+            if answer is True:
+                gate.confirmed(began)
+            elif answer is False:
+                return began, held
+            return None
+        if not gate.reach_due() or self._ping is None:
+            return None
+        try:
+            self._ping(max(0.1, gate.lease_s / 2))
+        except Exception:  # out of reach
+            gate.stalls.note()
+            return None
+        if time.monotonic() - began > gate.stalls.threshold_s:
+            gate.stalls.note()  # an answer that late: as if cut off meanwhile
+        else:
+            gate.reached(began)
+        return None

@@ -74,19 +74,22 @@ class StallWatch:
 
 
 class StallGate:
-    """What a role may do after a stall, or when it has not heard from its group lately:
+    """What a role may do after a stall, or when it has not reached the brokers lately:
     nothing is written and no call started until the role has shown again that the group
-    still counts it as a member (its loop calls :meth:`confirmed`; call threads wait in
-    :meth:`wait_sure`). Membership is shown again at least every ``lease_s`` (half the
-    group's session timeout, by default the stall threshold): a process cut off from the
-    brokers does not stand still, and may not notice that it was dropped; one whose last
-    confirmation is that old is unsure too. Example::
+    still counts it as a member (a re-commit: :meth:`confirmed`; call threads wait in
+    :meth:`wait_sure`). A process cut off from the brokers does not stand still, and may
+    not notice that its group dropped it: the brokers must also have answered a request
+    (any: :meth:`reached`) sent less than ``lease_s`` ago (by default the stall threshold,
+    half the group's session timeout); past that the role is unsure, and a request that
+    fails or takes that long counts as a stall (a re-commit is due). Example::
 
         gate = StallGate(stalls)
-        if gate.due():                       # a stall, or half the lease gone
+        if gate.confirmation_due():          # a stall since the last re-commit
             began = time.monotonic()
             ... re-commit the offsets committed last ...
             gate.confirmed(began)
+        elif gate.reach_due():               # a third of the lease gone
+            ... any request to the brokers; gate.reached(sent_at) ...
         if not gate.unsure():
             ...                              # write, start calls
     """
@@ -96,31 +99,43 @@ class StallGate:
         self._lease_s = lease_s
         #: When membership was last shown (a ``time.monotonic()`` value).
         self.confirmed_at = time.monotonic()
+        #: When the brokers last answered a request sent then (or membership was shown).
+        self.reached_at = self.confirmed_at
         self._sure = threading.Event()  # set while no stall is unconfirmed
         self._sure.set()
 
     @property
     def lease_s(self) -> float:
-        """How long a confirmation counts."""
+        """How long an answer from the brokers counts."""
         return self.stalls.threshold_s if self._lease_s is None else self._lease_s
 
     def unsure(self) -> bool:
         """Whether this process stood still (or waited on the brokers too long) since
-        membership was last shown, or that was longer ago than the lease."""
+        membership was last shown, or the brokers' last answer is older than the lease."""
         if (self.stalls.since(self.confirmed_at)
-                or time.monotonic() - self.confirmed_at > self.lease_s):
+                or time.monotonic() - self.reached_at > self.lease_s):
             self._sure.clear()
             return True
         return False
 
-    def due(self) -> bool:
-        """Whether membership should be shown again now: unsure, or half the lease gone."""
-        return self.unsure() or time.monotonic() - self.confirmed_at > self.lease_s / 2
+    def confirmation_due(self) -> bool:
+        """Whether membership must be shown again (a stall since it last was, or no
+        answer from the brokers within the lease)."""
+        return self.unsure()
+
+    def reach_due(self) -> bool:
+        """Whether the brokers should be asked something now (a third of the lease gone)."""
+        return time.monotonic() - self.reached_at > self.lease_s / 3
 
     def confirmed(self, since: float) -> None:
         """Membership was shown by an answer to a request sent at ``since`` (a
         ``time.monotonic()`` value taken before it was sent)."""
         self.confirmed_at = max(self.confirmed_at, since)
+        self.reached(since)
+
+    def reached(self, since: float) -> None:
+        """The brokers answered a request sent at ``since`` (in time)."""
+        self.reached_at = max(self.reached_at, since)
         if not self.unsure():
             self._sure.set()
 

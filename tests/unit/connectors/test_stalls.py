@@ -66,14 +66,27 @@ def test_a_confirmation_sent_before_a_later_stall_does_not_count() -> None:
     assert gate.unsure() and not gate.wait_sure(0.05)
 
 
-def test_a_confirmation_older_than_the_lease_does_not_count() -> None:
+def test_without_an_answer_from_the_brokers_within_the_lease_a_role_is_unsure() -> None:
     """A process cut off from the brokers does not stand still: it may not notice that its
-    group dropped it. Without a fresh confirmation it is unsure all the same."""
-    gate = StallGate(StallWatch(threshold_s=10.0), lease_s=0.2)
-    assert not gate.due() and not gate.unsure()
+    group dropped it. Without a recent answer from the brokers it is unsure all the same,
+    and needs a re-commit (an answer to something else does not show membership)."""
+    gate = StallGate(StallWatch(threshold_s=10.0), lease_s=0.3)
+    assert not gate.reach_due() and not gate.unsure()
     time.sleep(0.12)
-    assert gate.due() and not gate.unsure()  # time to confirm again, still sure
-    time.sleep(0.1)
-    assert gate.unsure() and not gate.wait_sure(0.01)
+    assert gate.reach_due() and not gate.unsure()  # time to ask the brokers something
+    gate.reached(time.monotonic())
+    assert not gate.reach_due() and not gate.confirmation_due()
+    time.sleep(0.32)
+    assert gate.unsure() and gate.confirmation_due() and not gate.wait_sure(0.01)
     gate.confirmed(time.monotonic())
-    assert not gate.unsure() and not gate.due()
+    assert not gate.unsure() and not gate.confirmation_due()
+
+
+def test_an_answer_after_a_stall_does_not_end_the_doubt_a_re_commit_does() -> None:
+    watch = StallWatch(threshold_s=10.0)
+    gate = StallGate(watch, lease_s=5.0)
+    watch.note()
+    gate.reached(time.monotonic())
+    assert gate.unsure() and gate.confirmation_due()
+    gate.confirmed(time.monotonic())
+    assert not gate.unsure()
