@@ -67,8 +67,10 @@ pytest: install install-flink chromium
 bench: install
 	$(BIN)/python bench/engine.py
 
-# The kill -9 campaign (tools/chaos): two rounds of two minutes by default, about 7 minutes;
-# CHAOS_ARGS="--rounds 4 --round-seconds 240 --seed 2026" is the run in bench/RESULTS.md.
+# The chaos campaign (tools/chaos): workers killed, paused past their session timeout and
+# cut off the broker (as root) under traffic; two rounds of two minutes by default, about 7
+# minutes; CHAOS_ARGS="--rounds 5 --round-seconds 240 --seed 1512" is the run in
+# bench/RESULTS.md.
 chaos: install
 	PYTHONPATH=tools $(BIN)/python -m chaos $(CHAOS_ARGS)
 

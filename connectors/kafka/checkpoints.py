@@ -189,7 +189,7 @@ class Checkpoints:
         self.dirty.clear()
         deadline = float("inf")
         for waiting in unsaved.values():
-            while waiting:  # oldest first (insertion order = offset order)
+            while waiting:  # oldest first (insertion order = arrival order)
                 sid, (_, since) = next(iter(waiting.items()))
                 if not everything and now - since < self._delay:
                     deadline = min(deadline, since + self._delay)

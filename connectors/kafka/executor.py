@@ -54,7 +54,7 @@ from .client import next_batch
 from .journal import CallRef, JournalView
 from .journal_tail import JournalTail
 from .liveness import Liveness
-from .ownership import MembershipCheck, confirm_membership, known_offsets
+from .ownership import MembershipCheck, confirm_membership
 from .roles import RoleContext
 from .stalls import StallGate
 from .timekeeping import Timekeeping
@@ -234,7 +234,6 @@ class KafkaExecutor(Claiming, Timekeeping):
         self._touched |= {tp.partition for tp in partitions}
         numbers = {tp.partition for tp in partitions} - self.owned
         if numbers:
-            known_offsets(consumer, self.names.requests, numbers, self._committed)
             view = self.restore(numbers)
             log.info("executor assigned partitions %s: %d journal records", sorted(numbers),
                      view.records)

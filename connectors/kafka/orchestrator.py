@@ -49,7 +49,7 @@ from .client import next_batch
 from .epochs import ORCHESTRATOR, state_of
 from .executor import KafkaExecutor
 from .journal import CallRef, JournalView
-from .ownership import MembershipCheck, Ownership, confirm_membership, known_offsets
+from .ownership import MembershipCheck, Ownership, confirm_membership
 from .positions import Positions
 from .roles import RoleContext
 from .session_step import SessionStep
@@ -171,8 +171,8 @@ class Orchestrator:
         self._next_lag = 0.0  # when consumer lag is sampled next (every second, with metrics)
 
     def turn(self) -> None:
-        """One turn of the loop: confirm ownership when due (after a stall, every half
-        lease), take a batch, apply it, commit when due."""
+        """One turn of the loop: check membership when due (a re-commit after a stall, a
+        ping every third of the lease), take a batch, apply it, commit when due."""
         gate = self.ownership.gate
         evicted = self.membership.check()
         if evicted is not None:
@@ -285,7 +285,6 @@ class Orchestrator:
         began = time.monotonic()
         # Marked first: whatever an earlier owner writes after these markers is refused.
         epochs = self.ownership.claim(numbers)
-        known_offsets(consumer, self.names.input, numbers, self.checkpoints.committed)
         local = self.executor
         # It follows their journal from there on, and owns their calls.
         view = local.restore(numbers) if local is not None else self.clients.read_journal(numbers)
@@ -411,6 +410,8 @@ class Orchestrator:
         self.consumer.resume([_kafka().TopicPartition(self.names.input, p) for p in sorted(numbers)])
         for part in numbers:
             self._expected.pop(part, None)
+        if self._backlog:  # fetched in doubt, of a tenure that is over
+            self._backlog = [m for m in self._backlog if m.partition() not in numbers]
         if self.executor is not None:
             self.executor.release(numbers)
         self.checkpoints.forget(numbers)

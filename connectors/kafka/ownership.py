@@ -95,37 +95,26 @@ class Ownership:
         return gone
 
 
-def known_offsets(consumer: Any, topic: str, partitions: set[int],
-                  committed: dict[int, int]) -> None:
-    """Put the group's committed offsets of ``partitions`` (0 for none) into ``committed``
-    where it has none: what :func:`confirm_membership` commits again. Called on the
-    thread that polls ``consumer`` (when it gains them): asked from another thread while
-    one polls, librdkafka's OffsetFetch can wait for seconds."""
-    from confluent_kafka import TopicPartition
-
-    missing = sorted(partitions - set(committed))
-    if missing:
-        for tp in consumer.committed([TopicPartition(topic, p) for p in missing], timeout=10):
-            committed.setdefault(tp.partition, max(tp.offset, 0))
-
-
 def confirm_membership(consumer: Any, topic: str, held: set[int],
                        committed: dict[int, int]) -> bool | None:
     """Commit again, synchronously, the offsets of ``held`` partitions of ``topic`` that were
-    committed last (``committed``, see :func:`known_offsets`): True when the broker took
-    them, or answered that a rebalance is in progress (this consumer is still a member:
-    what it holds stays its own until it revokes it), False when it refused them because it
-    evicted this member (its partitions are gone), None when there is no answer (the
-    brokers out of reach), or nothing to commit again."""
+    committed last (``committed``, completed from the group's where it has none): True when
+    the broker took them, or answered that a rebalance is in progress (this consumer is
+    still a member: what it holds stays its own until it revokes it), False when it
+    refused them because it evicted this member (its partitions are gone), None when there
+    is no answer (the brokers out of reach). Call it on the thread that polls ``consumer``:
+    from another, librdkafka's requests can wait for seconds."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     if not held:
         return True
-    offsets = [TopicPartition(topic, p, committed[p]) for p in sorted(held) if p in committed]
-    if not offsets:
-        return None
     try:
-        consumer.commit(offsets=offsets, asynchronous=False)
+        missing = sorted(held - set(committed))
+        if missing:  # nothing committed here yet: the group's offsets (0: none)
+            for tp in consumer.committed([TopicPartition(topic, p) for p in missing], timeout=2):
+                committed.setdefault(tp.partition, max(tp.offset, 0))
+        consumer.commit(offsets=[TopicPartition(topic, p, committed[p]) for p in sorted(held)],
+                        asynchronous=False)
     except KafkaException as exc:
         err = exc.args[0]
         if err.code() in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.FENCED_INSTANCE_ID):

@@ -129,12 +129,20 @@ class Worker:
 
     def _spawn(self, name: str, target: Any) -> None:
         def guarded() -> None:
+            settled = False
             try:
                 target(self._stop)
+                settled = True
             except BaseException as err:  # surfaced through .errors and wait()
+                settled = True
                 log.exception("%s stopped with an error", name)
                 self.errors.append(err)
                 self._stop.set()
+            finally:
+                if not settled:  # confluent-kafka can raise a KafkaError, which is no
+                    # exception class, out of poll(): no except clause catches it
+                    self.errors.append(RuntimeError(f"{name} stopped with a client error"))
+                    self._stop.set()
 
         thread = threading.Thread(target=guarded, name=name, daemon=True)
         thread.start()

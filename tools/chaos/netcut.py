@@ -140,14 +140,18 @@ class Relay:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for key, _ in self._sel.select(timeout=0.05):
+            for key, mask in self._sel.select(timeout=0.05):
                 what, ref = key.data
                 if what == "wake":
                     self._wake_r.recv(4096)
                 elif what == "accept":
                     self._accept(ref)
                 else:
-                    self._pump(ref, key.fileobj)  # type: ignore[arg-type]
+                    sock: socket.socket = key.fileobj  # type: ignore[assignment]
+                    if mask & selectors.EVENT_WRITE:
+                        self._flush(ref[1], sock)
+                    if mask & selectors.EVENT_READ:
+                        self._pump(ref, sock)
             self._tick()
         for w in self._workers.values():
             for link in w.links:
@@ -162,9 +166,9 @@ class Relay:
                 if w.mode != "open" and now >= w.until:
                     w.mode = "open"
                     for link in w.links:  # what a blackhole held goes on now
+                        self._release(w, link)
                         for sock in (link.inner, link.outer):
                             self._flush(link, sock)
-                        self._release(w, link)
 
     def _accept(self, name: str) -> None:
         w = self._workers[name]
@@ -210,16 +214,22 @@ class Relay:
         self._flush(link, other)
 
     def _flush(self, link: _Link, sock: socket.socket) -> None:
+        """Send what ``sock`` takes now; the rest waits for it to be writable (one slow
+        reader must not hold the relay up for every worker)."""
         buf = link.pending.get(sock)
         while buf:
             try:
                 sent = sock.send(buf)
             except (BlockingIOError, InterruptedError):
-                time.sleep(0.001)
-                continue
+                break
             except OSError:
-                return
+                buf.clear()
+                break
             del buf[:sent]
+        if not link.held:
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if buf else 0)
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self._sel.modify(sock, events, self._sel.get_key(sock).data)
 
     def _hold(self, link: _Link) -> None:
         """Stop reading ``link`` (so the selector does not spin on it)."""

@@ -264,3 +264,25 @@ def test_snapshots_carry_the_epoch_offset_and_step(everything: bool) -> None:
     a.checkpoints.commit(driver.consumer("a"), everything=everything)
     epoch, seq = driver.snapshots("s")[-1]
     assert epoch == a.ownership.epoch(0) and seq == a.states["s"].seq
+
+
+def test_a_new_owner_saves_under_its_epoch_and_tombstones_the_older_key() -> None:
+    driver = Driver(Doubler())
+    a = driver.orchestrator("a")
+    driver.assign("a", [0])
+    driver.send("s", 1)
+    driver.settle(["a"])
+    a_epoch = a.ownership.epoch(0)
+    driver.revoke("a", [0])
+    driver.turn("a")
+    b = driver.orchestrator("b")
+    driver.assign("b", [0])
+    driver.send("s", 2)
+    driver.settle(["b"])
+    live: dict[bytes, bytes | None] = {}
+    for r in driver.journal(0):
+        if (r.key() or b"").startswith(b"snap"):
+            live[r.key() or b""] = r.value()
+    keys = {k for k, v in live.items() if v is not None}
+    assert keys == {f"snap@{b.ownership.epoch(0)}/s".encode()}, live
+    assert live[f"snap@{a_epoch}/s".encode()] is None  # tombstoned once B saved it
