@@ -184,26 +184,49 @@ def discover_tools(agent: Agent, timeout: float = 30.0, inherited: Mapping[str, 
         if not isinstance(server, A2aServer):
             raise ConfigurationError(f"tool {res.name!r}: server {tool.server!r} is not an A2A_SERVER "
                                      "resource (an A2aServer) of this agent")
-        try:
-            import a2a.client  # noqa: F401
-        except ImportError as err:
-            raise ImportError(f"tool {res.name!r}: A2A tools need the a2a-sdk package: "
-                              f"pip install 'eddies[a2a]' ({err})") from None
-        url = server.where.rstrip("/") + "/" + tool.agent_card_path.lstrip("/")
-        try:
-            card, _ = _POOL.loop.run(_POOL.agent(server, tool.agent_card_path), timeout)
-        except ConfigurationError:
-            raise
-        except TimeoutError:
-            raise ConfigurationError(f"tool {res.name!r}: no agent card from A2A server {tool.server!r} "
-                                     f"at {url} within {timeout:g} s") from None
-        except Exception as err:
-            raise ConfigurationError(f"tool {res.name!r}: cannot fetch the agent card of A2A server "
-                                     f"{tool.server!r} at {url}: {_card_failure(err, server)}") from None
+        card = _fetch_card(server, tool.agent_card_path, f"tool {res.name!r}",
+                           f"A2A server {tool.server!r}", timeout)
         spec = a2a_spec(tool, card.name, card.description or f"The A2A agent {card.name}.")
         tool.discovered.update({spec.name: spec})
         log.info("A2A server %s: agent %r (card %s) is tool %r of %r", server.where, card.name,
                  tool.agent_card_path, spec.name, res.name)
+
+
+def check_subagent_cards(agent: Agent, timeout: float = 30.0) -> None:
+    """Fetch the agent card of each A2A sub-agent (an :class:`A2ASubagentSetup` resource)
+    of ``agent``, as for A2A tools: one that cannot be fetched is a ConfigurationError at
+    start naming the resource and URL, not a failure at the first call."""
+    from .external_subagents import A2ASubagentSetup
+
+    for res in agent.resources:
+        setup = res.obj
+        if res.type is ResourceType.AGENT and isinstance(setup, A2ASubagentSetup):
+            card = _fetch_card(setup.server, setup.agent_card_path, f"sub-agent {res.name!r}",
+                               "its A2A server", timeout)
+            log.info("A2A server %s: agent %r (card %s) is sub-agent %r", setup.server.where,
+                     card.name, setup.agent_card_path, res.name)
+
+
+def _fetch_card(server: A2aServer, path: str, what: str, whose: str, timeout: float) -> Any:
+    """The agent card at ``path`` of ``server``; else a ConfigurationError naming ``what``
+    needs it, ``whose`` card it is and its URL."""
+    try:
+        import a2a.client  # noqa: F401
+    except ImportError as err:
+        raise ImportError(f"{what}: A2A needs the a2a-sdk package: pip install 'eddies[a2a]' "
+                          f"({err})") from None
+    url = server.where.rstrip("/") + "/" + path.lstrip("/")
+    try:
+        card, _ = _POOL.loop.run(_POOL.agent(server, path), timeout)
+    except ConfigurationError:
+        raise
+    except TimeoutError:
+        raise ConfigurationError(f"{what}: no agent card from {whose} at {url} within "
+                                 f"{timeout:g} s") from None
+    except Exception as err:
+        raise ConfigurationError(f"{what}: cannot fetch the agent card of {whose} at {url}: "
+                                 f"{_card_failure(err, server)}") from None
+    return card
 
 
 def _card_failure(err: BaseException, server: A2aServer) -> str:

@@ -1,5 +1,6 @@
 """What a runner learns from other processes when it starts: the specs of an agent's MCP
-tools (listed by their servers) and A2A tools (from their agents' cards). Every runner
+tools (listed by their servers) and A2A tools (from their agents' cards); the cards of its
+A2A sub-agents are fetched too, so a wrong one fails at start. Every runner
 (LocalRunner, the Kafka worker, the Flink job, ``eddies replay``) calls
 :func:`discover_tools` before it compiles the agent. Example::
 
@@ -39,6 +40,7 @@ def discover_tools(agent: Agent, timeout: float = 30.0) -> None:
         seen.add(id(agent))
         mcp.discover_tools(agent, timeout, servers)
         a2a.discover_tools(agent, timeout, servers)
+        a2a.check_subagent_cards(agent, timeout)
         here = {**servers, **{r.name: r.obj for r in agent.resources
                               if r.type in (ResourceType.MCP_SERVER, ResourceType.A2A_SERVER)}}
         for res in agent.resources:  # internal sub-agents use their callers' servers too

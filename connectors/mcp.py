@@ -192,12 +192,14 @@ def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], k
     """Call ``tool`` with ``arguments``, its call id ``key`` in ``_meta``: the structured
     result if the server gives one, else its text content (parsed when it is JSON)."""
     server: McpServer = plan.resource(tool.server, ResourceType.MCP_SERVER)
+    timeout = tool.timeout_ms / 1000
     try:
-        return _POOL.loop.run(_call(server, tool.name, dict(arguments), key), tool.timeout_ms / 1000)
+        return _POOL.loop.run(_call(server, tool.name, dict(arguments), key), timeout)
     except (McpToolError, ConfigurationError):
         raise
-    except TimeoutError:
-        raise
+    except TimeoutError:  # the bare one says nothing: which call, after how long
+        raise TimeoutError(f"MCP server {server.where}: {tool.name}: no answer within "
+                           f"{timeout:g} s") from None
     except Exception as err:  # the session is broken: connect again next time
         _POOL.drop(server)
         if isinstance(err, McpConnectionError):

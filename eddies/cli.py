@@ -71,21 +71,22 @@ def _kafka(settings: Any, *, need: tuple[str, ...] = (), check: bool = True) -> 
     """Yield settings with a broker: the configured one, or an embedded one.
 
     The configured broker must answer within ``connect_timeout_ms`` (``check``; a Worker
-    checks it itself) and have the topics in ``need``. A Kafka error in the body gets the
+    checks it itself) and have the topics in ``need`` (waiting up to that timeout for
+    them: a worker started just before creates them). A Kafka error in the body gets the
     broker's address as a note, for :func:`main`'s message.
     """
     from confluent_kafka import KafkaException
 
     from eddies.connectors.kafka.outbox import DeliveryFailedError
-    from eddies.connectors.kafka.preflight import PreflightError, check_broker, require_topics
+    from eddies.connectors.kafka.preflight import PreflightError, await_topics, check_broker
 
     if need:
         _need_configured_broker(settings)
     address = settings.bootstrap_servers
     try:
         if address:
-            if check or need:
-                require_topics(settings, need, check_broker(settings))
+            if check or need:  # a worker started just before may still create them
+                await_topics(settings, need, settings.connect_timeout_ms / 1000, check_broker(settings))
             yield settings
             return
         from eddies.connectors.kafka.broker import EmbeddedBroker

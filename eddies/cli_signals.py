@@ -23,13 +23,12 @@ ReasonOpt = Annotated[str | None, typer.Option(help="Why; the model sees it.")]
 def _send(session: str, name: str, value: Any, event_id: str, config: Path | None,
           app_id: str | None, bootstrap_servers: str | None) -> None:
     from eddies.cli import _kafka, _settings
-    from eddies.connectors.kafka.client import send_event, signal_event
+    from eddies.connectors.kafka.client import send_signal
     from eddies.connectors.kafka.topics import TopicNames
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers)
     with _kafka(settings, need=(TopicNames(settings.app).input,)) as s:
-        send_event(s, signal_event(session, name, value, event_id),
-                   f"signal {name!r} for session {session!r}")
+        send_signal(s, session, name, value, event_id)
 
 
 @signals_app.command("signal")
@@ -56,44 +55,36 @@ def send_signal(
                   highlight=False)
 
 
-def _answer(session: str, name: str, approved: bool, reason: str | None, config: Path | None,
-            app_id: str | None, bootstrap_servers: str | None) -> None:
-    from eddies.cli import console, err_console
-    from eddies.engine import approval
+def _approval_command(approved: bool, command_name: str, doc: str) -> None:
+    """Register ``eddies approve`` or ``eddies reject``: one body, the answer differs."""
 
-    if not name.startswith(approval.PREFIX):
-        err_console.print(f"[red]{escape(name)!r} is not an approval signal: it starts with "
-                          f"{approval.PREFIX!r} (eddies tail shows it)[/red]")
-        raise typer.Exit(2)
-    _send(session, name, approval.answer(approved, reason), "", config, app_id, bootstrap_servers)
-    console.print(f"{'approved' if approved else 'rejected'} {escape(name)} of {escape(session)}",
-                  highlight=False)
+    def command(
+        session: SessionArg,
+        name: SignalNameArg,
+        reason: ReasonOpt = None,
+        config: ConfigOpt = None,
+        app_id: AppOpt = None,
+        bootstrap_servers: BootstrapOpt = None,
+    ) -> None:
+        from eddies.cli import console, err_console
+        from eddies.engine import approval
+
+        if not name.startswith(approval.PREFIX):
+            err_console.print(f"[red]{escape(name)!r} is not an approval signal: it starts "
+                              f"with {approval.PREFIX!r} (eddies tail shows it)[/red]")
+            raise typer.Exit(2)
+        _send(session, name, approval.answer(approved, reason), "", config, app_id,
+              bootstrap_servers)
+        console.print(f"{'approved' if approved else 'rejected'} {escape(name)} of "
+                      f"{escape(session)}", highlight=False)
+
+    command.__doc__ = doc
+    signals_app.command(command_name)(command)
 
 
-@signals_app.command()
-def approve(
-    session: SessionArg,
-    name: SignalNameArg,
-    reason: ReasonOpt = None,
-    config: ConfigOpt = None,
-    app_id: AppOpt = None,
-    bootstrap_servers: BootstrapOpt = None,
-) -> None:
-    """Approve a tool call that waits for approval: the tool runs."""
-    _answer(session, name, True, reason, config, app_id, bootstrap_servers)
-
-
-@signals_app.command()
-def reject(
-    session: SessionArg,
-    name: SignalNameArg,
-    reason: ReasonOpt = None,
-    config: ConfigOpt = None,
-    app_id: AppOpt = None,
-    bootstrap_servers: BootstrapOpt = None,
-) -> None:
-    """Reject a tool call that waits for approval: the model gets a tool error instead."""
-    _answer(session, name, False, reason, config, app_id, bootstrap_servers)
+_approval_command(True, "approve", "Approve a tool call that waits for approval: the tool runs.")
+_approval_command(False, "reject", "Reject a tool call that waits for approval: the model "
+                                   "gets a tool error instead.")
 
 
 @signals_app.command()

@@ -33,7 +33,8 @@ def ui(
              "replay; default: EDDIES_AGENT.")] = None,
 ) -> None:
     """Serve a web view of the app's sessions until Ctrl-C: the sessions with their status
-    and a search by id; a session's timeline, tree and each event's payload; replay."""
+    and a search by id; a session's timeline, tree and each event's payload; replay, fork,
+    and answers to a session that waits (approve, reject, resume, send a signal)."""
     from eddies.cli import _fail, _kafka, _settings, console
     from eddies.cli_history import _agent_plan
     from eddies.connectors.kafka.topics import TopicNames
@@ -44,6 +45,7 @@ def ui(
     except ImportError as err:
         _fail(f"eddies ui needs {err.name}: pip install 'eddies[ui]'")
     from eddies.connectors.inspect.web import LOCAL_HOSTS, create_app
+    from eddies.connectors.kafka.client import send_signal
     from eddies.connectors.kafka.sessions import replay_view
 
     settings = _settings(config, app=app_id, bootstrap_servers=bootstrap_servers, agent=agent)
@@ -55,7 +57,7 @@ def ui(
         wildcard = host in ("0.0.0.0", "::", "")
         hosts = None if wildcard else (*LOCAL_HOSTS, host)
         web = create_app(s, replay=functools.partial(replay_view, s, plan), fork=fork,
-                         allowed_hosts=hosts)
+                         signal=functools.partial(send_signal, s), allowed_hosts=hosts)
         try:
             sock = _listen(host, port)
         except OSError as err:

@@ -13,6 +13,8 @@ longer ends a halted run); when it begins, a failed ``OutputEvent`` announces it
 
 from __future__ import annotations
 
+import shlex
+
 from eddies.events import ErrorInfo, OutputEvent
 
 from .state import TERMINAL, RunState
@@ -26,7 +28,8 @@ def notice(session_id: str, signal: str, error: ErrorInfo) -> OutputEvent:
     """The failed OutputEvent that announces a halt on ``error``, naming its signal."""
     return OutputEvent({"halted": True, "resume": signal}, ErrorInfo(
         HALTED, f"session {session_id} halted on {error.type}: {error.message}; its later "
-        f"inputs wait. Fix the cause, then: eddies resume {session_id}", category=error.category))
+        f"inputs wait. Fix the cause, then: eddies resume {shlex.quote(session_id)}",
+        category=error.category))
 
 
 def halted(run: RunState) -> bool:

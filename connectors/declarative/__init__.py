@@ -29,4 +29,20 @@ def load_definition(path: str | Path, agent: str | None = None) -> Agent:
     return load_yaml(path, agent)
 
 
-__all__ = ["SUFFIXES", "load_definition"]
+def load_all(path: str | Path) -> list[Agent]:
+    """Every agent the YAML or SQL file ``path`` can load on its own (in YAML each one it
+    declares; in SQL each one no other agent uses), in the file's order: what
+    ``eddies check`` checks. Example::
+
+        [agent.name for agent in load_all("agents.sql")]   # ['helper', 'reviewed']
+    """
+    if str(path).endswith(".sql"):
+        from .sql_agents import load_sql_all
+
+        return load_sql_all(path)
+    from .yaml_agents import load_yaml_all
+
+    return load_yaml_all(path)
+
+
+__all__ = ["SUFFIXES", "load_all", "load_definition"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -16,6 +17,15 @@ import yaml
 
 class DefinitionError(ValueError):
     """A definition that cannot become an agent; the message starts with FILE:LINE:COL."""
+
+
+def read_definition(path: str | Path) -> str:
+    """The text of the definition file ``path``; a DefinitionError naming it if it cannot
+    be read."""
+    try:
+        return Path(path).read_text()
+    except OSError as err:
+        raise DefinitionError(f"{path}: cannot read it: {err.strerror}") from None
 
 
 @contextmanager

@@ -42,7 +42,7 @@ from eddies.engine import (
 )
 from eddies.engine.react import GENERAL_PURPOSE
 
-from .located import DefinitionError, located
+from .located import DefinitionError, located, read_definition
 from .references import env_name, import_target, read_env
 from .sql_options import With, checked_options, json_list, option_at, read_text
 from .sql_parse import Name, Option, Statement, parse_sql
@@ -67,16 +67,21 @@ def load_sql(path: str | Path, agent: str | None = None) -> Agent:
     """The agent the SQL file ``path`` declares (``agent``: which one, when several are
     not used by another); DefinitionError naming file, line and column when it cannot be
     one."""
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise DefinitionError(f"{path}: cannot read it: {err.strerror}") from None
+    text = read_definition(path)
     return load_sql_text(text, str(path), agent)
 
 
 def load_sql_text(text: str, source: str = "<sql>", agent: str | None = None) -> Agent:
     """:func:`load_sql` of SQL ``text`` (``source`` names it in errors)."""
     return _Script(parse_sql(text, source), source).agent(agent)
+
+
+def load_sql_all(path: str | Path) -> list[Agent]:
+    """Every agent of the SQL file ``path`` that no other agent uses (each one
+    :func:`load_sql` could load by name), in the file's order."""
+    text = read_definition(path)
+    script = _Script(parse_sql(text, str(path)), str(path))
+    return [script.make(name) for name in script.top()]
 
 
 @dataclass(frozen=True)
@@ -357,18 +362,23 @@ class _Script:
 
     # --- agents ---------------------------------------------------------------------------
 
-    def agent(self, name: str | None) -> Agent:
+    def top(self) -> list[str]:
+        """The agents no other agent uses (as drafter, critic or tool) and that run here."""
         declared = self.by_kind.get("AGENT", {})
         if not declared:
             raise DefinitionError(f"{self.source}:1:1: the file creates no agent (CREATE AGENT)")
+        used = {n.text for stmt in declared.values()  # as drafters, critics, or tools
+                for n in (*stmt.using.get("AGENTS", []), *stmt.using.get("TOOLS", []))}
+        return [n for n, stmt in declared.items() if n not in used and "USING CONNECTION" not in stmt.clauses]
+
+    def agent(self, name: str | None) -> Agent:
+        declared = self.by_kind.get("AGENT", {})
         if name is not None:
             if name not in declared:
                 raise DefinitionError(f"{self.source}:1:1: no agent {name!r} (the file creates: "
-                                      f"{', '.join(declared)})")
+                                      f"{', '.join(declared) or 'none'})")
             return self.make(name)
-        used = {n.text for stmt in declared.values()  # as drafters, critics, or tools
-                for n in (*stmt.using.get("AGENTS", []), *stmt.using.get("TOOLS", []))}
-        top = [n for n, stmt in declared.items() if n not in used and "USING CONNECTION" not in stmt.clauses]
+        top = self.top()
         if len(top) != 1:
             raise DefinitionError(f"{self.source}:1:1: the file creates {len(top)} agents no other agent "
                                   f"uses ({', '.join(top)}): name the one to load")

@@ -46,7 +46,7 @@ from eddies.engine import (
 from eddies.engine.agent import ActionSpec
 from eddies.engine.react import GENERAL_PURPOSE
 
-from .located import DefinitionError, Map, Seq, located, parse_yaml, where
+from .located import DefinitionError, Map, Seq, located, parse_yaml, read_definition, where
 from .references import import_target, read_env
 
 #: Built-in event type aliases of Flink Agents' YAML, and Eddies' own.
@@ -75,21 +75,27 @@ _TOOL_KEYS = {"name", "type", "function", "description", "idempotent", "timeout_
 def load_yaml(path: str | Path, agent: str | None = None) -> Agent:
     """The agent the YAML file ``path`` declares (``agent``: which one, when it declares
     several); DefinitionError naming file, line and column when it cannot be one."""
-    file = Path(path)
-    try:
-        text = file.read_text()
-    except OSError as err:
-        raise DefinitionError(f"{path}: cannot read it: {err.strerror}") from None
+    text = read_definition(path)
     return load_yaml_text(text, str(path), agent)
+
+
+def load_yaml_all(path: str | Path) -> list[Agent]:
+    """Every agent the YAML file ``path`` declares, in its order."""
+    text = read_definition(path)
+    agents = _agents(parse_yaml(text, str(path)), str(path))
+    return [_agent(agents, i) for i in range(len(agents))]
+
+
+def _agents(doc: Any, source: str) -> Seq:
+    if not isinstance(doc, Map):
+        raise DefinitionError(f"{source}:1:1: expected a mapping with an 'agents' list")
+    _keys(doc, {"agents"}, "the file")
+    return _list(doc, "agents", required=True)
 
 
 def load_yaml_text(text: str, source: str = "<yaml>", agent: str | None = None) -> Agent:
     """:func:`load_yaml` of YAML ``text`` (``source`` names it in errors)."""
-    doc = parse_yaml(text, source)
-    if not isinstance(doc, Map):
-        raise DefinitionError(f"{source}:1:1: expected a mapping with an 'agents' list")
-    _keys(doc, {"agents"}, "the file")
-    agents = _list(doc, "agents", required=True)
+    agents = _agents(parse_yaml(text, source), source)
     names = [a.get("name") if isinstance(a, Map) else None for a in agents]
     if agent is None:
         if len(agents) != 1:

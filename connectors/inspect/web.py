@@ -17,6 +17,14 @@ The API (a session id is one path segment, percent-encoded: ``a/b`` is ``a%2Fb``
                                         or {"from_seq": 40, "to_seq": 52} (each optional)
     POST /api/sessions/{id}/fork        fork(id, at_seq, new_session), body
                                         {"at_seq": 3, "new_session": "alice-2"}
+    POST /api/sessions/{id}/signal      signal(id, name, value), body {"name": "go",
+                                        "value": {"by": "ana"}} (what eddies signal does)
+    POST /api/sessions/{id}/approve     the answer to an approval request, body
+    POST /api/sessions/{id}/reject      {"name": "approval:<call id>", "reason": "..."}
+                                        (what eddies approve / reject do)
+
+A session's summary lists the signals its current run waits for (``waits``): the page
+offers Approve / Reject for an approval's, Resume for a halt's, Send for any other.
 
 POSTs must carry the header ``X-Eddies-UI: 1``: a page of another site cannot send it
 without the browser asking this server first (CORS), which it never allows, so another
@@ -54,6 +62,8 @@ if TYPE_CHECKING:
 ReplayFn = Callable[[str, int | None, int | None], dict[str, Any]]
 #: ``fork(session_id, at_seq, new_session)``: plain data, e.g. ``{"session": new_session}``.
 ForkFn = Callable[[str, int, str], dict[str, Any]]
+#: ``signal(session_id, name, value)``: sends the SignalEvent (delivered when it returns).
+SignalFn = Callable[[str, str, Any], None]
 
 #: The header every POST must carry (see the module docstring).
 POST_HEADER = "x-eddies-ui"
@@ -72,9 +82,11 @@ class ApiError(Exception):
 
 
 def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: ForkFn | None = None,
-               allowed_hosts: Sequence[str] | None = LOCAL_HOSTS, fork_reason: str = NO_FORK) -> Starlette:
+               signal: SignalFn | None = None, allowed_hosts: Sequence[str] | None = LOCAL_HOSTS,
+               fork_reason: str = NO_FORK) -> Starlette:
     """The ASGI app of the web view over ``settings.app``'s topics.
 
+    ``signal``: how to answer a waiting session (None: the view only shows it).
     ``allowed_hosts``: the Host header values served (None: any, for a server behind a
     proxy of its own). ``fork_reason``: the fork button's tooltip when ``fork`` is None.
     """
@@ -99,7 +111,8 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
 
     def info(request: Request) -> Response:
         return _json({"app": settings.app, "replay": replay is not None, "fork": fork is not None,
-                      "fork_reason": "" if fork is not None else fork_reason})
+                      "fork_reason": "" if fork is not None else fork_reason,
+                      "signal": signal is not None})
 
     def sessions(request: Request) -> Response:
         return _guarded(lambda: {"sessions": [s.to_dict() for s in index.refresh().search(
@@ -138,7 +151,14 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
                 return fork(session_id, at_seq, new_session)
             except ValueError as err:  # a step the session does not have, its own id
                 raise ApiError(400, str(err)) from None
-        raise ApiError(404 if part not in ("", "tree", "replay", "fork") else 405,
+        if method == "POST" and part in ("signal", "approve", "reject"):
+            if signal is None:
+                raise ApiError(501, "answering sessions is not available in this eddies ui")
+            name, value = _signal_args(part, body)
+            signal(session_id, name, value)
+            return {"session": session_id, "signal": name, "value": value}
+        raise ApiError(404 if part not in ("", "tree", "replay", "fork", "signal", "approve", "reject")
+                       else 405,
                        f"no {method} /api/sessions/{{id}}{'/' + part if part else ''}")
 
     routes = [
@@ -252,6 +272,24 @@ def _fork_args(body: Any) -> tuple[int, str]:
     if not isinstance(new_session, str) or not new_session.strip():
         raise ApiError(400, "new_session: the id of the new session")
     return at_seq, new_session.strip()
+
+
+def _signal_args(part: str, body: Any) -> tuple[str, Any]:
+    """(signal name, value) of a signal, approve or reject POST."""
+    from eddies.engine import approval
+
+    if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not body["name"].strip():
+        raise ApiError(400, 'the body must be {"name": "...", ' + (
+            '"value": ...}' if part == "signal" else '"reason": "..."} (the reason optional)'))
+    name = body["name"].strip()
+    if part == "signal":
+        return name, body.get("value")
+    if not name.startswith(approval.PREFIX):
+        raise ApiError(400, f"{name!r} is not an approval signal: it starts with {approval.PREFIX!r}")
+    reason = body.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise ApiError(400, "reason: text, or null")
+    return name, approval.answer(part == "approve", reason.strip() if reason else None)
 
 
 def _limit(text: str | None) -> int | None:

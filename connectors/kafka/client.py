@@ -65,6 +65,15 @@ def signal_event(session_id: str, name: str, value: Any, event_id: str = "",
     return AgentEvent.external(session_id, SignalEvent(name, value), event_id=event_id, timestamp=ts)
 
 
+def send_signal(settings: Settings, session_id: str, name: str, value: Any,
+                event_id: str = "") -> None:
+    """Send signal ``name`` with ``value`` to ``session_id`` (what ``eddies signal`` does;
+    ``approve``, ``reject`` and ``resume`` send an approval's or a halt's), waiting for
+    the delivery."""
+    send_event(settings, signal_event(session_id, name, value, event_id),
+               f"signal {name!r} for session {session_id!r}")
+
+
 def send_input(settings: Settings, session_id: str, value: Any, event_id: str = "",
                prod: Any = None) -> None:
     """Produce one input for ``session_id`` to the application's input topic."""

@@ -14,6 +14,7 @@ message that names the address and what to check. Example::
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -114,6 +115,29 @@ def require_topics(settings: Settings, topics: Iterable[str], metadata: Any = No
             f"topic {', '.join(missing)} does not exist on {settings.bootstrap_servers} "
             f"(run `eddies topics create --app {settings.app}`)")
     return {n: present[n] for n in wanted}
+
+
+def await_topics(settings: Settings, topics: Iterable[str], wait_s: float,
+                 metadata: Any = None) -> dict[str, int]:
+    """:func:`require_topics`, waiting up to ``wait_s`` for missing topics to appear: a
+    command run right after ``eddies worker ... &`` finds the worker still creating them.
+
+    Example::
+
+        await_topics(settings, [TopicNames(settings.app).input], wait_s=10)  # {"demo.input": 4}
+    """
+    wanted = list(topics)
+    deadline = time.monotonic() + wait_s
+    meta = check_broker(settings) if metadata is None else metadata
+    while any(n not in _present(meta) for n in wanted) and time.monotonic() < deadline:
+        time.sleep(0.25)
+        meta = check_broker(settings)
+    try:
+        return require_topics(settings, wanted, meta)
+    except AppMissingError as err:
+        if wait_s <= 0:
+            raise
+        raise AppMissingError(f"{err} (waited {wait_s:g} s for a worker that is starting)") from None
 
 
 def _present(metadata: Any) -> dict[str, int]:

@@ -103,27 +103,40 @@ class SessionSummary:
             self._waits.pop(self._wait_ids.pop(p.call_id), None)
         return True
 
+    def _current(self) -> int | None:
+        """The first run not over (None: every run ended)."""
+        for run in range(max(self._started, 1), self.runs + 1):
+            if run not in self._ended:
+                return run
+        return None
+
+    @property
+    def waits(self) -> list[str]:
+        """The signals the session's current run waits for (an approval's, a halt's
+        ``resume:`` one, or a ``ctx.wait_for_signal`` name), in the order asked."""
+        run = self._current()
+        if run is None or run > self._started:
+            return []
+        return [name for r, name in self._waits.values() if r == run]
+
     @property
     def status(self) -> str:
         """answered, failed, running, halted, waiting for approval / a signal, finished."""
-        for run in range(max(self._started, 1), self.runs + 1):
-            if run in self._ended:
-                continue
-            if run > self._started:
-                return RUNNING  # accepted, about to start
-            names = [name for r, name in self._waits.values() if r == run]
-            if any(n.startswith(halts.PREFIX) for n in names):
-                return HALTED
-            if any(n.startswith(approval.PREFIX) for n in names):
-                return WAITING_APPROVAL
-            return WAITING_SIGNAL if names else RUNNING
-        return self._ended.get(self.runs, FINISHED if self.runs else RUNNING)
+        run = self._current()
+        if run is None:
+            return self._ended.get(self.runs, FINISHED if self.runs else RUNNING)
+        names = self.waits
+        if any(n.startswith(halts.PREFIX) for n in names):
+            return HALTED
+        if any(n.startswith(approval.PREFIX) for n in names):
+            return WAITING_APPROVAL
+        return WAITING_SIGNAL if names else RUNNING  # (RUNNING too: accepted, about to start)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (for JSON)."""
         return {"id": self.session_id, "partition": self.partition, "runs": self.runs,
                 "last_seq": self.last_seq, "last_ms": self.last_ms, "events": self.events,
-                "status": self.status}
+                "status": self.status, "waits": self.waits}
 
 
 def summarize(session_id: str, events: Iterable[AgentEvent | Recorded],

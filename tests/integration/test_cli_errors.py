@@ -222,3 +222,28 @@ def test_a_tool_server_that_cannot_serve_as_declared_is_a_configuration_error(tm
 """)
     proc, _ = eddies("worker", "--yaml", str(a2a), "-b", f"127.0.0.1:{free_port()}")
     assert_short_error(proc, "configuration error:", "NO_SUCH_KEY_SET is not set")
+
+
+def test_send_right_after_a_worker_starts_waits_for_its_topics(bootstrap: str) -> None:
+    # The README's `eddies worker ... & eddies send ...`, with the send a second ahead:
+    # it waits (up to the connect timeout) for the topics the worker creates.
+    settings = load_settings(env={}, overrides={
+        "bootstrap_servers": bootstrap, "app": f"t{uuid.uuid4().hex[:10]}"})
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("EDDIES_")},
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true"}
+    send = subprocess.Popen(
+        [sys.executable, "-m", "eddies", "send", "alice", '{"a": 2, "b": 3}', "--json",
+         "--app", settings.app, "-b", bootstrap], cwd=ROOT, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    assert send.poll() is None, send.communicate()  # still waiting, not failed
+    worker = Worker(settings, calculator_agent()).start()
+    try:
+        _, err = send.communicate(timeout=60)
+        assert send.returncode == 0, err
+        [answer] = outputs(settings, 1)
+        assert isinstance(answer.payload, OutputEvent) and answer.payload.output == "The result is 5."
+    finally:
+        worker.stop()
+        if send.poll() is None:
+            send.kill()

@@ -18,7 +18,7 @@ import pytest
 from eddies import A2ASubagentSetup, Agent, HttpSubagentSetup, InputEvent, LocalRunner, OutputEvent, action
 from eddies.engine import ResourceType
 from eddies.events import DurableCallRequest
-from tests.integration.tool_servers import start_server, stop
+from tests.integration.tool_servers import free_port, start_server, stop
 
 pytestmark = pytest.mark.integration
 
@@ -108,6 +108,27 @@ def test_an_a2a_sub_agent_served_by_a2a_sdk(tmp_path: Path) -> None:
     [timed_out] = [e.payload.error for e in runner.history if e.type == "DurableCallResult"
                    and e.payload.error is not None and e.payload.error.type == "SubagentTimeoutError"]
     assert "no answer within 1 s; task" in timed_out.message and timed_out.message.endswith(" canceled")
+
+
+def test_an_a2a_sub_agent_whose_card_cannot_be_fetched_fails_at_start(tmp_path: Path) -> None:
+    from eddies.connectors.discovery import ConfigurationError
+
+    proc, port = start_server("tests.a2a_servers", "echo", str(tmp_path / "echo.log"))
+    try:  # an A2A server, but the card is not where the setup says
+        agent = Asks("asks")
+        agent.add_resource("helper", ResourceType.AGENT,
+                           A2ASubagentSetup(f"http://127.0.0.1:{port}", agent_card_path="/nope.json"))
+        with pytest.raises(ConfigurationError, match=f"sub-agent 'helper': cannot fetch the agent card "
+                                                     f"of its A2A server at http://127.0.0.1:{port}"
+                                                     f"/nope.json: HTTP 404"):
+            LocalRunner(agent)
+    finally:
+        stop(proc)
+    nobody = free_port()  # nothing listens: refused, at start, not at the first call
+    agent = Asks("asks")
+    agent.add_resource("helper", ResourceType.AGENT, A2ASubagentSetup(f"http://127.0.0.1:{nobody}"))
+    with pytest.raises(ConfigurationError, match="sub-agent 'helper': cannot fetch the agent card"):
+        LocalRunner(agent)
 
 
 def test_a_worker_killed_between_send_and_answer_reconciles_by_task(settings: Any, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ server killed and restarted between calls; replays call nothing."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from eddies import ChatModelSetup, LocalRunner, McpServer, McpTool, ReActAgent, 
 from eddies.connectors.kafka.replay import replay
 from eddies.connectors.mcp import ConfigurationError
 from eddies.connectors.models.litellm import LiteLLMChatModel
-from eddies.events import CallKind, DurableCallRequest, OutputEvent
+from eddies.events import CallKind, DurableCallRequest, DurableCallResult, OutputEvent
 from tests.integration.tool_servers import calls_then_answers, free_port, stop
 from tests.integration.tool_servers import start_server as start_tool_server
 from tests.openai_server import OpenAIServer
@@ -118,6 +119,28 @@ def test_a_slow_call_times_out_and_its_retry_succeeds_with_the_same_key(tmp_path
     [request] = [p for e in runner.history if isinstance(p := e.payload, DurableCallRequest)
                  and p.kind is CallKind.TOOL and p.attempt == 1]
     assert first == request.call_id
+    # Whichever timer fired first (the MCP client's or the executor's), the error says
+    # what timed out and after how long; a bare TimeoutError said nothing.
+    [timeout] = [p.error for e in runner.history if isinstance(p := e.payload, DurableCallResult)
+                 and p.call_id == request.call_id and p.attempt == 1]
+    assert timeout is not None and timeout.type == "TimeoutError"
+    assert "slow_once" in timeout.message and re.search(r"within (1 s|timeout_ms=1000)", timeout.message)
+
+
+def test_a_call_cut_off_by_its_own_timeout_says_what_and_after_how_long(tmp_path: Path) -> None:
+    from eddies.connectors import mcp
+
+    proc, url = start_server("ledger", str(tmp_path / "ledger.log"))
+    llm = OpenAIServer(responder=calls_then_answers("slow_once", {"entry": "e1", "seconds": 3})).start()
+    try:
+        runner = LocalRunner(agent(McpServer(url=url), llm, ["slow_once"], request_timeout=1.0))
+        tool = runner.plan.resource("slow_once", ResourceType.TOOL)
+        with pytest.raises(TimeoutError) as got:  # the client's timer, not the executor's
+            mcp.call_tool(runner.plan, tool, {"entry": "e2", "seconds": 3}, "k1")
+    finally:
+        stop(proc)
+        llm.stop()
+    assert str(got.value) == f"MCP server {url}: slow_once: no answer within 1 s"
 
 
 def test_a_server_killed_and_restarted_between_calls(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """``eddies ui`` in headless Chromium (Debian's chromium, driven by Playwright with its
 executable path), looked at as a person would: the sessions list and their statuses, a
-search by id, one session's timeline, tree and payloads, and a replay that recomputes
-every id. ``UI_SCREENSHOT=docs/ui.png`` keeps the session view's screenshot there
-(the README's)."""
+search by id, answers to the sessions that wait (a signal sent, a tool call approved),
+one session's timeline, tree and payloads, and a replay that recomputes every id.
+``UI_SCREENSHOT=docs/ui.png`` keeps the session view's screenshot there (the README's)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,16 @@ def _statuses(settings: Settings) -> dict[str, str]:
     from eddies.connectors.kafka.sessions import SessionIndex
 
     return {s.session_id: s.status for s in SessionIndex(settings).refresh().search()}
+
+
+def _signals(settings: Settings, session: str) -> list[tuple[str, Any]]:
+    """The signals ``session`` got, as (name, value), from ``APP.events``."""
+    from eddies.connectors.kafka.client import read_events
+    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.events import SignalEvent
+
+    return [(p.name, p.value) for e in read_events(settings, TopicNames(settings.app).events)
+            if e.session_id == session and isinstance(p := e.payload, SignalEvent)]
 
 
 @contextlib.contextmanager
@@ -102,7 +112,7 @@ def test_a_person_finds_a_session_reads_its_timeline_and_tree_and_replays_it(
         pytest.skip(reason)
     from playwright.sync_api import expect
 
-    from eddies.connectors.kafka.client import producer, read_events, send_event, send_input, signal_event
+    from eddies.connectors.kafka.client import producer, read_events, send_input
     from eddies.connectors.kafka.topics import TopicNames
     from eddies.engine import approval
     from eddies.events import ApprovalRequestEvent
@@ -132,12 +142,37 @@ def test_a_person_finds_a_session_reads_its_timeline_and_tree_and_replays_it(
                                 ("carol", "answered")]:
                 expect(rows.filter(has_text=sid).locator(".badge")).to_have_text(status)
 
-            # A person approves the refund; the list shows the session answered.
+            # bob waits for a signal: a person sends it from bob's panel, with a value.
+            rows.filter(has_text="bob").click()
+            expect(page.locator("#session-title")).to_have_text("bob")
+            waits = page.locator("#waits .wait")
+            expect(waits).to_have_count(1)
+            expect(waits).to_contain_text("Waits for signal")
+            expect(waits.locator(".sid")).to_have_text("go")
+            waits.locator("input.value").fill('{"by": "ui"}')
+            waits.locator("button.send").click()
+            expect(page.locator("#notice")).to_contain_text("Sent go of bob")
+            wait_until("bob's answer", lambda: _statuses(settings).get("bob") == "answered",
+                       worker, log, timeout=60)
+            expect(rows.filter(has_text="bob").locator(".badge")).to_have_text("answered", timeout=15_000)
+            expect(page.locator("#waits")).to_be_hidden(timeout=15_000)  # the view followed
+            assert _signals(settings, "bob") == [("go", {"by": "ui"})]  # what eddies signal sends
+
+            # The refund waits for approval: a person approves it there, with a reason; the
+            # list shows the session answered.
             [ask] = [e.payload for e in read_events(settings, TopicNames(settings.app).output)
                      if isinstance(e.payload, ApprovalRequestEvent)]
-            send_event(settings, signal_event(ALICE, ask.signal, approval.answer(True)), "approval")
+            rows.filter(has_text=ALICE).click()
+            expect(page.locator("#session-title")).to_have_text(ALICE)
+            expect(waits).to_have_count(1)
+            expect(waits).to_contain_text("Waits for approval")
+            expect(waits.locator(".sid")).to_have_text(ask.signal)
+            waits.locator("input.reason").fill("ticket 7")
+            waits.locator("button.approve").click()
+            expect(page.locator("#notice")).to_contain_text(f"Approved {ask.signal} of {ALICE}")
             wait_until("the refund's answer", lambda: _statuses(settings).get(ALICE) == "answered",
                        worker, log, timeout=60)
+            assert _signals(settings, ALICE) == [(ask.signal, approval.answer(True, "ticket 7"))]
             page.fill("#search", "ALICE")  # any case
             expect(rows).to_have_count(1)
             expect(rows.first.locator(".sid")).to_have_text(ALICE)

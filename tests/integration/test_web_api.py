@@ -18,6 +18,7 @@ from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.topics import TopicNames, ensure_topics
 from eddies.connectors.records import HEADERS
 from eddies.demo import calculator_agent
+from eddies.engine import approval
 from eddies.events import AgentEvent, encode, partition_for
 
 pytestmark = pytest.mark.integration
@@ -130,7 +131,33 @@ def test_replay_and_fork_are_the_commands_and_need_the_header(topic: _Topic) -> 
     forked = client.post("/api/sessions/bob/fork", headers=header, json={"at_seq": 3, "new_session": "b/2"})
     assert forked.json() == {"session": "b/2"} and calls[-1] == ("fork", "bob", 3, "b/2")
     assert client.get("/api/info").json() == {"app": topic.settings.app, "replay": False, "fork": True,
-                                              "fork_reason": ""}
+                                              "fork_reason": "", "signal": False}
+
+
+def test_signal_approve_and_reject_send_what_the_commands_send(topic: _Topic) -> None:
+    sent: list[tuple[str, str, Any]] = []
+    header = {"X-Eddies-UI": "1"}
+    none = _client(topic).post("/api/sessions/bob/signal", headers=header, json={"name": "go"})
+    assert none.status_code == 501  # no signal function: the page only shows the wait
+    client = _client(topic, signal=lambda sid, name, value: sent.append((sid, name, value)))
+    assert client.get("/api/info").json()["signal"] is True
+    assert client.post("/api/sessions/bob/signal", json={"name": "go"}).status_code == 403  # the header
+    assert client.post("/api/sessions/team%2Fa%20b/signal", headers=header,
+                       json={"name": "go", "value": {"by": "ana"}}).status_code == 200
+    assert client.post("/api/sessions/bob/approve", headers=header,
+                       json={"name": "approval:bob:r1:i1:c2", "reason": ""}).status_code == 200
+    assert client.post("/api/sessions/bob/reject", headers=header,
+                       json={"name": "approval:bob:r1:i1:c2", "reason": " too big "}).status_code == 200
+    assert sent == [("team/a b", "go", {"by": "ana"}),
+                    ("bob", "approval:bob:r1:i1:c2", approval.answer(True)),
+                    ("bob", "approval:bob:r1:i1:c2", approval.answer(False, "too big"))]
+    for part, body, says in [("signal", {}, "the body must be"),
+                             ("signal", {"name": " "}, "the body must be"),
+                             ("approve", {"name": "go"}, "is not an approval signal"),
+                             ("reject", {"name": "approval:x", "reason": 3}, "reason")]:
+        refused = client.post(f"/api/sessions/bob/{part}", headers=header, json=body)
+        assert refused.status_code == 400 and says in refused.json()["error"], body
+    assert len(sent) == 3
 
 
 def test_the_page_and_the_hosts_it_answers(topic: _Topic) -> None:

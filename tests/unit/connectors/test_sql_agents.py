@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from eddies import A2aServer, A2aTool, ChatModelSetup, McpServer, McpTool, ReActAgent
 from eddies.cli import app
-from eddies.connectors.declarative import load_definition
+from eddies.connectors.declarative import load_all, load_definition
 from eddies.connectors.declarative.located import DefinitionError
 from eddies.connectors.declarative.sql_agents import load_sql, load_sql_text
 from eddies.connectors.declarative.yaml_agents import load_yaml_text
@@ -201,6 +201,17 @@ def test_eddies_check_validates_sql_offline(tmp_path: Path) -> None:
     bad.write_text(BASE.replace("TOOLS adder", "TOOLS sub"))
     failed = CliRunner().invoke(app, ["check", str(bad)])
     assert failed.exit_code == 2 and "bad.sql:5:68: tool 'sub' is not created in this file" in failed.output
+
+
+def test_eddies_check_checks_every_agent_the_file_can_load() -> None:
+    checked = CliRunner().invoke(app, ["check", str(DEFS / "agents.sql")])  # no --agent
+    assert checked.exit_code == 0, checked.output
+    assert "agent react (version 1): valid" in checked.output
+    assert "agent haiku (version 1): valid" in checked.output
+    assert f"2 agents (react, haiku); to run one: {DEFS / 'agents.sql'}#NAME" in checked.output
+    assert [a.name for a in load_all(DEFS / "agents.sql")] == ["react", "haiku"]
+    only = load_definition(DEFS / "subagents.sql").name
+    assert [a.name for a in load_all(DEFS / "subagents.sql")] == [only]
 
 
 def test_the_call_id_is_injected_from_yaml_and_sql_alike() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from eddies import Agent, ChatModelSetup, InputEvent, LocalRunner, ReActAgent, ResourceType, action
-from eddies.connectors.kafka.sessions import summarize
+from eddies.connectors.kafka.sessions import SessionSummary, summarize
 from eddies.events import (
     ChatMessage,
     DurableCallRequest,
@@ -18,8 +18,12 @@ from eddies.events import (
 from tests.agents import shop_agent
 
 
+def _summary(runner: LocalRunner, session: str) -> SessionSummary:
+    return summarize(session, [e for e in runner.history if e.session_id == session])
+
+
 def _status(runner: LocalRunner, session: str) -> str:
-    return summarize(session, [e for e in runner.history if e.session_id == session]).status
+    return _summary(runner, session).status
 
 
 def test_answered_and_waiting_for_approval_then_answered() -> None:
@@ -28,10 +32,11 @@ def test_answered_and_waiting_for_approval_then_answered() -> None:
     runner.run_until_waiting()
     assert _status(runner, "s1") == "waiting for approval"
     [ask] = runner.approval_requests("s1")
+    assert _summary(runner, "s1").to_dict()["waits"] == [ask.signal]  # what the page answers
     runner.approve("s1", ask.signal)
     runner.run_until_idle()
     summary = summarize("s1", [e for e in runner.history if e.session_id == "s1"])
-    assert (summary.status, summary.runs) == ("answered", 1)
+    assert (summary.status, summary.runs, summary.waits) == ("answered", 1, [])
     assert summary.last_seq == max(e.seq for e in runner.history if e.session_id == "s1")
 
 
@@ -41,9 +46,10 @@ def test_waiting_for_a_signal_and_queued_inputs_behind_it() -> None:
     runner.submit("s1", {"sleep_s": 1})  # accepted as run 2, waits behind run 1
     runner.run_until_waiting()
     assert _status(runner, "s1") == "waiting for a signal"
+    assert _summary(runner, "s1").waits == ["go"]
     runner.signal("s1", "go", "now")
     runner.run_until_idle()
-    assert _status(runner, "s1") == "answered"
+    assert _status(runner, "s1") == "answered" and _summary(runner, "s1").waits == []
 
 
 class _Flaky:
@@ -66,6 +72,8 @@ def test_halted_until_resumed() -> None:
     runner.submit("s1", "first")
     runner.run_until_idle()
     assert _status(runner, "s1") == "halted"  # its notice is a failed output, yet not "failed"
+    [resume] = _summary(runner, "s1").waits
+    assert resume.startswith("resume:s1:r1:")
     conn.fixed = True
     runner.resume("s1")
     runner.run_until_idle()

@@ -145,6 +145,10 @@ def test_eddies_check_validates_offline(tmp_path: Path) -> None:
     good = CliRunner().invoke(app, ["check", str(DEFS / "agents.yaml"), "--agent", "react"])
     assert good.exit_code == 0, good.output
     assert "agent react (version 1): valid" in good.output and "tool add: FunctionTool" in good.output
+    every = CliRunner().invoke(app, ["check", str(DEFS / "agents.yaml")])  # no --agent: each
+    assert every.exit_code == 0, every.output
+    valid = [line.split()[1] for line in every.output.splitlines() if line.endswith(": valid")]
+    assert len(valid) > 1 and "react" in valid and f"agents ({', '.join(valid)})" in every.output
     bad = tmp_path / "bad.yaml"
     bad.write_text(textwrap.dedent(BASE.replace("tools: [add]", "tools: [sub]")))
     failed = CliRunner().invoke(app, ["check", str(bad)])

@@ -200,3 +200,16 @@ def test_options_from_a_declarative_definition() -> None:
         ReActOptions.from_mapping({"max_iteration": "5"})
     with pytest.raises(ValueError, match=r"ReActOptions.max_iterations: '5.5' is not a number"):
         ReActOptions.from_mapping({"max_iterations": "5.5"})
+
+
+def test_a_halt_notice_quotes_the_session_id_for_the_shell() -> None:
+    import shlex
+
+    from eddies.engine import halts
+    from eddies.events import ErrorInfo
+
+    for sid in ("s1", "order 42", "it's", "a;rm -rf x"):
+        notice = halts.notice(sid, "resume:x", ErrorInfo("ModelError", "down"))
+        assert notice.error is not None
+        command = notice.error.message.split("Fix the cause, then: ", 1)[1]
+        assert shlex.split(command) == ["eddies", "resume", sid]  # pasted, it names the session
