@@ -196,15 +196,14 @@ def check_subagent_cards(agent: Agent, timeout: float = 30.0) -> None:
     """Fetch the agent card of each A2A sub-agent (an :class:`A2ASubagentSetup` resource)
     of ``agent``, as for A2A tools: one that cannot be fetched is a ConfigurationError at
     start naming the resource and URL, not a failure at the first call."""
-    from .external_subagents import A2ASubagentSetup
-
     for res in agent.resources:
-        setup = res.obj
-        if res.type is ResourceType.AGENT and isinstance(setup, A2ASubagentSetup):
-            card = _fetch_card(setup.server, setup.agent_card_path, f"sub-agent {res.name!r}",
-                               "its A2A server", timeout)
-            log.info("A2A server %s: agent %r (card %s) is sub-agent %r", setup.server.where,
-                     card.name, setup.agent_card_path, res.name)
+        # Told by what it holds (an A2aServer and a card path), so that this module does not
+        # import external_subagents, which imports it.
+        server, path = getattr(res.obj, "server", None), getattr(res.obj, "agent_card_path", None)
+        if res.type is ResourceType.AGENT and isinstance(server, A2aServer) and isinstance(path, str):
+            card = _fetch_card(server, path, f"sub-agent {res.name!r}", "its A2A server", timeout)
+            log.info("A2A server %s: agent %r (card %s) is sub-agent %r", server.where, card.name,
+                     path, res.name)
 
 
 def _fetch_card(server: A2aServer, path: str, what: str, whose: str, timeout: float) -> Any:
