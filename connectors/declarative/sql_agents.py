@@ -362,21 +362,25 @@ class _Script:
 
     # --- agents ---------------------------------------------------------------------------
 
-    def top(self) -> list[str]:
-        """The agents no other agent uses (as drafter, critic or tool) and that run here."""
+    def _declared(self) -> dict[str, Statement]:
         declared = self.by_kind.get("AGENT", {})
         if not declared:
             raise DefinitionError(f"{self.source}:1:1: the file creates no agent (CREATE AGENT)")
+        return declared
+
+    def top(self) -> list[str]:
+        """The agents no other agent uses (as drafter, critic or tool) and that run here."""
+        declared = self._declared()
         used = {n.text for stmt in declared.values()  # as drafters, critics, or tools
                 for n in (*stmt.using.get("AGENTS", []), *stmt.using.get("TOOLS", []))}
         return [n for n, stmt in declared.items() if n not in used and "USING CONNECTION" not in stmt.clauses]
 
     def agent(self, name: str | None) -> Agent:
-        declared = self.by_kind.get("AGENT", {})
+        declared = self._declared()
         if name is not None:
             if name not in declared:
                 raise DefinitionError(f"{self.source}:1:1: no agent {name!r} (the file creates: "
-                                      f"{', '.join(declared) or 'none'})")
+                                      f"{', '.join(declared)})")
             return self.make(name)
         top = self.top()
         if len(top) != 1:

@@ -98,7 +98,7 @@ class KafkaExecutor(Claiming, Timekeeping):
         self._committed: dict[int, int] = {}  # APP.requests offsets committed last
         self._touched: set[int] = set()  # partitions a rebalance callback took or gave
         #: Whether the group still counts this executor (split mode; ownership.py).
-        self.membership = MembershipCheck(self.gate, self._ask_group, self._ping)
+        self.membership = MembershipCheck(self.gate, self._ask_group, self._evicted, self._ping)
         #: Which claimants of watched calls left the app's groups (dead or cut off).
         self.liveness = Liveness(ctx.clients.group_members(),
                                  min_gap_s=max(1.0, ctx.membership.session_timeout_ms / 3000))
@@ -196,9 +196,8 @@ class KafkaExecutor(Claiming, Timekeeping):
         next_lag = 0.0  # when consumer lag is sampled next (with metrics)
         try:
             while not stop.is_set():
-                evicted = self.membership.check() if consumer is not None else None
-                if evicted is not None:
-                    self._evicted(consumer, *evicted)
+                if consumer is not None:
+                    self.membership.check()
                 self._release_due()
                 self._abandon_expired()
                 if consumer is None:  # requests arrive through submit()
@@ -261,7 +260,7 @@ class KafkaExecutor(Claiming, Timekeeping):
         """A cheap round trip to the brokers: the requests topic's metadata."""
         return self.marks.list_topics(self.names.requests, timeout=timeout)
 
-    def _evicted(self, consumer: Any, asked: float, held: dict[int, int]) -> None:
+    def _evicted(self, asked: float, held: dict[int, int]) -> None:
         """The group evicted this executor (asked at ``asked``): its partitions of then are
         released at once, their queued calls dropped."""
         gone = set(held) & self.owned
@@ -269,9 +268,8 @@ class KafkaExecutor(Claiming, Timekeeping):
             log.warning("executor partitions lost while this process stood still or was cut "
                         "off: %s; their queued calls are dropped", sorted(gone))
             self.counters.inc("partitions_fenced", len(gone))
-            self._on_revoke(consumer, [_kafka().TopicPartition(self.names.requests, p)
-                                       for p in sorted(gone)])
-        self.gate.confirmed(asked)
+            self._on_revoke(self.consumer, [_kafka().TopicPartition(self.names.requests, p)
+                                            for p in sorted(gone)])
 
     def _handle(self, msg: Any) -> None:
         err = msg.error()

@@ -116,7 +116,8 @@ class Orchestrator:
                                        self.step, self.ownership, self._positions, self.counters,
                                        ctx.stalls)
         #: Whether the group still counts this process (ownership.py).
-        self.membership = MembershipCheck(self.ownership.gate, self._ask_group, self._ping)
+        self.membership = MembershipCheck(self.ownership.gate, self._ask_group, self._evicted,
+                                          self._ping)
         self._assignments = 0  # partitions gained so far (a paused input pauses new ones too)
         self.assigned = threading.Event()
         # Records fetched while ownership was in doubt (after a stall): applied, in order,
@@ -174,9 +175,7 @@ class Orchestrator:
         """One turn of the loop: check membership when due (a re-commit after a stall, a
         ping every third of the lease), take a batch, apply it, commit when due."""
         gate = self.ownership.gate
-        evicted = self.membership.check()
-        if evicted is not None:
-            self._evicted(*evicted)
+        self.membership.check()
         unsure = gate.unsure()
         local = self.executor  # set only with role "all": the local executor
         # Requests handed to this process's executor wait in memory, not in Kafka: past this
@@ -245,27 +244,13 @@ class Orchestrator:
                         "cut off: %s; dropped without writing", sorted(gone))
             self.counters.inc("partitions_fenced", len(gone))
             self._drop(gone)
-        self.ownership.gate.confirmed(asked)
-
-    def _confirm(self) -> bool:
-        """Show now, on this thread, that the group still counts this process as a member
-        (a revoke's commit after a stall). True once ownership is settled: confirmed, or
-        the partitions dropped as lost."""
-        began = time.monotonic()
-        held, answer = self._ask_group()
-        if answer is None:
-            log.info("orchestrator: ownership not confirmed yet (a stall, or no answer)")
-            return False
-        if not answer:
-            self._evicted(began, held)
-            return True
-        self.ownership.gate.confirmed(began)
-        return True
 
     def _checkpoint(self, sync: bool = False, everything: bool = False) -> None:
-        """Commit (see checkpoints.py) once ownership is not in doubt."""
+        """Commit (see checkpoints.py) once ownership is not in doubt: shown now, on this
+        thread (a revoke's commit after a stall), or the partitions dropped as lost."""
         for _ in range(2):  # a flush may outlast the group's patience: confirm, then again
-            if self.ownership.gate.unsure() and not self._confirm():
+            if self.ownership.gate.unsure() and not self.membership.confirm():
+                log.info("orchestrator: ownership not confirmed yet (a stall, or no answer)")
                 return
             if self.checkpoints.commit(self.consumer, sync=sync, everything=everything):
                 return

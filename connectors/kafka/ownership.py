@@ -134,42 +134,52 @@ class MembershipCheck:
     requests then wait for seconds): :func:`confirm_membership` after a stall (or after a
     request to the brokers that failed or was too slow), and otherwise, every third of the
     gate's lease, a cheap request (``ping``: topic metadata, through a producer) that
-    renews the lease without waiting for a rebalance in progress, as a commit does.
-    Example::
+    renews the lease without waiting for a rebalance in progress, as a commit does. An
+    eviction is handed to ``evicted`` (when it was asked, the partitions and epochs held
+    then), for the role to drop them. Example::
 
         check = MembershipCheck(gate, ask=lambda: (dict(ownership.epochs), ask_the_group()),
+                                evicted=lambda asked, held: drop(held),
                                 ping=lambda timeout: producer.list_topics(topic, timeout))
-        evicted = check.check()              # (asked at, {partition: epoch}) or None
+        check.check()                        # on each turn of the loop
     """
 
     def __init__(self, gate: StallGate,
                  ask: Callable[[], tuple[dict[int, int], bool | None]],
+                 evicted: Callable[[float, dict[int, int]], None],
                  ping: Callable[[float], object] | None = None) -> None:
         self.gate = gate
         self._ask = ask
+        self._evicted = evicted
         self._ping = ping
 
-    def check(self) -> tuple[float, dict[int, int]] | None:
-        """Ask what is due; an eviction answered: (when it was asked, the partitions and
-        epochs held then), for the caller to drop."""
-        gate = self.gate
+    def confirm(self) -> bool:
+        """Ask the group now: True once it answered (membership shown, or the eviction
+        handed over), False without an answer."""
         began = time.monotonic()
+        held, answer = self._ask()
+        if answer is None:
+            return False
+        if not answer:
+            self._evicted(began, held)
+        self.gate.confirmed(began)
+        return True
+
+    def check(self) -> None:
+        """Ask what is due: the group after a stall, else the brokers when a ping is due."""
+        gate = self.gate
         if gate.confirmation_due() or (self._ping is None and gate.reach_due()):
-            held, answer = self._ask()
-            if answer is True:
-                gate.confirmed(began)
-            elif answer is False:
-                return began, held
-            return None
+            self.confirm()
+            return
         if not gate.reach_due() or self._ping is None:
-            return None
+            return
+        began = time.monotonic()
         try:
             self._ping(max(0.1, gate.lease_s / 2))
         except Exception:  # out of reach
             gate.stalls.note()
-            return None
+            return
         if time.monotonic() - began > gate.stalls.threshold_s:
             gate.stalls.note()  # an answer that late: as if cut off meanwhile
         else:
             gate.reached(began)
-        return None
