@@ -20,7 +20,7 @@ FLINK_JARS := $(VENV)/share/eddies/flink
 FLINK_AGENTS_VENV := .venv-flink-agents
 FLINK_AGENTS_STAMP := $(FLINK_AGENTS_VENV)/.installed
 
-.PHONY: install install-flink chromium demo test lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-waiting chaos clean
+.PHONY: install install-flink chromium demo test docs lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-waiting chaos clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ demo: install
 	$(BIN)/eddies demo
 
 test: install install-flink chromium lint typecheck pytest
+
+# The docs site (mkdocs.yml, docs/) into site/; strict: a broken link or anchor, or a page
+# left out of the nav, fails it. NO_MKDOCS_2_WARNING silences Material's end-of-life banner.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 lint: install
 	$(BIN)/ruff check .

@@ -36,9 +36,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eddies.connectors.kafka.broker import EmbeddedBroker
-from eddies.connectors.kafka.client import input_event, next_batch
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
-from eddies.connectors.records import HEADERS
+from eddies.connectors.runtime.client import input_event, next_batch
+from eddies.connectors.runtime.records import HEADERS
+from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 from eddies.events import encode
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -47,9 +47,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from eddies.connectors.kafka.broker import EmbeddedBroker
-from eddies.connectors.kafka.client import input_event, next_batch
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
-from eddies.connectors.records import HEADERS
+from eddies.connectors.runtime.client import input_event, next_batch
+from eddies.connectors.runtime.records import HEADERS
+from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 from eddies.events import encode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -251,8 +251,8 @@ def decided(bootstrap: str, timeout_ms: int) -> list[float]:
     """Seconds from B's SIGKILL until each call B was running is decided (see scenario 4)."""
     import json
 
-    from eddies.connectors.kafka.client import read_events, send_input
-    from eddies.connectors.kafka.settings import load_settings
+    from eddies.connectors.runtime.client import read_events, send_input
+    from eddies.connectors.runtime.settings import load_settings
     from eddies.events import OutputEvent, partition_for
 
     names = fresh_app(bootstrap)

@@ -33,8 +33,8 @@ from typing import Any
 from confluent_kafka import Producer
 
 from eddies import Agent, InputEvent, OutputEvent, action
-from eddies.connectors.kafka.client import input_event, next_batch, signal_event
-from eddies.connectors.records import HEADERS
+from eddies.connectors.runtime.client import input_event, next_batch, signal_event
+from eddies.connectors.runtime.records import HEADERS
 from eddies.events import decode, encode
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,17 +21,17 @@ import argparse
 import cProfile
 import gc
 import pstats
-import queue
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eddies.connectors.kafka import worker as kafka_worker
-from eddies.connectors.kafka.client import input_event
 from eddies.connectors.kafka.memory_broker import MemoryBroker
 from eddies.connectors.kafka.memory_broker import MemoryProducer as broker_producer
-from eddies.connectors.kafka.settings import load_settings
-from eddies.connectors.records import HEADERS
-from eddies.connectors.signing import DEV_KEY, ResultSigner
+from eddies.connectors.runtime.client import input_event
+from eddies.connectors.runtime.records import HEADERS
+from eddies.connectors.runtime.settings import load_settings
+from eddies.connectors.runtime.signing import DEV_KEY, ResultSigner
 from eddies.demo import one_turn_agent
 from eddies.events import encode, partition_for
 
@@ -142,7 +142,7 @@ class WorkerPath:
         self.offset = 0
         self.topic = worker.names.input
 
-    def sessions(self, first: int, n: int, prompts: list[bytes]) -> None:
+    def sessions(self, first: int, n: int, prompts: Sequence[bytes] | Mapping[int, bytes]) -> None:
         """Run sessions ``first``..``first+n-1`` to their outputs."""
         orch, ex = self.orchestrator, self.executor
         for start in range(first, first + n, BATCH):
@@ -156,7 +156,7 @@ class WorkerPath:
             orch.ownership.gate.confirmed(time.monotonic())
             orch.process(batch)
             for request in self.requests:
-                ex._perform(request, None, 0)
+                ex.perform(request, None, 0)
             self.requests.clear()
             results = []
             for topic, key, value, headers in self.results.records:
@@ -165,7 +165,6 @@ class WorkerPath:
                     results.append(Record(topic, part, self.offset, key, value, headers))
                     self.offset += 1
             self.results.records.clear()
-            ex._done = queue.SimpleQueue()  # nothing waits for these
             ex.inflight.clear()
             orch.process(results)
             orch.checkpoints.commit(None)

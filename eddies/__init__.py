@@ -65,15 +65,15 @@ from eddies.events import (
 )
 
 if TYPE_CHECKING:
-    from eddies.connectors.external_subagents import A2ASubagentSetup, HttpSubagentSetup
     from eddies.connectors.local import LocalRunner, RunFailedError
     from eddies.connectors.models.scripted import ScriptedChatModel
+    from eddies.connectors.remote.external_subagents import A2ASubagentSetup, HttpSubagentSetup
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "A2ASubagentSetup": "eddies.connectors.external_subagents",
-    "HttpSubagentSetup": "eddies.connectors.external_subagents",
+    "A2ASubagentSetup": "eddies.connectors.remote.external_subagents",
+    "HttpSubagentSetup": "eddies.connectors.remote.external_subagents",
     "LocalRunner": "eddies.connectors.local",
     "RunFailedError": "eddies.connectors.local",
     "ScriptedChatModel": "eddies.connectors.models.scripted",

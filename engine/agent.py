@@ -27,6 +27,10 @@ Trigger = type[Event] | str
 ACTION_ATTR = "__eddies_action__"
 
 
+class PlanError(ValueError):
+    """The agent definition is invalid; the message names the action or resource."""
+
+
 @dataclass(frozen=True)
 class ActionSpec:
     """An action: its name, function, trigger event types and per-action config."""

@@ -1,25 +1,26 @@
 """What an action's durable calls are before the machine records them: call specs, the
 awaitable an ``async def`` action awaits, and the specs of timers and signal waits.
 
-An action's ``ctx`` builds a :class:`CallSpec` per call; :meth:`RunnerContext._record`
-gives it its id and journal record. Example (what ``ctx.sleep(5)`` asks for)::
+An action's ``ctx`` builds a :class:`CallSpec` per call; the action's step (a
+:class:`CallSite`: :class:`eddies.engine.step.Step`) gives it its id and journal record.
+Handles, awaitables and sub-agent calls are typed against :class:`CallSite`, so this module
+depends on no context or machine. Example (what ``ctx.sleep(5)`` asks for)::
 
     spec = timer_spec(due_after=5_000)   # a TIMER call due 5 s after the session's clock
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from eddies.events import CallKind, Event
 
 from .durable import Outcome
-
-if TYPE_CHECKING:
-    from .context import RunnerContext
-    from .state import CallRecord
+from .memory import Memory
+from .plan_view import PlanView
+from .state import CallRecord
 
 
 class Suspend(BaseException):
@@ -29,32 +30,81 @@ class Suspend(BaseException):
 SUSPEND = object()  # what an async action's awaitable yields to the machine
 
 
+class CallSite(Protocol):
+    """What the durable calls of one running action go through (its step): ids, journal
+    records, outcomes, and what tool calls read of the plan and memory."""
+
+    @property
+    def plan(self) -> PlanView: ...
+
+    @property
+    def config(self) -> Mapping[str, Any]: ...
+
+    @property
+    def short_term_memory(self) -> Memory: ...
+
+    def now(self) -> int: ...
+
+    def next_call_id(self, ahead: int = 0) -> str:
+        """The id the call made ``ahead`` calls from now will have."""
+
+    def claim(self, spec: CallSpec) -> None:
+        """Give ``spec`` the id of the next call, whether or not it is issued now."""
+
+    def record(self, spec: CallSpec) -> CallRecord | None:
+        """The call's journal record if it has an outcome; else register it and return None."""
+
+    @property
+    def calls(self) -> Mapping[str, CallRecord]:
+        """The journal records of the calls this run made, by call id."""
+
+    def answer(self, rec: CallRecord, spec: CallSpec) -> Any:
+        """What the action gets of a call that has its outcome (its error raised)."""
+
+    def call_now(self, spec: CallSpec) -> Any:
+        """The call's answer, or :class:`Suspend` raised until it has one."""
+
+    def abandon(self, call_ids: list[str]) -> None:
+        """Calls of a batch no longer needed (another answered first)."""
+
+    def wake_on_any(self) -> None:
+        """Resume the action when any call it waits for is done, not all."""
+
+
+class HasCallSite(Protocol):
+    """An action's ``ctx``, as sub-agent calls take it: it leads to the action's step."""
+
+    @property
+    def step(self) -> CallSite: ...
+
+
 class CallAwaitable:
     """Awaitable of ``durable_execute_async``/``durable_execute_all_async``."""
 
-    __slots__ = ("_batch", "_ctx", "_first", "_specs", "_window")
+    __slots__ = ("_batch", "_first", "_site", "_window", "specs")
 
-    def __init__(self, ctx: RunnerContext, specs: list[CallSpec], batch: bool, *,
+    def __init__(self, site: CallSite, specs: list[CallSpec], batch: bool, *,
                  window: int | None = None, first: bool = False) -> None:
-        self._ctx = ctx
-        self._specs = specs
+        self._site = site
+        #: The calls it makes, in order (``durable_execute_all_async`` takes them over).
+        self.specs = specs
         self._batch = batch
         # At most ``window`` calls of the batch in flight; ``first``: the first to finish.
         self._window = window
         self._first = first
 
     def __await__(self) -> Generator[Any, None, Any]:
-        ctx = self._ctx
+        site = self._site
         if self._window is not None or self._first:
             return (yield from self._gradually())
         if not self._batch:  # one call: the common case, without the lists
-            spec = self._specs[0]
-            rec = ctx._record(spec)
+            spec = self.specs[0]
+            rec = site.record(spec)
             if rec is None:
                 yield SUSPEND
-                rec = ctx._run.calls[spec.cid]
-            return ctx._answer(rec, spec)
-        records = [ctx._record(spec) for spec in self._specs]
+                rec = site.calls[spec.cid]
+            return site.answer(rec, spec)
+        records = [site.record(spec) for spec in self.specs]
         pending = False
         for r in records:
             if r is None:
@@ -62,19 +112,19 @@ class CallAwaitable:
         if pending:
             yield SUSPEND
             # The machine resumes a live action only once every call has its outcome.
-            calls = ctx._run.calls
-            records = [calls[spec.cid] for spec in self._specs]
-        return [_outcome(ctx, rec, spec) for rec, spec in zip(records, self._specs, strict=True)]  # type: ignore[arg-type]
+            calls = site.calls
+            records = [calls[spec.cid] for spec in self.specs]
+        return [_outcome(site, rec, spec) for rec, spec in zip(records, self.specs, strict=True)]  # type: ignore[arg-type]
 
     def _gradually(self) -> Generator[Any, None, Any]:
         """A batch whose calls are issued as room frees up (``window``), or that ends when
         its first call does (``first``: the others are abandoned). The action is resumed
         each time one of its calls has its outcome."""
-        ctx, specs = self._ctx, self._specs
+        site, specs = self._site, self.specs
         for spec in specs:  # ids by place in the batch, whichever are issued when
-            ctx._claim(spec)
+            site.claim(spec)
         while True:
-            calls = ctx._run.calls
+            calls = site.calls
             records: list[CallRecord | None] = []
             busy = 0
             for spec in specs:
@@ -82,7 +132,7 @@ class CallAwaitable:
                 if rec is None and self._window is not None and busy >= self._window:
                     records.append(None)  # not yet: the window is full
                     continue
-                rec = ctx._record(spec)  # issued now, waited for again, or done
+                rec = site.record(spec)  # issued now, waited for again, or done
                 busy += rec is None
                 records.append(rec)
             if self._first:
@@ -90,12 +140,12 @@ class CallAwaitable:
                         if r is not None and (r.error is None or r.error.type != ABANDONED)]
                 if done:
                     won = done[0]
-                    ctx.abandon = [s.cid for i, (s, r) in enumerate(zip(specs, records, strict=True))
-                                   if i != won and r is None]
-                    return won, _outcome(ctx, records[won], specs[won])  # type: ignore[arg-type]
+                    site.abandon([s.cid for i, (s, r) in enumerate(zip(specs, records, strict=True))
+                                  if i != won and r is None])
+                    return won, _outcome(site, records[won], specs[won])  # type: ignore[arg-type]
             elif all(r is not None for r in records):
-                return [_outcome(ctx, r, s) for r, s in zip(records, specs, strict=True)]  # type: ignore[arg-type]
-            ctx.wake_any = True
+                return [_outcome(site, r, s) for r, s in zip(records, specs, strict=True)]  # type: ignore[arg-type]
+            site.wake_on_any()
             yield SUSPEND
 
 
@@ -103,10 +153,10 @@ class CallAwaitable:
 ABANDONED = "DurableCallAbandonedError"
 
 
-def _outcome(ctx: RunnerContext, rec: CallRecord, spec: CallSpec) -> Outcome:
+def _outcome(site: CallSite, rec: CallRecord, spec: CallSpec) -> Outcome:
     """A call's Outcome in a batch (a sub-agent's: its Result as the value, never an error)."""
     try:
-        return Outcome(value=ctx._answer(rec, spec))
+        return Outcome(value=site.answer(rec, spec))
     except Exception as err:
         return Outcome(error=err)
 

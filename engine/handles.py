@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Coroutine, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eddies.events import (
     ApprovalRequestEvent,
@@ -27,15 +27,12 @@ from eddies.events import (
 )
 
 from . import approval
-from .calls import CallSpec, signal_wait_spec
+from .calls import CallAwaitable, CallSite, CallSpec, signal_wait_spec
 from .durable import DurableCallError, Outcome
 from .remote_tools import AnyTool
 from .resources import ChatModelSetup, ResourceType
-from .subagents import Result, Subagent, SubagentSetup
+from .subagents import Result, SubagentSetup, subagent_call
 from .tool_args import ToolArgumentError, problem
-
-if TYPE_CHECKING:
-    from .context import RunnerContext
 
 
 class ChatModelHandle:
@@ -48,10 +45,10 @@ class ChatModelHandle:
         reply.tool_calls, llm.attempts   # what it asked for; 2 if it was retried once
     """
 
-    __slots__ = ("_ctx", "attempts", "name", "setup")
+    __slots__ = ("_site", "attempts", "name", "setup")
 
-    def __init__(self, ctx: RunnerContext, name: str, setup: ChatModelSetup) -> None:
-        self._ctx = ctx
+    def __init__(self, site: CallSite, name: str, setup: ChatModelSetup) -> None:
+        self._site = site
         self.name = name
         #: The model's setup: connection, model name, the tools it offers, its prompt.
         self.setup = setup
@@ -61,34 +58,34 @@ class ChatModelHandle:
     def chat(self, messages: list[ChatMessage], **arguments: Any) -> ChatMessage:
         """Ask the model; returns its message (usage in ``extra_args["usage"]``)."""
         spec = self._spec(messages, arguments)
-        return self._reply(spec, self._ctx._call_now(spec))
+        return self._reply(spec, self._site.call_now(spec))
 
     async def chat_async(self, messages: list[ChatMessage] | list[Any], **arguments: Any) -> ChatMessage:
         """Awaitable form of :meth:`chat`, for ``async def`` actions. ``messages`` may also
         be messages as the JSON objects they are saved as (in memory, say)."""
         spec = self._spec(messages, arguments)
-        return self._reply(spec, await self._ctx._call_async(spec))
+        return self._reply(spec, await CallAwaitable(self._site, [spec], batch=False))
 
     def call_tools_async(self, tool_calls: list[ToolCall]) -> Coroutine[Any, Any, list[ToolResult]]:
         """Run the tool calls this model asked for: ``ctx.call_tools_async(name, ...)``."""
-        return call_tools(self._ctx, self.name, tool_calls)
+        return call_tools(self._site, self.name, tool_calls)
 
     def _spec(self, messages: list[Any], arguments: dict[str, Any]) -> CallSpec:
         return CallSpec(CallKind.CHAT_MODEL, self.name, (), {"messages": messages, **arguments},
                         idempotent=self.setup.idempotent)
 
     def _reply(self, spec: CallSpec, value: Any) -> ChatMessage:
-        self.attempts = self._ctx._run.calls[spec.cid].attempt
+        self.attempts = self._site.calls[spec.cid].attempt
         return message_from_value(value)
 
 
 class ToolHandle:
     """A TOOL resource seen from an action: each ``call`` is a durable call."""
 
-    __slots__ = ("_ctx", "_idempotent", "name")
+    __slots__ = ("_idempotent", "_site", "name")
 
-    def __init__(self, ctx: RunnerContext, name: str, idempotent: bool) -> None:
-        self._ctx = ctx
+    def __init__(self, site: CallSite, name: str, idempotent: bool) -> None:
+        self._site = site
         self.name = name
         self._idempotent = idempotent
 
@@ -97,43 +94,43 @@ class ToolHandle:
         schema does not allow raise :class:`~eddies.engine.tool_args.ToolArgumentError`;
         injected ones are filled in. A tool that ``requires_approval`` first waits for
         it, and raises :class:`~eddies.engine.approval.ToolNotApprovedError` if refused."""
-        ctx = self._ctx
-        plan = ctx._plan
+        site = self._site
+        plan = site.plan
         tool = plan.tool(self.name)
-        arguments = prepared(ctx, tool, arguments)
+        arguments = prepared(site, tool, arguments)
         if tool.requires_approval:
-            wait = approval_wait(ctx, self.name, tool, arguments, "")
+            wait = approval_wait(site, self.name, tool, arguments, "")
             value, error = None, None
             try:
-                value = ctx._call_now(wait)
+                value = site.call_now(wait)
             except Exception as err:  # a deadline passed (Suspend is not an Exception)
                 error = err
             refused = approval.refusal(self.name, value, error, approval.timeout_ms(tool, plan.config))
             if refused is not None:
                 raise approval.ToolNotApprovedError(f"{refused.type}: {refused.message}")
         spec = CallSpec(CallKind.TOOL, self.name, (), arguments, idempotent=self._idempotent)
-        return ctx._call_now(spec)
+        return site.call_now(spec)
 
 
-def approval_wait(ctx: RunnerContext, name: str, tool: AnyTool, arguments: dict[str, Any],
+def approval_wait(site: CallSite, name: str, tool: AnyTool, arguments: dict[str, Any],
                   tool_call_id: str, ahead: int = 0) -> CallSpec:
-    """The wait for a person's approval of one call of ``tool`` (the call ``ctx`` makes
+    """The wait for a person's approval of one call of ``tool`` (the call ``site`` makes
     ``ahead`` calls from now), announced by an ApprovalRequestEvent."""
-    waited = approval.timeout_ms(tool, ctx._plan.config)
-    signal = approval.signal_name(ctx._next_call_id(ahead))
+    waited = approval.timeout_ms(tool, site.config)
+    signal = approval.signal_name(site.next_call_id(ahead))
     spec = signal_wait_spec(signal, timedelta(milliseconds=waited))
     # The deadline the wait gets when it is issued (the notice is emitted then only: a
     # replay neither emits it again nor recomputes it).
-    spec.notice = ApprovalRequestEvent(signal, name, tool_call_id, arguments, ctx.now() + waited)
+    spec.notice = ApprovalRequestEvent(signal, name, tool_call_id, arguments, site.now() + waited)
     return spec
 
 
-async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> list[ToolResult]:
+async def call_tools(site: CallSite, model: str, calls: list[ToolCall]) -> list[ToolResult]:
     """What ``ctx.call_tools_async`` does: the tools ``calls`` ask for, in parallel, each a
     durable TOOL call; one the model's setup does not offer is a ToolNotOfferedError, and
     one that requires approval waits for it (beside the other calls) and runs once
     approved. The results in the order of ``calls``; errors are results the model sees."""
-    plan = ctx._plan
+    plan = site.plan
     results: list[ToolResult | None] = [None] * len(calls)
     waits: list[tuple[int, CallSpec]] = []  # approval waits
     ready: list[tuple[int, CallSpec]] = []  # calls that need none
@@ -161,11 +158,11 @@ async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> l
                     "ToolArgumentError", f"tool {tc.name!r}: {wrong}", category=ErrorCategory.PERMANENT))
                 continue
             asked = dict(tc.arguments) if schema else prompt  # its input: what its schema asks for
-            ready.append((i, Subagent(tc.name, setup=setup)._spec(asked, None, None)))
+            ready.append((i, subagent_call(tc.name, setup, asked, None, None)))
             continue
         tool = plan.tool(tc.name)
         try:
-            arguments = prepared(ctx, tool, tc.arguments)
+            arguments = prepared(site, tool, tc.arguments)
         except ToolArgumentError as err:  # the model sees why, and may call it again
             results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(
                 "ToolArgumentError", f"tool {tc.name!r}: {err}", category=ErrorCategory.PERMANENT))
@@ -174,14 +171,14 @@ async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> l
             tc = calls[i] = ToolCall(tc.id, tc.name, arguments)
         if tool.requires_approval:
             # The waits are issued first: each signal names the call id its wait gets.
-            waits.append((i, approval_wait(ctx, tc.name, tool, tc.arguments, tc.id, len(waits))))
+            waits.append((i, approval_wait(site, tc.name, tool, tc.arguments, tc.id, len(waits))))
         else:
             ready.append((i, _tool_call(tc, tool)))
     approved: list[tuple[int, CallSpec]] = []
     for batch in (waits + ready, approved):  # approved: filled while the first is read
         if not batch:
             continue
-        outcomes = await ctx._calls_async([spec for _, spec in batch])
+        outcomes = await CallAwaitable(site, [spec for _, spec in batch], batch=True)
         for (i, spec), outcome in zip(batch, outcomes, strict=True):
             tc = calls[i]
             if spec.kind is not CallKind.SIGNAL:
@@ -200,7 +197,7 @@ async def call_tools(ctx: RunnerContext, model: str, calls: list[ToolCall]) -> l
 _MISSING = object()
 
 
-def prepared(ctx: RunnerContext, tool: AnyTool, arguments: Mapping[str, Any]) -> dict[str, Any]:
+def prepared(site: CallSite, tool: AnyTool, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """``arguments`` checked against the tool's schema, with its injected arguments filled
     in (from the config or short-term memory, over any the model sent); the same object
     when there is nothing to inject. ToolArgumentError saying what is wrong."""
@@ -218,7 +215,7 @@ def prepared(ctx: RunnerContext, tool: AnyTool, arguments: Mapping[str, Any]) ->
         kind, _, key = source.partition(":")
         if kind == "call":  # the executor fills it in: the call has no id yet
             continue
-        where = ctx.config if kind == "config" else ctx.short_term_memory
+        where = site.config if kind == "config" else site.short_term_memory
         value = where.get(key, _MISSING)
         if value is _MISSING:
             raise ToolArgumentError(f"injected argument {name!r}: the {kind} has no {key!r}")

@@ -2,15 +2,14 @@
 (kept, retried after a back-off, asked again when unknown, a run's deadline), a signal
 answering a wait, and the action resumed once all it waits for are in.
 
-A part of :class:`eddies.engine.machine.SessionMachine` (which it is mixed into), kept
-apart because it is the policy half of the machine: ``apply`` routes a
-``DurableCallResult`` to :meth:`CallOutcomes._accept_result` and a ``SignalEvent`` to
-:meth:`CallOutcomes._accept_signal`.
+A collaborator of the session machine's run loop (which holds it), kept apart because it
+is the policy half of the machine: ``apply`` routes a ``DurableCallResult`` to
+:meth:`CallOutcomes.accept_result` and a ``SignalEvent`` to
+:meth:`CallOutcomes.accept_signal`; what they decide runs actions through the loop (a
+:class:`~eddies.engine.run_loop.RunLoop`).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from eddies.events import (
     AgentEvent,
@@ -29,8 +28,12 @@ from eddies.events.ids import call_digest, call_id, scope_of_call
 
 from .budgets import spent
 from .durable import JournalMismatchError
+from .envelopes import emit
 from .halts import halted
-from .scopes import SUBAGENT_DEADLINE
+from .live import LiveCalls
+from .plan import AgentPlan
+from .run_loop import RunLoop
+from .scopes import SUBAGENT_DEADLINE, Scopes
 from .state import (
     ERROR,
     OK,
@@ -38,18 +41,9 @@ from .state import (
     RECONCILING,
     TERMINAL,
     CallRecord,
-    Frame,
-    Invocation,
     RunState,
     SessionState,
 )
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from eddies.events import Event
-
-    from .plan import AgentPlan
 
 #: An idempotent call whose outcome keeps coming back unknown is re-run at most this often.
 MAX_ATTEMPTS = 5
@@ -62,36 +56,22 @@ RUN_DEADLINE = "run-deadline"
 class CallOutcomes:
     """Outcomes and signals, for the session machine (see the module's docstring)."""
 
-    if TYPE_CHECKING:  # provided by SessionMachine
-        plan: AgentPlan
-        stats: dict[str, int]
-        _args: dict[str, str]
-        _callables: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]]
-        _deadline_ms: int | None
+    def __init__(self, plan: AgentPlan, loop: RunLoop, scopes: Scopes, live: LiveCalls,
+                 stats: dict[str, int]) -> None:
+        self._plan = plan
+        self._loop = loop
+        self._scopes = scopes
+        self._live = live
+        self._stats = stats
+        self._deadline_ms: int | None = plan.config.get("request_timeout_ms")
 
-        def _arguments(self, state: SessionState, run: RunState, call_id: str,
-                       rec: CallRecord) -> str: ...
-        def _emit(self, state: SessionState, run: RunState, payload: Event,
-                  causation: str | None, action: str | None, out: list[AgentEvent],
-                  scope: tuple[str, ...] = ()) -> AgentEvent: ...
-        def _drive(self, state: SessionState, out: list[AgentEvent], frame: Frame | None = None) -> None: ...
-        def _holder(self, state: SessionState, run: RunState, cid: str) -> RunState | Frame | None: ...
-        def _action_of(self, state: SessionState, run: RunState, cid: str) -> str | None: ...
-        def _deadline_due(self, state: SessionState, run: RunState, cid: str,
-                          out: list[AgentEvent]) -> None: ...
-        def _start_runs(self, state: SessionState, out: list[AgentEvent]) -> None: ...
-        def _finish(self, state: SessionState, run: RunState, failed: bool) -> None: ...
-        def _fail(self, state: SessionState, run: RunState, inv: Invocation, error: ErrorInfo,
-                  out: list[AgentEvent], frame: Frame | None = None) -> None: ...
-        def _remember_input(self, state: SessionState, ev: AgentEvent) -> bool: ...
-
-    def _accept_result(
+    def accept_result(
         self, state: SessionState, ev: AgentEvent, result: DurableCallResult, out: list[AgentEvent]
     ) -> None:
         run = state.run
         rec = None if run is None else run.calls.get(result.call_id)
         if run is None or rec is None or rec.status in TERMINAL or result.attempt != rec.attempt:
-            self.stats["duplicates"] += 1  # late, repeated or for a finished run
+            self._stats["duplicates"] += 1  # late, repeated or for a finished run
             return
         if ev.timestamp > state.clock:
             state.clock = ev.timestamp
@@ -99,20 +79,20 @@ class CallOutcomes:
         out.append(
             AgentEvent(
                 ev.event_id, state.session_id, state.seq, run.number, ev.scope, ev.type,
-                rec.request_id, None, self.plan.agent_name, self.plan.agent_version,
+                rec.request_id, None, self._plan.agent_name, self._plan.agent_version,
                 state.clock, result,
             )
         )
         if result.digest and result.digest != rec.digest:
-            holder = self._holder(state, run, result.call_id)
+            holder = self._scopes.holder(state, run, result.call_id)
             inv = None if holder is None else holder.active
             if inv is None:  # nothing waits for it
                 return
-            self._fail(state, run, inv, ErrorInfo("JournalMismatchError", str(
+            self._loop.fail(state, run, inv, ErrorInfo("JournalMismatchError", str(
                 JournalMismatchError(result.call_id, f"a call with digest {result.digest}",
                                      f"{rec.kind} {rec.target} (digest {rec.digest})")
             )), out, None if holder is run else holder)  # type: ignore[arg-type]
-            self._start_runs(state, out)
+            self._loop.start_runs(state, out)
             return
         if result.status is CallStatus.UNKNOWN:
             if rec.status == PENDING and rec.reconciler is not None:
@@ -133,7 +113,7 @@ class CallOutcomes:
         elif result.status is CallStatus.OK:
             rec.status = OK
             rec.value = result.value
-            if self.plan.budgets and rec.kind == "CHAT_MODEL":
+            if self._plan.budgets and rec.kind == "CHAT_MODEL":
                 over = self._spend(state, run, result.value)
                 if over is not None:
                     self._end_run(state, run, ev, ErrorInfo(
@@ -142,7 +122,7 @@ class CallOutcomes:
                         category=ErrorCategory.PERMANENT), out)
                     return
             if rec.target == SUBAGENT_DEADLINE and rec.kind == "TIMER":
-                self._deadline_due(state, run, result.call_id, out)
+                self._scopes.deadline_due(state, run, result.call_id, out)
                 return
             if rec.target == RUN_DEADLINE and rec.kind == "TIMER" and not halted(run):
                 self._end_run(state, run, ev, ErrorInfo(
@@ -153,7 +133,7 @@ class CallOutcomes:
                 return
         else:
             error = result.error or ErrorInfo("Error", "call failed without an error")
-            plan = self.plan.for_scope(scope_of_call(result.call_id, state.session_id))
+            plan = self._plan.for_scope(scope_of_call(result.call_id, state.session_id))
             policy = plan.retry_for(CallKind(rec.kind), rec.target) if rec.status == PENDING else None
             delay = None if policy is None else policy.delay_ms(result.call_id, rec.attempt, error)
             if delay is not None:  # asked again when the back-off is over
@@ -162,18 +142,18 @@ class CallOutcomes:
                 return
             rec.status = ERROR
             rec.error = error
-        self._settled(state, run, result.call_id, rec, out)
+        self.settled(state, run, result.call_id, rec, out)
 
     def _ask_again(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord,
                    out: list[AgentEvent]) -> None:
         """Issue the call's next attempt (to its reconciler when it is RECONCILING)."""
         rec.attempt += 1
-        req = self._request(state, call_id, rec, self._arguments(state, run, call_id, rec))
-        env = self._emit(state, run, req, rec.request_id, self._action_of(state, run, call_id),
+        req = self.request(state, call_id, rec, self._loop.arguments(state, run, call_id, rec))
+        env = emit(self._plan, state, run, req, rec.request_id, self._scopes.action_of(state, run, call_id),
                          out, scope_of_call(call_id, state.session_id))
         rec.request_id = env.event_id
 
-    def _request(self, state: SessionState, call_id: str, rec: CallRecord, args: str) -> DurableCallRequest:
+    def request(self, state: SessionState, call_id: str, rec: CallRecord, args: str) -> DurableCallRequest:
         """The request of a call's current attempt, as its record says: to its reconciler
         when it is RECONCILING, else to its target, with its timeout and due time."""
         if rec.status == RECONCILING:
@@ -181,7 +161,7 @@ class CallOutcomes:
                                       target=rec.reconciler or "", args=args, idempotent=True,
                                       attempt=rec.attempt)
         kind = CallKind(rec.kind)
-        plan = self.plan.for_scope(scope_of_call(call_id, state.session_id))
+        plan = self._plan.for_scope(scope_of_call(call_id, state.session_id))
         asked = decode_value(args).get("kwargs") if kind is CallKind.SUBAGENT and args else None
         return DurableCallRequest(
             call_id=call_id, kind=kind, target=rec.target, args=args, idempotent=rec.idempotent,
@@ -193,10 +173,10 @@ class CallOutcomes:
         """End the run now with a failed OutputEvent (caused by ``cause``); the next queued
         input starts. Its calls still running are abandoned: late results are ignored."""
         inv = run.active
-        self._emit(state, run, OutputEvent(None, error), cause.event_id,
+        emit(self._plan, state, run, OutputEvent(None, error), cause.event_id,
                    inv.action if inv is not None else None, out)
-        self._finish(state, run, failed=True)
-        self._start_runs(state, out)
+        self._loop.finish(state, run, failed=True)
+        self._loop.start_runs(state, out)
 
     def _spend(self, state: SessionState, run: RunState, value: str) -> str | None:
         """Add a model reply's tokens and cost to the run's and the session's totals; the
@@ -207,19 +187,18 @@ class CallOutcomes:
         state.tokens += tokens
         state.cost_usd += cost
         for scope, used in (("run", run), ("session", state)):
-            budget = self.plan.budgets.get(scope)
+            budget = self._plan.budgets.get(scope)
             over = None if budget is None else budget.exceeded(used.tokens, used.cost_usd)
             if over is not None:
                 return f"{scope}.{over}"
         return None
 
-    def _settled(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord,
+    def settled(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord,
                  out: list[AgentEvent]) -> None:
         """A call has its outcome: resume the waiting action once all it waits for have."""
         rec.args = ""  # (a state saved by an earlier version kept them)
-        self._args.pop(call_id, None)
-        self._callables.pop(call_id, None)
-        holder = self._holder(state, run, call_id)
+        self._live.pop(call_id, None)
+        holder = self._scopes.holder(state, run, call_id)
         if holder is not None and holder.waiting:
             calls = run.calls
             if holder.any:  # a batch that goes on as each call is done
@@ -231,14 +210,14 @@ class CallOutcomes:
                         return
             holder.waiting = []
             holder.any = False
-            self._drive(state, out, None if holder is run else holder)  # type: ignore[arg-type]
-            self._start_runs(state, out)
+            self._loop.drive(state, out, None if holder is run else holder)  # type: ignore[arg-type]
+            self._loop.start_runs(state, out)
 
-    def _accept_signal(self, state: SessionState, ev: AgentEvent, signal: SignalEvent,
+    def accept_signal(self, state: SessionState, ev: AgentEvent, signal: SignalEvent,
                        out: list[AgentEvent]) -> None:
         """A signal answers the running run's first pending wait for its name; with none,
         it is kept for the next wait (at most MAX_KEPT_SIGNALS per name, oldest dropped)."""
-        if not self._remember_input(state, ev):
+        if not self._loop.remember_input(state, ev):
             return
         if ev.timestamp > state.clock:
             state.clock = ev.timestamp
@@ -253,7 +232,7 @@ class CallOutcomes:
         out.append(AgentEvent(
             ev.event_id, state.session_id, state.seq, run.number if run is not None else 0,
             ev.scope, ev.type, waiting[1].request_id if waiting else None, None,
-            self.plan.agent_name, self.plan.agent_version, state.clock, signal,
+            self._plan.agent_name, self._plan.agent_version, state.clock, signal,
         ))
         value = encode_value(signal.value, "SignalEvent.value")
         if waiting is None or run is None:
@@ -264,10 +243,10 @@ class CallOutcomes:
         cid, rec = waiting
         rec.status = OK
         rec.value = value
-        self._settled(state, run, cid, rec, out)
+        self.settled(state, run, cid, rec, out)
 
     # --- runs -----------------------------------------------------------------------------
-    def _set_deadline(self, state: SessionState, run: RunState, cause: str,
+    def set_deadline(self, state: SessionState, run: RunState, cause: str,
                       out: list[AgentEvent]) -> None:
         """The run's deadline (``request_timeout_ms``): a timer that fails the run if it
         is still going when it fires (a call no action waits for; pending like any other,
@@ -282,4 +261,4 @@ class CallOutcomes:
         req = DurableCallRequest(call_id=cid, kind=CallKind.TIMER, target=RUN_DEADLINE, args=args,
                                  idempotent=True, attempt=1, timeout_ms=None, digest=dig,
                                  not_before=rec.due)
-        rec.request_id = self._emit(state, run, req, cause, None, out).event_id
+        rec.request_id = emit(self._plan, state, run, req, cause, None, out).event_id

@@ -14,13 +14,13 @@ from typing import Any
 
 from eddies.events import CallKind, Event
 
-from .agent import ActionSpec, Agent, Resource
+from .agent import ActionSpec, Agent, PlanError, Resource
 from .budgets import Budget, budgets
 from .chat import builtin_actions
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool, RemoteTool, remote_names, remote_tools
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
-from .scopes import agent_of
+from .scope_paths import agent_of
 from .subagents import PROMPT_SCHEMA, SubagentSetup
 
 #: Engine options read from ``Agent(config=...)``, with their defaults.
@@ -39,10 +39,6 @@ OPTIONS: dict[str, Any] = {
 
 #: What an external sub-agent's executor deadline adds to the call's own timeout.
 SUBAGENT_GRACE_MS = 2_000
-
-
-class PlanError(ValueError):
-    """The agent definition is invalid; the message names the action or resource."""
 
 
 @dataclass(frozen=True)
@@ -325,14 +321,17 @@ def _add_remote_tools(out: dict[str, tuple[ResourceType, Any]], name: str,
         if missing:
             raise PlanError(f"resource {name!r}: the tools of MCP server {tool.server!r} were not listed "
                             f"({', '.join(missing)}): runners list them when they start "
-                            "(eddies.connectors.discovery.discover_tools)")
+                            "(eddies.connectors.remote.discovery.discover_tools)")
     elif len(tool.discovered) != 1:
         raise PlanError(f"resource {name!r}: the agent card of A2A server {tool.server!r} was not "
                         "fetched: runners fetch it when they start "
-                        "(eddies.connectors.discovery.discover_tools)")
+                        "(eddies.connectors.remote.discovery.discover_tools)")
     for remote in remote_tools(name, tool):
         if remote.name in out:
             raise PlanError(f"resource {name!r}: {'MCP' if mcp else 'A2A'} tool {remote.name!r} has the "
                             "name of a resource of this agent"
                             + ("" if mcp else " (give the A2aTool another name=)"))
         out[remote.name] = (ResourceType.TOOL, remote)
+
+
+__all__ = ["OPTIONS", "SUBAGENT_GRACE_MS", "AgentPlan", "PlanError", "subagent_spec"]

@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from eddies.events import ChatMessage, ErrorCategory, ErrorInfo, InputEvent, MessageRole, OutputEvent
 
-from .agent import Agent
+from .agent import Agent, PlanError
 from .durable import DurableCallError
 from .options import from_mapping
-from .plan import AgentPlan, PlanError
+from .plan_view import PlanView
 from .resources import ResourceType
 from .tokens import BUDGET_ARG, REPORT_KEY, split, summarised, summary_request
 
@@ -156,7 +156,7 @@ class ReActAgent(Agent):
         self.add_action(ACTION, InputEvent, react_action, model=model, prompt=prompt,
                         output_schema=output_schema, options=opts)
 
-    def check_plan(self, plan: AgentPlan) -> None:
+    def check_plan(self, plan: PlanView) -> None:
         """Called by ``AgentPlan.compile``: the model must be a CHAT_MODEL resource."""
         config = plan.actions[ACTION].config
         check_model(plan, f"ReActAgent {self.name!r}", config["model"], config["options"])
@@ -179,7 +179,7 @@ def general_purpose(model: str) -> ReActAgent:
     return agent
 
 
-def check_model(plan: AgentPlan, who: str, model: str, options: ReActOptions) -> None:
+def check_model(plan: PlanView, who: str, model: str, options: ReActOptions) -> None:
     """PlanError unless ``model`` is a CHAT_MODEL resource whose connection can keep the
     token budget ``options`` ask for."""
     entry = plan.resources.get(model)

@@ -1,5 +1,5 @@
 """Tools served by another process: the tools of an MCP server, or an A2A agent. The
-engine only describes them; ``eddies.connectors.mcp`` and ``eddies.connectors.a2a``
+engine only describes them; ``eddies.connectors.remote.mcp`` and ``eddies.connectors.remote.a2a``
 connect, list the server's tools (fetch the agent's card) when a runner starts
 (:attr:`McpTool.discovered`, :attr:`A2aTool.discovered` are filled then) and perform the
 calls.
@@ -225,7 +225,7 @@ class RemoteTool:
     requires_approval: bool = False
     approval_timeout_ms: int | None = None
     inject: Mapping[str, str] = field(default_factory=dict)
-    #: Who performs the calls: "mcp" (eddies.connectors.mcp) or "a2a" (eddies.connectors.a2a).
+    #: Who performs the calls: "mcp" (eddies.connectors.remote.mcp) or "a2a" (eddies.connectors.remote.a2a).
     protocol: Literal["mcp", "a2a"] = "mcp"
 
 

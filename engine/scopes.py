@@ -10,14 +10,14 @@ OutputEvent becomes the call's outcome, announced by a ``SubagentResultEvent``. 
 that fails, or outlives the caller's timeout (its calls then abandoned, late results
 ignored), is a failed Result: the caller's run goes on.
 
-A part of :class:`eddies.engine.machine.SessionMachine` (mixed into it). Example::
+A collaborator of the session machine's run loop, which holds it; it asks the loop
+(a :class:`~eddies.engine.run_loop.RunLoop`) to drive a frame and to settle a call. The
+names of scopes are in :mod:`eddies.engine.scope_paths`. Example::
 
     scope_key(("reviewer@i1c0", "checker@i4c0"))   # "reviewer@i1c0/checker@i4c0"
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from eddies.events import (
     AgentEvent,
@@ -33,89 +33,48 @@ from eddies.events import (
 from eddies.events.ids import call_digest, call_id, scope_of_call
 
 from .calls import ABANDONED
+from .envelopes import emit
+from .live import LiveCalls, SuspendedActions
+from .plan import AgentPlan
+from .run_loop import RunLoop
+from .scope_paths import agent_of, scope_key, scope_part, subagent_input
 from .state import ERROR, OK, TERMINAL, CallRecord, Frame, Invocation, RunState, SessionState
 from .subagents import TIMEOUT
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from eddies.events import Event
-
-    from .plan import AgentPlan
 
 #: The target of the timer that ends a sub-agent call at its timeout.
 SUBAGENT_DEADLINE = "subagent-deadline"
 
 
-def scope_part(agent: str, invocation: int, ordinal: str) -> str:
-    """The scope part of a call of sub-agent ``agent``: ``name@i<invocation>c<ordinal>``
-    (``ordinal``: the call id's last part, ``c<n>``)."""
-    return f"{agent}@i{invocation}{ordinal}"
-
-
-def agent_of(part: str) -> str:
-    """The sub-agent a scope part is a call of."""
-    return part.rpartition("@")[0]
-
-
-def scope_key(scope: tuple[str, ...]) -> str:
-    """How a run keys the frame of ``scope``."""
-    return "/".join(scope)
-
-
-def subagent_input(req: DurableCallRequest) -> Any:
-    """The prompt of a sub-agent call request."""
-    return decode_value(req.args)["kwargs"].get("prompt")
-
-
 class Scopes:
-    """Sub-agent frames, for the session machine (see the module's docstring)."""
+    """Sub-agent frames, for the session machine's run loop (see the module's docstring)."""
 
-    if TYPE_CHECKING:  # provided by SessionMachine
-        plan: AgentPlan
-        _args: dict[str, str]
-        _callables: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]]
-        _live: dict[tuple[str, int, int], tuple[Any, Any, RunState]]
-        dropped: list[tuple[str, int]]
+    def __init__(self, plan: AgentPlan, loop: RunLoop, live: LiveCalls, suspended: SuspendedActions) -> None:
+        self._plan = plan
+        self._loop = loop
+        self._live = live
+        self._suspended = suspended
+        #: (call id, attempt) of calls with a due time abandoned since the machine's last
+        #: ``apply`` began (a cancelled sub-agent's timers): a runner stops holding them.
+        self.dropped: list[tuple[str, int]] = []
 
-        def _emit(self, state: SessionState, run: RunState, payload: Event, causation: str | None,
-                  action: str | None, out: list[AgentEvent],
-                  scope: tuple[str, ...] = ()) -> AgentEvent: ...
-        def _enqueue(self, run: RunState, trigger: AgentEvent, frame: Frame | None = None) -> None: ...
-        def _drive(self, state: SessionState, out: list[AgentEvent], frame: Frame | None = None) -> None: ...
-        def _settled(self, state: SessionState, run: RunState, call_id: str, rec: CallRecord,
-                     out: list[AgentEvent]) -> None: ...
-        @staticmethod
-        def _live_key(state: SessionState, run: RunState, inv: Invocation) -> tuple[str, int, int]: ...
-
-    def _holder(self, state: SessionState, run: RunState, cid: str) -> RunState | Frame | None:
+    def holder(self, state: SessionState, run: RunState, cid: str) -> RunState | Frame | None:
         """What runs the action that made call ``cid``: the run, or a sub-agent's frame
         (None: one that has ended)."""
         scope = scope_of_call(cid, state.session_id)
         return run if not scope else run.frames.get(scope_key(scope))
 
-    def _action_of(self, state: SessionState, run: RunState, cid: str) -> str | None:
+    def action_of(self, state: SessionState, run: RunState, cid: str) -> str | None:
         """The action waiting for call ``cid`` (None: none, or its sub-agent has ended)."""
-        holder = self._holder(state, run, cid)
+        holder = self.holder(state, run, cid)
         active = None if holder is None else holder.active
         return None if active is None else active.action
 
-    def _internal(self, state: SessionState, cid: str, rec: CallRecord) -> bool:
+    def internal(self, state: SessionState, cid: str, rec: CallRecord) -> bool:
         """Whether call ``cid`` is of an internal sub-agent (answered here, never sent)."""
         return (rec.kind == CallKind.SUBAGENT
-                and rec.target in self.plan.for_scope(scope_of_call(cid, state.session_id)).subagents)
+                and rec.target in self._plan.for_scope(scope_of_call(cid, state.session_id)).subagents)
 
-    def parent_memory(self, state: SessionState, run: RunState, frame: Frame) -> dict[str, str]:
-        """What a sub-agent reads under its own short-term memory: its callers', nearest
-        first (the session's memory at the root)."""
-        merged = dict(state.memory)
-        for depth in range(1, len(frame.scope)):
-            above = run.frames.get(scope_key(frame.scope[:depth]))
-            if above is not None:
-                merged.update(above.memory)
-        return merged
-
-    def _start_child(self, state: SessionState, run: RunState, scope: tuple[str, ...], inv: Invocation,
+    def start_child(self, state: SessionState, run: RunState, scope: tuple[str, ...], inv: Invocation,
                      req: DurableCallRequest, announced: AgentEvent, out: list[AgentEvent]) -> None:
         """Start the sub-agent call ``req`` made by ``inv`` (in ``scope``): its frame, its
         deadline timer, and the prompt as its InputEvent."""
@@ -129,10 +88,10 @@ class Scopes:
         timeout = kwargs.get("timeout_ms")
         if timeout is not None:
             frame.deadline = self._deadline(state, run, scope, req.call_id, int(timeout), announced, out)
-        first = self._emit(state, run, InputEvent(input=kwargs.get("prompt")), announced.event_id, None, out,
-                           child)
-        self._enqueue(run, first, frame)
-        self._drive(state, out, frame)
+        first = emit(self._plan, state, run, InputEvent(input=kwargs.get("prompt")), announced.event_id,
+                     None, out, child)
+        self._loop.enqueue(run, first, frame)
+        self._loop.drive(state, out, frame)
 
     def _deadline(self, state: SessionState, run: RunState, scope: tuple[str, ...], guarded: str,
                   timeout_ms: int, cause: AgentEvent, out: list[AgentEvent]) -> str:
@@ -146,21 +105,21 @@ class Scopes:
         run.calls[cid] = rec
         req = DurableCallRequest(call_id=cid, kind=CallKind.TIMER, target=SUBAGENT_DEADLINE, args=args,
                                  idempotent=True, attempt=1, digest=dig, not_before=rec.due)
-        rec.request_id = self._emit(state, run, req, cause.event_id, None, out, scope).event_id
+        rec.request_id = emit(self._plan, state, run, req, cause.event_id, None, out, scope).event_id
         return cid
 
-    def _deadline_due(self, state: SessionState, run: RunState, cid: str, out: list[AgentEvent]) -> None:
+    def deadline_due(self, state: SessionState, run: RunState, cid: str, out: list[AgentEvent]) -> None:
         """A sub-agent call's timer fired: the sub-agent, if it still runs, is ended."""
         frame = next((f for f in run.frames.values() if f.deadline == cid), None)
         if frame is None:
             return
         name = agent_of(frame.scope[-1])
         timeout = decode_value(run.calls[cid].args)["kwargs"]["after_ms"]
-        self._cancel(state, run, frame, ErrorInfo(
+        self.cancel(state, run, frame, ErrorInfo(
             TIMEOUT, f"sub-agent {name!r} did not answer within {timeout} ms; what it was doing is "
             "abandoned", category=ErrorCategory.TRANSIENT), out)
 
-    def _cancel(self, state: SessionState, run: RunState, frame: Frame, error: ErrorInfo,
+    def cancel(self, state: SessionState, run: RunState, frame: Frame, error: ErrorInfo,
                 out: list[AgentEvent]) -> None:
         """End ``frame`` (and the sub-agents it called) now: its calls are abandoned (late
         results ignored), and its caller's call fails with ``error``."""
@@ -172,17 +131,17 @@ class Scopes:
         for cid, rec in run.calls.items():
             if rec.status not in TERMINAL and scope_of_call(cid, state.session_id)[:depth] == frame.scope:
                 self._drop_call(cid, rec, abandoned)
-        self._end(state, run, frame, error, out)
+        self.end(state, run, frame, error, out)
 
-    def _end(self, state: SessionState, run: RunState, frame: Frame, error: ErrorInfo,
+    def end(self, state: SessionState, run: RunState, frame: Frame, error: ErrorInfo,
              out: list[AgentEvent]) -> None:
         """End ``frame`` on ``error`` (what runs in it stops): its caller's call fails."""
         self._drop(state, run, frame)
         frame.output, frame.error = None, error
         frame.pending.clear()
-        self._child_done(state, run, frame, out)
+        self.child_done(state, run, frame, out)
 
-    def _abandon(self, state: SessionState, run: RunState, cids: list[str], out: list[AgentEvent]) -> None:
+    def abandon(self, state: SessionState, run: RunState, cids: list[str], out: list[AgentEvent]) -> None:
         """Calls a batch no longer needs: abandoned (late results ignored); a sub-agent's
         scope cancelled."""
         error = ErrorInfo(ABANDONED, "another call of its batch finished first",
@@ -193,7 +152,7 @@ class Scopes:
                 continue
             frame = next((f for f in run.frames.values() if f.call == cid), None)
             if frame is not None:
-                self._cancel(state, run, frame, error, out)
+                self.cancel(state, run, frame, error, out)
                 continue
             self._drop_call(cid, rec, error)
 
@@ -201,19 +160,16 @@ class Scopes:
         """Abandon call ``cid``: its late result is ignored; one held until a due time (a
         timer) is named in ``dropped``, for the runner to stop holding it."""
         rec.status, rec.error = ERROR, error
-        self._args.pop(cid, None)
-        self._callables.pop(cid, None)
+        self._live.pop(cid, None)
         if rec.due is not None:
             self.dropped.append((cid, rec.attempt))
 
     def _drop(self, state: SessionState, run: RunState, frame: Frame) -> None:
         if frame.active is not None:
-            live = self._live.pop(self._live_key(state, run, frame.active), None)
-            if live is not None:
-                live[0].close()
+            self._suspended.drop(state, run, frame.active)
             frame.active = None
 
-    def _child_done(self, state: SessionState, run: RunState, frame: Frame, out: list[AgentEvent]) -> None:
+    def child_done(self, state: SessionState, run: RunState, frame: Frame, out: list[AgentEvent]) -> None:
         """``frame`` has nothing left to run: its answer completes its caller's call."""
         run.frames.pop(scope_key(frame.scope), None)
         if frame.session:
@@ -237,10 +193,10 @@ class Scopes:
             rec.status, rec.value = OK, frame.output or "null"
         else:
             rec.status, rec.error = ERROR, error
-        self._emit(state, run, SubagentResultEvent(
+        emit(self._plan, state, run, SubagentResultEvent(
             frame.call, None if error is not None else decode_value(rec.value), error), rec.request_id,
-            self._action_of(state, run, frame.call), out, frame.scope[:-1])
-        self._settled(state, run, frame.call, rec, out)
+            self.action_of(state, run, frame.call), out, frame.scope[:-1])
+        self._loop.settled(state, run, frame.call, rec, out)
 
 
 __all__ = ["SUBAGENT_DEADLINE", "Scopes", "agent_of", "scope_key", "scope_part", "subagent_input"]

@@ -20,16 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eddies.events import CallKind, decode_value
 
-from .calls import CallAwaitable, CallSpec, duration_ms
+from .calls import CallAwaitable, CallSpec, HasCallSite, duration_ms
 from .durable import durable_error
-
-if TYPE_CHECKING:
-    from .context import RunnerContext
-    from .state import CallRecord
+from .state import CallRecord
 
 #: The error type of a sub-agent call that did not finish within its timeout (the
 #: Result's exception is then a ``SubagentTimeoutError``, a ``TimeoutError``).
@@ -104,35 +101,39 @@ class Subagent:
         self.description = description
         self.setup = setup  # an external sub-agent's; None for an internal one
 
-    def call(self, ctx: RunnerContext, prompt: Any, session_id: str | None = None, *,
+    def call(self, ctx: HasCallSite, prompt: Any, session_id: str | None = None, *,
              timeout: float | timedelta | None = None) -> Result:
         """Call the sub-agent with ``prompt`` and wait for its Result (it never raises).
         ``session_id`` names a sub-session whose short-term memory later calls with the same
         id see again (``ctx.next_session_id()`` makes one that is the same after a failover);
         ``timeout`` (seconds, logical time) fails the call with a ``SubagentTimeoutError``
         and cancels what the sub-agent was doing."""
-        result: Result = ctx._call_now(self._spec(prompt, session_id, timeout))
+        result: Result = ctx.step.call_now(subagent_call(self.name, self.setup, prompt, session_id, timeout))
         return result
 
-    def as_async_callable(self, ctx: RunnerContext, prompt: Any, session_id: str | None = None, *,
+    def as_async_callable(self, ctx: HasCallSite, prompt: Any, session_id: str | None = None, *,
                           timeout: float | timedelta | None = None) -> CallAwaitable:
         """:meth:`call` as an awaitable (in ``async def`` actions), which
         ``ctx.durable_execute_all_async([...])`` also takes, to call several in parallel."""
-        return CallAwaitable(ctx, [self._spec(prompt, session_id, timeout)], batch=False)
+        spec = subagent_call(self.name, self.setup, prompt, session_id, timeout)
+        return CallAwaitable(ctx.step, [spec], batch=False)
 
-    def _spec(self, prompt: Any, session_id: str | None, timeout: float | timedelta | None) -> CallSpec:
-        kwargs: dict[str, Any] = {"prompt": prompt}
-        if session_id is not None:
-            kwargs["session_id"] = str(session_id)
-        if timeout is not None:
-            kwargs["timeout_ms"] = duration_ms(timeout, f"sub-agent {self.name!r} timeout")
-        setup = self.setup
-        spec = CallSpec(CallKind.SUBAGENT, self.name, (), kwargs,
-                        idempotent=True if setup is None else setup.idempotent)
-        if setup is not None and setup.reconciles:
-            spec.reconciler = RECONCILER + self.name
-        spec.result = as_result
-        return spec
+
+def subagent_call(name: str, setup: SubagentSetup | None, prompt: Any, session_id: str | None,
+                  timeout: float | timedelta | None) -> CallSpec:
+    """The durable call of sub-agent ``name`` (``setup``: an external one's) with ``prompt``;
+    its answer is a :class:`Result`."""
+    kwargs: dict[str, Any] = {"prompt": prompt}
+    if session_id is not None:
+        kwargs["session_id"] = str(session_id)
+    if timeout is not None:
+        kwargs["timeout_ms"] = duration_ms(timeout, f"sub-agent {name!r} timeout")
+    spec = CallSpec(CallKind.SUBAGENT, name, (), kwargs,
+                    idempotent=True if setup is None else setup.idempotent)
+    if setup is not None and setup.reconciles:
+        spec.reconciler = RECONCILER + name
+    spec.result = as_result
+    return spec
 
 
 def as_result(rec: CallRecord, cid: str) -> Result:
@@ -142,4 +143,5 @@ def as_result(rec: CallRecord, cid: str) -> Result:
     return Result(True, decode_value(rec.value))
 
 
-__all__ = ["PROMPT_SCHEMA", "RECONCILER", "TIMEOUT", "Result", "Subagent", "SubagentSetup", "as_result"]
+__all__ = ["PROMPT_SCHEMA", "RECONCILER", "TIMEOUT", "Result", "Subagent", "SubagentSetup", "as_result",
+           "subagent_call"]

@@ -130,7 +130,7 @@ class ErrorInfo:
     @classmethod
     def of(cls, err: BaseException, retryable: bool = False) -> ErrorInfo:
         """Describe an exception: ``ErrorInfo.of(ValueError("x"))`` (unclassified; executors
-        classify what they catch, see ``eddies.connectors.error_classes``)."""
+        classify what they catch, see ``eddies.connectors.remote.error_classes``)."""
         return cls(type(err).__name__, str(err), retryable)
 
 

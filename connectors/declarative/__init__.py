@@ -21,10 +21,10 @@ def load_definition(path: str | Path, agent: str | None = None) -> Agent:
     """The agent the YAML or SQL file ``path`` declares (``agent``: which one, when it
     declares several); DefinitionError naming file, line and column when it cannot be one."""
     if str(path).endswith(".sql"):
-        from .sql_agents import load_sql
+        from eddies.connectors.declarative.sql_agents import load_sql
 
         return load_sql(path, agent)
-    from .yaml_agents import load_yaml
+    from eddies.connectors.declarative.yaml_agents import load_yaml
 
     return load_yaml(path, agent)
 
@@ -37,10 +37,10 @@ def load_all(path: str | Path) -> list[Agent]:
         [agent.name for agent in load_all("agents.sql")]   # ['helper', 'reviewed']
     """
     if str(path).endswith(".sql"):
-        from .sql_agents import load_sql_all
+        from eddies.connectors.declarative.sql_agents import load_sql_all
 
         return load_sql_all(path)
-    from .yaml_agents import load_yaml_all
+    from eddies.connectors.declarative.yaml_agents import load_yaml_all
 
     return load_yaml_all(path)
 

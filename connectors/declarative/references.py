@@ -13,7 +13,7 @@ import os
 import re
 from typing import Any
 
-from .located import DefinitionError
+from eddies.connectors.declarative.located import DefinitionError
 
 _ENV = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 

@@ -25,6 +25,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from eddies.connectors.declarative.located import DefinitionError, located, read_definition
+from eddies.connectors.declarative.references import env_name, import_target, read_env
+from eddies.connectors.declarative.sql_options import With, checked_options, json_list, option_at, read_text
+from eddies.connectors.declarative.sql_parse import Name, Option, Statement, parse_sql
+from eddies.connectors.declarative.sql_subagents import HttpEndpoint, external_agent
 from eddies.engine import (
     A2aServer,
     A2aTool,
@@ -41,12 +46,6 @@ from eddies.engine import (
     SubagentSetup,
 )
 from eddies.engine.react import GENERAL_PURPOSE
-
-from .located import DefinitionError, located, read_definition
-from .references import env_name, import_target, read_env
-from .sql_options import With, checked_options, json_list, option_at, read_text
-from .sql_parse import Name, Option, Statement, parse_sql
-from .sql_subagents import HttpEndpoint, external_agent
 
 #: The connection type of the offline model (tests, the demo); mcp_server, a2a and http are
 #: servers' types, and any other is a litellm provider.

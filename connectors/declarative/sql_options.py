@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .located import DefinitionError
-from .references import env_name, read_env
-from .sql_parse import Option, Statement
+from eddies.connectors.declarative.located import DefinitionError
+from eddies.connectors.declarative.references import env_name, read_env
+from eddies.connectors.declarative.sql_parse import Option, Statement
 
 
 class With:

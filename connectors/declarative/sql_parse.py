@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .located import DefinitionError
+from eddies.connectors.declarative.located import DefinitionError
 
 KINDS = ("CONNECTION", "MODEL", "FUNCTION", "TOOL", "AGENT")
 _TOKEN = re.compile(r"""

@@ -11,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from eddies.connectors.declarative.located import DefinitionError
+from eddies.connectors.declarative.sql_options import With
+from eddies.connectors.declarative.sql_parse import Name, Statement
 from eddies.engine import A2aServer, SubagentSetup
-
-from .located import DefinitionError
-from .sql_options import With
-from .sql_parse import Name, Statement
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ def external_agent(stmt: Statement, conn: Name, server: Any) -> SubagentSetup:
     description = opts.text("description") or (stmt.comment.text if stmt.comment else "")
     timeout = opts.number("request_timeout", 300.0)
     if isinstance(server, A2aServer):
-        from eddies.connectors.external_subagents import A2ASubagentSetup
+        from eddies.connectors.remote.external_subagents import A2ASubagentSetup
 
         setup: SubagentSetup = A2ASubagentSetup(
             server.url, opts.text("agent_card_path") or "/.well-known/agent-card.json",
@@ -41,7 +40,7 @@ def external_agent(stmt: Statement, conn: Name, server: Any) -> SubagentSetup:
             timeout_s=timeout)
         opts.finish("description, agent_card_path, request_timeout")
     elif isinstance(server, HttpEndpoint):
-        from eddies.connectors.external_subagents import HttpSubagentSetup
+        from eddies.connectors.remote.external_subagents import HttpSubagentSetup
 
         setup = HttpSubagentSetup(server.endpoint, description=description, headers=server.headers,
                                   api_key_env=server.api_key_env, timeout_s=timeout,

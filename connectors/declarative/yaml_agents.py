@@ -28,6 +28,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from eddies.connectors.declarative.located import (
+    DefinitionError,
+    Map,
+    Seq,
+    located,
+    parse_yaml,
+    read_definition,
+    where,
+)
+from eddies.connectors.declarative.references import import_target, read_env
 from eddies.engine import (
     A2aServer,
     A2aTool,
@@ -45,9 +55,6 @@ from eddies.engine import (
 )
 from eddies.engine.agent import ActionSpec
 from eddies.engine.react import GENERAL_PURPOSE
-
-from .located import DefinitionError, Map, Seq, located, parse_yaml, read_definition, where
-from .references import import_target, read_env
 
 #: Built-in event type aliases of Flink Agents' YAML, and Eddies' own.
 EVENT_ALIASES = {"input": "InputEvent", "output": "OutputEvent", "chat_request": "ChatRequestEvent",

@@ -33,11 +33,10 @@ from pyflink.datastream.connectors.kafka import KafkaSink, KafkaSource  # type: 
 from pyflink.datastream.state import MapStateDescriptor  # type: ignore[import-untyped]
 from pyflink.java_gateway import get_gateway  # type: ignore[import-untyped]
 
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames
-
-from .options import FlinkOptions
-from .processor import InputRecord, Processor, encode_batch
+from eddies.connectors.flink.options import FlinkOptions
+from eddies.connectors.flink.processor import InputRecord, Processor, encode_batch
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames
 
 log = logging.getLogger("eddies.flink")
 
@@ -68,7 +67,7 @@ class _MapStore:
     ours starts with (they are JSON or UTF-8 text, and 0x80 starts no UTF-8 text)."""
 
     def __init__(self, state: Any) -> None:
-        self._java = state._state  # PyFlink's MapStateImpl keeps the Java MapState there
+        self._java = state._state  # noqa: SLF001 (PyFlink keeps the Java MapState there)
 
     def items(self) -> Any:
         entries = self._java.entries()
@@ -103,9 +102,9 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
         self.processor: Any = None
 
     def open(self, runtime_context: RuntimeContext) -> None:
-        from eddies.connectors.discovery import discover_tools
-        from eddies.connectors.kafka.settings import load_agent
-        from eddies.connectors.signing import ResultSigner
+        from eddies.connectors.remote.discovery import discover_tools
+        from eddies.connectors.runtime.settings import load_agent
+        from eddies.connectors.runtime.signing import ResultSigner
         from eddies.engine import AgentPlan
 
         agent = load_agent(self.settings.agent)
@@ -117,7 +116,7 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
             MapStateDescriptor("session", Types.STRING(), Types.PICKLED_BYTE_ARRAY())))
         self.dlq = TopicNames(self.settings.app).dlq
         self.topic = TopicNames(self.settings.app).input
-        from eddies.connectors.process_tuning import tune_gc
+        from eddies.connectors.runtime.process_tuning import tune_gc
 
         tune_gc()
         # The processor's counters, reported as Flink metrics (eddies.<name>, per
@@ -243,6 +242,9 @@ def build(settings: Settings, options: FlinkOptions, jars: list[Path]) -> Any:
     env = StreamExecutionEnvironment.get_execution_environment(configuration(settings, options))
     env.add_jars(*(p.resolve().as_uri() for p in jars))
     jvm = get_gateway().jvm
+    # PyFlink's wrappers (the sources', sinks' and streams' builders) offer no public handle to
+    # the Java objects they wrap: the reader, writer and keying set in Java reach them by
+    # their private _j_ names (hence the SLF001 exceptions below).
     names = TopicNames(settings.app)
     kafka = {k: v for k, v in settings.kafka.items()
              if not k.startswith(("enable.", "linger.", "fetch.wait", "logger"))}
@@ -255,11 +257,11 @@ def build(settings: Settings, options: FlinkOptions, jars: list[Path]) -> Any:
               .set_property("max.partition.fetch.bytes", str(settings.write_limit)))
     for k, v in kafka.items():
         source.set_property(k, v)
-    source._j_builder.setDeserializer(jvm.io.eddies.flink.KafkaRecordReader())
+    source._j_builder.setDeserializer(jvm.io.eddies.flink.KafkaRecordReader())  # noqa: SLF001
     # Committed offsets, else the earliest (never "latest" on the embedded broker). Built
     # in Java: PyFlink's wrapper names the reset strategy of a shaded kafka-clients.
     initializer = jvm.org.apache.flink.connector.kafka.source.enumerator.initializer
-    source._j_builder.setStartingOffsets(initializer.OffsetsInitializer.committedOffsets(
+    source._j_builder.setStartingOffsets(initializer.OffsetsInitializer.committedOffsets(  # noqa: SLF001
         jvm.org.apache.kafka.clients.consumer.OffsetResetStrategy.EARLIEST))
     stream = env.from_source(source.build(), WatermarkStrategy.no_watermarks(),
                              f"{names.input}", type_info=KEYED_INPUT_TYPE).uid("input")
@@ -275,14 +277,14 @@ def build(settings: Settings, options: FlinkOptions, jars: list[Path]) -> Any:
         # its keyed state is found by key group either way, so a checkpoint or savepoint of
         # one restores in the other (tests/integration/test_flink.py).
         j_keyed = jvm.org.apache.flink.streaming.api.datastream.DataStreamUtils \
-            .reinterpretAsKeyedStream(stream._j_data_stream, selector, key_type)
+            .reinterpretAsKeyedStream(stream._j_data_stream, selector, key_type)  # noqa: SLF001
     else:
-        j_keyed = stream._j_data_stream.keyBy(selector, key_type)
+        j_keyed = stream._j_data_stream.keyBy(selector, key_type)  # noqa: SLF001
     keyed = KeyedStream(j_keyed, INPUT_TYPE, stream)
     processed = (keyed.process(SessionFunction(settings, dev_key=options.embedded),
                                output_type=_BYTES)
                  .uid("sessions").name("session machine"))
-    records = DataStream(processed._j_data_stream.flatMap(jvm.io.eddies.flink.OutputBatch()))
+    records = DataStream(processed._j_data_stream.flatMap(jvm.io.eddies.flink.OutputBatch()))  # noqa: SLF001
     main = _sink(settings, options, kafka, "out")
     records.uid("records").name("records").sink_to(main).uid("sink").name(
         "events, requests, output, journal")
@@ -302,5 +304,6 @@ def _sink(settings: Settings, options: FlinkOptions, kafka: dict[str, str], what
         builder.set_transactional_id_prefix(f"{settings.app}.flink.{what}")
     for k, v in kafka.items():
         builder.set_property(k, v)
-    builder._j_builder.setRecordSerializer(get_gateway().jvm.io.eddies.flink.KafkaRecordWriter())
+    writer = get_gateway().jvm.io.eddies.flink.KafkaRecordWriter()
+    builder._j_builder.setRecordSerializer(writer)  # noqa: SLF001
     return builder.build()

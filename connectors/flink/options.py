@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from eddies.connectors.kafka.settings import Settings
+from eddies.connectors.runtime.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """What the Flink job does with one ``APP.input`` record of one session, without Flink.
 
 The same steps as the Kafka worker's orchestrator, with the same shared parts: admission
-(:mod:`eddies.connectors.admission`), dead letters and routing (:mod:`eddies.connectors.
-dead_letters`, :mod:`eddies.connectors.routing`). What differs is where things live: a
+(:mod:`eddies.connectors.runtime.admission`), dead letters and routing (:mod:`eddies.connectors.
+dead_letters`, :mod:`eddies.connectors.runtime.routing`). What differs is where things live: a
 session's state is in Flink keyed state (:mod:`.keyed_state`, through a :class:`Store`),
 and records go out as rows (:class:`Rows`) that the job's KafkaSinks write. Kafka offsets
 and state are checkpointed together by Flink, so there are no snapshots to write and no
@@ -27,21 +27,20 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from eddies.connectors.admission import Admission, Misrouted, Refused
-from eddies.connectors.applying import apply_record
-from eddies.connectors.counters import Counters
-from eddies.connectors.dead_letters import DeadLetters
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames
-from eddies.connectors.records import HEADERS, finished_run_keys, header, journal_partition
-from eddies.connectors.routing import Router
-from eddies.connectors.signing import ResultSigner
+from eddies.connectors.flink import keyed_state
+from eddies.connectors.flink.keyed_state import Stored
+from eddies.connectors.runtime.admission import Admission, Misrouted, Refused
+from eddies.connectors.runtime.applying import apply_record
+from eddies.connectors.runtime.counters import Counters
+from eddies.connectors.runtime.dead_letters import DeadLetters
+from eddies.connectors.runtime.records import HEADERS, finished_run_keys, header, journal_partition
+from eddies.connectors.runtime.routing import Router
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.signing import ResultSigner
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import AgentPlan, SessionMachine, SessionState
 from eddies.engine.state import RunState
 from eddies.events import AgentEvent
-
-from . import keyed_state
-from .keyed_state import Stored
 
 log = logging.getLogger("eddies.flink")
 
@@ -174,7 +173,7 @@ _EVENT_HEADERS = encode_headers(HEADERS)
 
 class Rows:
     """Collects what routing and dead-lettering produce as rows for the sinks (a
-    :class:`eddies.connectors.sink.RecordSink`)."""
+    :class:`eddies.connectors.runtime.sink.RecordSink`)."""
 
     def __init__(self) -> None:
         self.rows: list[Row] = []

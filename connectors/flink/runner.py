@@ -24,10 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eddies.connectors.kafka.settings import ConfigError, Settings
-
-from .jars import FlinkSetupError, connector_jars, records_jar
-from .options import FlinkOptions
+from eddies.connectors.flink.jars import FlinkSetupError, connector_jars, records_jar
+from eddies.connectors.flink.options import FlinkOptions
+from eddies.connectors.runtime.settings import ConfigError, Settings
 
 log = logging.getLogger("eddies.flink")
 
@@ -60,7 +59,7 @@ def preflight(settings: Settings) -> tuple[list[Path], bool]:
     except FlinkSetupError as err:
         raise FlinkSetupError(f"{err}; or set flink_jars (EDDIES_FLINK_JARS) to a directory "
                               "that has them") from None
-    from eddies.connectors.kafka.preflight import prepare_app
+    from eddies.connectors.runtime.preflight import prepare_app
 
     # The task managers read the result key from the same variable: fail here, not in a task.
     membership, _ = prepare_app(settings)
@@ -81,7 +80,7 @@ def run(settings: Settings, options: FlinkOptions, *, jars: list[Path],
     os.environ["FLINK_LOG_DIR"] = str(options.tmp_dir)
     os.environ["TMPDIR"] = str(options.tmp_dir)
     stop = stop or threading.Event()
-    from .job import build
+    from eddies.connectors.flink.job import build
 
     env = build(settings, options, jars)
     restored = f", restoring {options.restore_from}" if options.restore_from else ""

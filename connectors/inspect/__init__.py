@@ -1,2 +1,2 @@
-"""Looking at what sessions did: one-line summaries, the session tree, field diffs,
-OpenTelemetry spans and the web view. Pure over recorded events, except the exporters."""
+"""Looking at what sessions did: reading them back from the topics (sessions, replay),
+one-line summaries, the session tree, field diffs, OpenTelemetry spans and the web view."""

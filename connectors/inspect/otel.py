@@ -42,6 +42,19 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
+from eddies.connectors.inspect.summary import cut
+from eddies.connectors.inspect.tree import (
+    CALL,
+    EVENT,
+    MODEL,
+    OUTPUT,
+    RUN,
+    SUBAGENT,
+    TIMER,
+    TOOL,
+    TraceNode,
+    build_tree,
+)
 from eddies.engine import AgentPlan, ChatModelSetup
 from eddies.engine.scopes import agent_of
 from eddies.events import (
@@ -55,9 +68,6 @@ from eddies.events import (
     SubagentCallEvent,
     SubagentResultEvent,
 )
-
-from .summary import cut
-from .tree import CALL, EVENT, MODEL, OUTPUT, RUN, SUBAGENT, TIMER, TOOL, TraceNode, build_tree
 
 __all__ = ["resource_of", "span_id_of", "spans_of", "trace_id_of"]
 

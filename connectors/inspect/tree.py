@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from eddies.connectors.inspect.summary import cut, detail_text, request_text, result_text
 from eddies.engine.scopes import agent_of
 from eddies.events import (
     AgentEvent,
@@ -34,8 +35,6 @@ from eddies.events import (
     SubagentCallEvent,
     SubagentResultEvent,
 )
-
-from .summary import cut, detail_text, request_text, result_text
 
 #: Node kinds.
 RUN, MODEL, TOOL, SUBAGENT, TIMER, CALL, OUTPUT, EVENT = (

@@ -44,18 +44,17 @@ from urllib.parse import unquote
 
 import orjson
 
+from eddies.connectors.inspect.summary import detail_text
+from eddies.connectors.inspect.tree import build_tree, render, scope_name
 from eddies.events import AgentEvent, DurableCallRequest, DurableCallResult, Event
-
-from .summary import detail_text
-from .tree import build_tree, render, scope_name
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from eddies.connectors.kafka.sessions import Recorded
-    from eddies.connectors.kafka.settings import Settings
+    from eddies.connectors.inspect.sessions import Recorded
+    from eddies.connectors.runtime.settings import Settings
 
 #: ``replay(session_id, from_seq, to_seq)`` (None: the first step, the last): plain data
 #: with ``ok`` and ``steps`` (see ``replay_view``).
@@ -95,7 +94,7 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
     from starlette.middleware.trustedhost import TrustedHostMiddleware
     from starlette.routing import Route
 
-    from eddies.connectors.kafka.sessions import SessionIndex
+    from eddies.connectors.inspect.sessions import SessionIndex
 
     index = SessionIndex(settings)
     page = resources.files(__name__.rpartition(".")[0]).joinpath("web.html").read_text(encoding="utf-8")
@@ -174,7 +173,7 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
 
 def timeline(settings: Settings, session_id: str) -> dict[str, Any]:
     """The session's summary and every event as a row (ApiError 404 if it has none)."""
-    from eddies.connectors.kafka.sessions import summarize
+    from eddies.connectors.inspect.sessions import summarize
 
     records = _history(settings, session_id)
     summary = summarize(session_id, records)
@@ -183,7 +182,7 @@ def timeline(settings: Settings, session_id: str) -> dict[str, Any]:
 
 def tree(settings: Settings, session_id: str) -> dict[str, Any]:
     """The session's tree, with wall-time latencies from the records' timestamps."""
-    from eddies.connectors.kafka.sessions import wall_times
+    from eddies.connectors.inspect.sessions import wall_times
 
     records = _history(settings, session_id)
     roots = build_tree([r.event for r in records], wall_ms=wall_times(records))
@@ -227,7 +226,7 @@ def _decoded(text: str) -> Any:
 
 
 def _history(settings: Settings, session_id: str) -> list[Recorded]:
-    from eddies.connectors.kafka.sessions import timed_history
+    from eddies.connectors.inspect.sessions import timed_history
 
     records = timed_history(settings, session_id)
     if not records:
@@ -302,7 +301,7 @@ def _limit(text: str | None) -> int | None:
 def _guarded(make: Callable[[], dict[str, Any]]) -> Response:
     """``make()`` as JSON, or its error as ``{"error": ...}`` with a status, so the page
     can say what went wrong (a missing topic, a broker that does not answer)."""
-    from eddies.connectors.kafka.preflight import PreflightError
+    from eddies.connectors.runtime.preflight import PreflightError
 
     try:
         return _json(make())

@@ -1,4 +1,5 @@
-"""Kafka runtime: embedded broker, topics, the worker (orchestrator and executors).
+"""The Kafka worker: its roles (orchestrator and executors), ownership and fencing,
+checkpoints, the journal, claims and liveness, and the embedded broker.
 
 Imports confluent-kafka lazily through these modules; ``import eddies`` never loads it.
 """

@@ -25,26 +25,25 @@ import time
 from collections import deque
 from typing import Any
 
-from eddies.connectors.counters import Counters
-from eddies.connectors.records import (
+from eddies.connectors.journal.epochs import Stamp, epoch_headers, snapshot
+from eddies.connectors.journal.reading import JournalView
+from eddies.connectors.kafka.ownership import Ownership
+from eddies.connectors.kafka.session_step import SessionStep
+from eddies.connectors.kafka.stalls import StallWatch
+from eddies.connectors.runtime.counters import Counters
+from eddies.connectors.runtime.outbox import Outbox
+from eddies.connectors.runtime.positions import Positions
+from eddies.connectors.runtime.records import (
     finished_run_keys,
     journal_partition,
     outcome_key,
     snapshot_key,
     started_key,
 )
-from eddies.connectors.sink import produce
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.sink import produce
 from eddies.engine.state import RunState
 from eddies.events.ids import run_of_call, session_of_call
-
-from .epochs import Stamp, epoch_headers, snapshot
-from .journal import JournalView
-from .outbox import Outbox
-from .ownership import Ownership
-from .positions import Positions
-from .session_step import SessionStep
-from .settings import Settings
-from .stalls import StallWatch
 
 
 def _kafka() -> Any:

@@ -14,23 +14,21 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from eddies.connectors.calls import result_event
-from eddies.connectors.json_logs import ids
-from eddies.connectors.records import journal_partition, outcome_key, started_key
-from eddies.connectors.sink import produce
+from eddies.connectors.execution.calls import result_event
+from eddies.connectors.journal.claims import Claim, Claimant
+from eddies.connectors.runtime.json_logs import ids
+from eddies.connectors.runtime.outbox import DeliveryFailedError
+from eddies.connectors.runtime.records import journal_partition, outcome_key, started_key
+from eddies.connectors.runtime.sink import produce
 from eddies.events import AgentEvent, CallStatus, DurableCallRequest, encode
 
-from .claims import Claim, Claimant
-from .outbox import DeliveryFailedError
-
 if TYPE_CHECKING:
-    from eddies.connectors.counters import Counters
-    from eddies.connectors.kafka.settings import Settings
-    from eddies.connectors.kafka.topics import TopicNames
-
-    from .journal_tail import JournalTail
-    from .liveness import Liveness
-    from .stalls import StallGate
+    from eddies.connectors.kafka.journal_tail import JournalTail
+    from eddies.connectors.kafka.liveness import Liveness
+    from eddies.connectors.kafka.stalls import StallGate
+    from eddies.connectors.runtime.counters import Counters
+    from eddies.connectors.runtime.settings import Settings
+    from eddies.connectors.runtime.topics import TopicNames
 
 log = logging.getLogger("eddies.worker")
 

@@ -18,10 +18,26 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from eddies.connectors.calls import CallPerformer, result_event
-from eddies.connectors.counters import Counters
-from eddies.connectors.records import CANCEL_HEADER, HEADERS, header, journal_partition, outcome_key
-from eddies.connectors.signing import DEV_KEY, SIGNATURE_HEADER, ResultSigner
+from eddies.connectors.execution.calls import CallPerformer, result_event
+from eddies.connectors.journal.claims import Claimant
+from eddies.connectors.journal.epochs import ORCHESTRATOR, stamp_of
+from eddies.connectors.kafka.memory_broker import (
+    MemoryBroker,
+    MemoryClients,
+    MemoryConsumer,
+    MemoryProducer,
+    Record,
+)
+from eddies.connectors.kafka.orchestrator import Orchestrator
+from eddies.connectors.kafka.roles import RoleContext
+from eddies.connectors.kafka.stalls import StallWatch
+from eddies.connectors.runtime.client import input_event, signal_event
+from eddies.connectors.runtime.counters import Counters
+from eddies.connectors.runtime.membership import Membership
+from eddies.connectors.runtime.records import CANCEL_HEADER, HEADERS, header, journal_partition, outcome_key
+from eddies.connectors.runtime.settings import Settings, load_settings
+from eddies.connectors.runtime.signing import DEV_KEY, SIGNATURE_HEADER, ResultSigner
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import Agent, AgentPlan
 from eddies.events import (
     AgentEvent,
@@ -31,17 +47,6 @@ from eddies.events import (
     encode,
     encode_value,
 )
-
-from .claims import Claimant
-from .client import input_event, signal_event
-from .epochs import ORCHESTRATOR, stamp_of
-from .membership import Membership
-from .memory_broker import MemoryBroker, MemoryClients, MemoryConsumer, MemoryProducer, Record
-from .orchestrator import Orchestrator
-from .roles import RoleContext
-from .settings import Settings, load_settings
-from .stalls import StallWatch
-from .topics import TopicNames
 
 
 class Driver:

@@ -28,15 +28,24 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from eddies.connectors.call_deadlines import CallDeadlines
-from eddies.connectors.calls import CallPerformer, Resolver, result_event
-from eddies.connectors.dead_letters import DeadLetters
-from eddies.connectors.error_classes import describe_error
-from eddies.connectors.held_requests import HeldRequests
-from eddies.connectors.json_logs import ids
-from eddies.connectors.records import CANCEL_HEADER, HEADERS, header, journal_partition
-from eddies.connectors.signing import SIGNATURE_HEADER, ResultSigner
-from eddies.connectors.sink import produce
+from eddies.connectors.execution.call_deadlines import CallDeadlines
+from eddies.connectors.execution.calls import CallPerformer, Resolver, result_event
+from eddies.connectors.execution.held_requests import HeldRequests
+from eddies.connectors.journal.reading import CallRef, JournalView
+from eddies.connectors.kafka.claiming import Claiming
+from eddies.connectors.kafka.journal_tail import JournalTail
+from eddies.connectors.kafka.liveness import Liveness
+from eddies.connectors.kafka.ownership import MembershipCheck, confirm_membership
+from eddies.connectors.kafka.roles import RoleContext
+from eddies.connectors.kafka.stalls import StallGate
+from eddies.connectors.kafka.timekeeping import Timekeeping
+from eddies.connectors.remote.error_classes import describe_error
+from eddies.connectors.runtime.client import next_batch
+from eddies.connectors.runtime.dead_letters import DeadLetters
+from eddies.connectors.runtime.json_logs import ids
+from eddies.connectors.runtime.records import CANCEL_HEADER, HEADERS, header, journal_partition
+from eddies.connectors.runtime.signing import SIGNATURE_HEADER, ResultSigner
+from eddies.connectors.runtime.sink import produce
 from eddies.events import (
     AgentEvent,
     CallStatus,
@@ -49,18 +58,8 @@ from eddies.events import (
     encode_value,
 )
 
-from .claiming import Claiming
-from .client import next_batch
-from .journal import CallRef, JournalView
-from .journal_tail import JournalTail
-from .liveness import Liveness
-from .ownership import MembershipCheck, confirm_membership
-from .roles import RoleContext
-from .stalls import StallGate
-from .timekeeping import Timekeeping
-
 if TYPE_CHECKING:
-    from eddies.connectors.prometheus import WorkerMetrics
+    from eddies.connectors.observability.prometheus import WorkerMetrics
 
 log = logging.getLogger("eddies.worker")
 
@@ -366,7 +365,7 @@ class KafkaExecutor(Claiming, Timekeeping):
     def _call_loop(self) -> None:
         while (item := self._calls.get()) is not None:
             try:
-                self._perform(*item)
+                self.perform(*item)
                 if getattr(self._per_thread, "late", False):
                     self._per_thread.late = False
                     with self._lock:  # its place was taken when its call was abandoned
@@ -378,7 +377,9 @@ class KafkaExecutor(Claiming, Timekeeping):
                 log.error("executor task failed: %r", err)
                 self.ctx.fail(err)
 
-    def _perform(self, request: AgentEvent, part: int | None, offset: int) -> None:
+    def perform(self, request: AgentEvent, part: int | None, offset: int) -> None:
+        """Perform one request on the calling thread (the pool's threads do; a broker-less
+        harness may too): claimed first if not idempotent, its outcome journaled and sent."""
         req = request.payload
         assert isinstance(req, DurableCallRequest)
         ref = (req.call_id, req.attempt)
@@ -474,7 +475,7 @@ class KafkaExecutor(Claiming, Timekeeping):
             if len(sent) >= 50_000:  # results this process never read back (partition moved)
                 sent.clear()
             sent[data] = result
-        # Signed: the orchestrator accepts results from executors only (connectors/signing.py).
+        # Signed: the orchestrator accepts results from executors only (connectors/runtime/signing.py).
         produce(self.producer, self.names.input, data, result.session_id.encode(),
                 headers=[*HEADERS, (SIGNATURE_HEADER, self.signer.sign(data))])
 

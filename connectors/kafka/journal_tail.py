@@ -34,11 +34,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .claims import Claimant
-from .client import next_batch
-from .journal import CallRef, JournalView, fold
-from .positions import Positions
-from .settings import Settings
+from eddies.connectors.journal.claims import Claimant
+from eddies.connectors.journal.reading import CallRef, JournalView, fold
+from eddies.connectors.runtime.client import PARTITION_EOF, next_batch
+from eddies.connectors.runtime.positions import Positions
+from eddies.connectors.runtime.settings import Settings
 
 log = logging.getLogger("eddies.worker")
 
@@ -208,10 +208,10 @@ class JournalTail:
             self._consumer.close()
 
     def _loop(self) -> None:
-        from confluent_kafka import KafkaError, TopicPartition
+        from confluent_kafka import TopicPartition
 
         consumer = self._consumer
-        eof = KafkaError._PARTITION_EOF
+        eof = PARTITION_EOF
         while not self._stop.is_set():
             self._apply_commands(consumer)
             msgs = next_batch(consumer, 500, 0.05)

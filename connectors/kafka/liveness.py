@@ -28,9 +28,9 @@ import struct
 import time
 from typing import Any
 
-from .claims import Claimant
-from .membership import Membership
-from .settings import Settings
+from eddies.connectors.journal.claims import Claimant
+from eddies.connectors.runtime.membership import Membership
+from eddies.connectors.runtime.settings import Settings
 
 log = logging.getLogger("eddies.worker")
 

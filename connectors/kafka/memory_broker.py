@@ -29,10 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from eddies.connectors.journal.reading import JournalView, fold
+from eddies.connectors.runtime.client import PARTITION_EOF, TRANSPORT
+from eddies.connectors.runtime.settings import Settings
 from eddies.events import AgentEvent, decode, partition_for
-
-from .journal import JournalView, fold
-from .settings import Settings
 
 Headers = list[tuple[str, bytes]]
 
@@ -83,7 +83,7 @@ class Record:
 
 def _eof() -> Any:
     k = _kafka().KafkaError
-    return k(k._PARTITION_EOF)
+    return k(PARTITION_EOF)
 
 
 class MemoryBroker:
@@ -317,7 +317,7 @@ class MemoryConsumer:
     def commit(self, offsets: list[Any] | None = None, asynchronous: bool = True) -> None:
         k = _kafka()
         if self.unreachable:
-            raise k.KafkaException(k.KafkaError(k.KafkaError._TRANSPORT))
+            raise k.KafkaException(k.KafkaError(TRANSPORT))
         if self.evicted:
             raise k.KafkaException(k.KafkaError(k.KafkaError.UNKNOWN_MEMBER_ID))
         for tp in offsets or []:
@@ -326,7 +326,7 @@ class MemoryConsumer:
     def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
         k = _kafka()
         if self.unreachable:
-            raise k.KafkaException(k.KafkaError(k.KafkaError._TRANSPORT))
+            raise k.KafkaException(k.KafkaError(TRANSPORT))
         return topic
 
     def committed(self, partitions: list[Any], timeout: float = 0) -> list[Any]:

@@ -35,27 +35,26 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from eddies.connectors.admission import Admission
-from eddies.connectors.dead_letters import DeadLetters
-from eddies.connectors.inspect.otel_export import LiveSpans, live_spans
-from eddies.connectors.json_logs import ids
-from eddies.connectors.routing import Router
+from eddies.connectors.journal.epochs import ORCHESTRATOR, state_of
+from eddies.connectors.journal.reading import CallRef, JournalView
+from eddies.connectors.kafka.checkpoints import Checkpoints
+from eddies.connectors.kafka.executor import KafkaExecutor
+from eddies.connectors.kafka.ownership import MembershipCheck, Ownership, confirm_membership
+from eddies.connectors.kafka.roles import RoleContext
+from eddies.connectors.kafka.session_step import SessionStep
+from eddies.connectors.observability.otel_export import LiveSpans, live_spans
+from eddies.connectors.runtime.admission import Admission
+from eddies.connectors.runtime.client import PARTITION_EOF, next_batch
+from eddies.connectors.runtime.dead_letters import DeadLetters
+from eddies.connectors.runtime.json_logs import ids
+from eddies.connectors.runtime.positions import Positions
+from eddies.connectors.runtime.routing import Router
 from eddies.engine import SessionMachine, SessionState
 from eddies.engine.state import PENDING
 from eddies.events import AgentEvent, DurableCallRequest, partition_for
 
-from .checkpoints import Checkpoints
-from .client import next_batch
-from .epochs import ORCHESTRATOR, state_of
-from .executor import KafkaExecutor
-from .journal import CallRef, JournalView
-from .ownership import MembershipCheck, Ownership, confirm_membership
-from .positions import Positions
-from .roles import RoleContext
-from .session_step import SessionStep
-
 if TYPE_CHECKING:
-    from eddies.connectors.prometheus import WorkerMetrics
+    from eddies.connectors.observability.prometheus import WorkerMetrics
 
 log = logging.getLogger("eddies.worker")
 
@@ -97,7 +96,7 @@ class Orchestrator:
         if metrics is None:
             self.router = Router(*router_args)
         else:
-            from eddies.connectors.prometheus import MeteredRouter
+            from eddies.connectors.observability.prometheus import MeteredRouter
 
             self.router = MeteredRouter(*router_args, metrics=metrics)
         self.router.spans = self.spans
@@ -418,7 +417,7 @@ class Orchestrator:
         for msg in msgs:
             err = msg.error()
             if err is not None:
-                if err.code() != _kafka().KafkaError._PARTITION_EOF:
+                if err.code() != PARTITION_EOF:
                     log.warning("consumer error: %s", err)
                     self.counters.inc("consumer_errors")
                 elif msg.partition() in self._expected and msg.partition() in held:

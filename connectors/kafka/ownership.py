@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .claims import Claimant
-from .epochs import NO_EPOCH, marker_key
-from .outbox import DeliveryFailedError
-from .stalls import StallGate, StallWatch
+from eddies.connectors.journal.claims import Claimant
+from eddies.connectors.journal.epochs import NO_EPOCH, marker_key
+from eddies.connectors.kafka.stalls import StallGate, StallWatch
+from eddies.connectors.runtime.outbox import DeliveryFailedError
 
 #: How long an epoch marker may take to be delivered.
 MARKER_TIMEOUT_S = 30.0

@@ -17,22 +17,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from eddies.connectors.counters import Counters
-from eddies.connectors.signing import ResultSigner
+from eddies.connectors.journal.claims import Claimant
+from eddies.connectors.journal.reading import JournalView, read_journal
+from eddies.connectors.kafka.liveness import GroupMembers, client_id
+from eddies.connectors.kafka.stalls import StallWatch
+from eddies.connectors.runtime.counters import Counters
+from eddies.connectors.runtime.membership import Membership, group_consumer
+from eddies.connectors.runtime.outbox import Outbox
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.signing import ResultSigner
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import AgentPlan
 from eddies.events import AgentEvent
 
-from .claims import Claimant
-from .journal import JournalView, read_journal
-from .liveness import GroupMembers, client_id
-from .membership import Membership, group_consumer
-from .outbox import Outbox
-from .settings import Settings
-from .stalls import StallWatch
-from .topics import TopicNames
-
 if TYPE_CHECKING:
-    from eddies.connectors.prometheus import WorkerMetrics
+    from eddies.connectors.observability.prometheus import WorkerMetrics
 
 
 class Clients(Protocol):
@@ -77,7 +76,7 @@ class KafkaClients:
         return GroupMembers(self.settings, self.membership)
 
     def read_history(self, partition: int, sessions: set[str]) -> dict[str, list[AgentEvent]]:
-        from .replay import Place, records_of
+        from eddies.connectors.inspect.replay import Place, records_of
 
         where = Place(TopicNames(self.settings.app).events, partition,
                       self.membership.reread_gaps(self.settings))

@@ -19,12 +19,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from eddies.connectors.admission import Admission, Misrouted, Refused
-from eddies.connectors.applying import apply_record
-from eddies.connectors.counters import Counters
-from eddies.connectors.json_logs import ids
-from eddies.connectors.records import header
-from eddies.connectors.routing import Router
+from eddies.connectors.runtime.admission import Admission, Misrouted, Refused
+from eddies.connectors.runtime.applying import apply_record
+from eddies.connectors.runtime.counters import Counters
+from eddies.connectors.runtime.json_logs import ids
+from eddies.connectors.runtime.records import header
+from eddies.connectors.runtime.routing import Router
 from eddies.engine import SessionMachine, SessionState
 from eddies.engine.state import RunState
 from eddies.events import (
@@ -37,7 +37,7 @@ from eddies.events import (
 )
 
 if TYPE_CHECKING:
-    from eddies.connectors.prometheus import WorkerMetrics
+    from eddies.connectors.observability.prometheus import WorkerMetrics
 
 log = logging.getLogger("eddies.worker")
 

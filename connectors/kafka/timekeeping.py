@@ -3,7 +3,7 @@ deadlines, retry back-offs), released when due or dropped when their run ended; 
 abandoned at their timeout.
 
 A part of :class:`.executor.KafkaExecutor` (mixed into it). Holding costs no thread: a
-held request is an entry in a heap (:class:`~eddies.connectors.held_requests.HeldRequests`)
+held request is an entry in a heap (:class:`~eddies.connectors.execution.held_requests.HeldRequests`)
 and its APP.requests offset stays uncommitted (a restart reads it again) until it is
 released, or dropped because an orchestrator said its run ended (``Router.cancel_held``).
 """
@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from eddies.connectors.call_deadlines import CallDeadlines, timed_out
-from eddies.connectors.calls import result_event
-from eddies.connectors.error_classes import describe_error
-from eddies.connectors.held_requests import HeldRequests
-from eddies.connectors.json_logs import ids
+from eddies.connectors.execution.call_deadlines import CallDeadlines, timed_out
+from eddies.connectors.execution.calls import result_event
+from eddies.connectors.execution.held_requests import HeldRequests
+from eddies.connectors.remote.error_classes import describe_error
+from eddies.connectors.runtime.json_logs import ids
 from eddies.events import AgentEvent, CallStatus, DurableCallRequest, encode
 
 if TYPE_CHECKING:
-    from eddies.connectors.counters import Counters
-    from eddies.connectors.dead_letters import DeadLetters
-    from eddies.connectors.kafka.settings import Settings
-    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.connectors.runtime.counters import Counters
+    from eddies.connectors.runtime.dead_letters import DeadLetters
+    from eddies.connectors.runtime.settings import Settings
+    from eddies.connectors.runtime.topics import TopicNames
 
 log = logging.getLogger("eddies.worker")
 

@@ -4,7 +4,7 @@ in one process by default (``role``: all, orchestrator, executor). Scale out by 
 more workers with the same ``app``: partitions move between them incrementally
 (:mod:`.membership`), and a call is started only by its partition's owner after a claim
 in the journal (:mod:`.claims`), so a rebalance never repeats a side effect. With
-``metrics_port`` set it serves Prometheus metrics (:mod:`eddies.connectors.prometheus`).
+``metrics_port`` set it serves Prometheus metrics (:mod:`eddies.connectors.observability.prometheus`).
 """
 
 from __future__ import annotations
@@ -14,22 +14,21 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from eddies.connectors.counters import Counters
-from eddies.connectors.discovery import discover_tools
-from eddies.connectors.signing import ResultSigner
+from eddies.connectors.journal.claims import Claimant
+from eddies.connectors.kafka.executor import KafkaExecutor
+from eddies.connectors.kafka.orchestrator import Orchestrator
+from eddies.connectors.kafka.roles import Clients, KafkaClients, RoleContext
+from eddies.connectors.kafka.stalls import StallWatch
+from eddies.connectors.remote.discovery import discover_tools
+from eddies.connectors.runtime.counters import Counters
+from eddies.connectors.runtime.membership import Membership
+from eddies.connectors.runtime.settings import Settings, load_agent
+from eddies.connectors.runtime.signing import ResultSigner
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import Agent, AgentPlan
 
-from .claims import Claimant
-from .executor import KafkaExecutor
-from .membership import Membership
-from .orchestrator import Orchestrator
-from .roles import Clients, KafkaClients, RoleContext
-from .settings import Settings, load_agent
-from .stalls import StallWatch
-from .topics import TopicNames
-
 if TYPE_CHECKING:
-    from eddies.connectors.prometheus import WorkerMetrics
+    from eddies.connectors.observability.prometheus import WorkerMetrics
 
 __all__ = ["Counters", "KafkaExecutor", "Orchestrator", "Worker"]
 
@@ -77,7 +76,7 @@ class Worker:
 
     def start(self) -> Worker:
         """Create missing topics, then start the role threads."""
-        from .preflight import prepare_app
+        from eddies.connectors.runtime.preflight import prepare_app
 
         self.membership, self.signer = prepare_app(self.settings)
         self.stalls.threshold_s = stall_threshold_s(self.membership)
@@ -179,10 +178,10 @@ def stall_threshold_s(membership: Membership) -> float:
 
 def _worker_metrics(app: str, counters: Counters) -> WorkerMetrics:
     """The metrics of a worker; without prometheus-client, a ConfigError naming the extra."""
-    from .settings import ConfigError
+    from eddies.connectors.runtime.settings import ConfigError
 
     try:
-        from eddies.connectors.prometheus import WorkerMetrics
+        from eddies.connectors.observability.prometheus import WorkerMetrics
     except ModuleNotFoundError as err:
         if err.name != "prometheus_client":
             raise

@@ -10,10 +10,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from eddies.connectors.call_deadlines import timed_out
-from eddies.connectors.calls import CallPerformer, Resolver, import_target, result_event
-from eddies.connectors.error_classes import describe_error
-from eddies.connectors.recorded_calls import RecordedCalls
+from eddies.connectors.execution.call_deadlines import timed_out
+from eddies.connectors.execution.calls import CallPerformer, Resolver, import_target, result_event
+from eddies.connectors.execution.recorded_calls import RecordedCalls
+from eddies.connectors.remote.error_classes import describe_error
 from eddies.engine import AgentPlan, Journal
 from eddies.events import AgentEvent, CallStatus, DurableCallRequest, encode_value
 

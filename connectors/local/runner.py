@@ -18,7 +18,10 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from eddies.connectors.discovery import discover_tools
+from eddies.connectors.execution.held_requests import HeldRequests
+from eddies.connectors.execution.recorded_calls import RecordedCalls
+from eddies.connectors.local.executor import InProcessExecutor
+from eddies.connectors.remote.discovery import discover_tools
 from eddies.engine import Agent, AgentPlan, Journal, SessionMachine, SessionState, approval, halts
 from eddies.engine.state import TERMINAL
 from eddies.events import (
@@ -30,10 +33,6 @@ from eddies.events import (
     OutputEvent,
     SignalEvent,
 )
-
-from ..held_requests import HeldRequests
-from ..recorded_calls import RecordedCalls
-from .executor import InProcessExecutor
 
 
 class RunFailedError(RuntimeError):

@@ -17,10 +17,9 @@ import json
 import time
 from typing import Any
 
+from eddies.connectors.remote.secrets import remember
 from eddies.engine.resources import ToolSpec
 from eddies.events import ChatMessage, MessageRole, ToolCall
-
-from ..secrets import remember
 
 
 def to_openai(message: ChatMessage) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from eddies.connectors.kafka.broker import EmbeddedBroker
-from eddies.connectors.kafka.settings import Settings, load_settings
+from eddies.connectors.runtime.settings import Settings, load_settings
 
 
 def _docker_reason() -> str | None:

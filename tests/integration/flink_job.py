@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eddies.connectors.kafka.broker import free_port
-from eddies.connectors.kafka.settings import Settings
+from eddies.connectors.runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from eddies.connectors.kafka.client import producer, read_events, read_records
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames
 from eddies.connectors.kafka.worker import Worker
-from eddies.connectors.records import DLQ_REASON_HEADER, header
+from eddies.connectors.runtime.client import producer, read_events, read_records
+from eddies.connectors.runtime.records import DLQ_REASON_HEADER, header
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import Agent
 from eddies.events import AgentEvent, OutputEvent
 

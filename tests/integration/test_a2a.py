@@ -22,9 +22,9 @@ import pytest
 pytest.importorskip("a2a", reason="the a2a extra is not installed")
 
 from eddies import A2aServer, A2aTool, ChatModelSetup, LocalRunner, ReActAgent, ReActOptions, ResourceType
-from eddies.connectors.discovery import ConfigurationError
-from eddies.connectors.kafka.replay import replay
+from eddies.connectors.inspect.replay import replay
 from eddies.connectors.models.litellm import LiteLLMChatModel
+from eddies.connectors.remote.configuration import ConfigurationError
 from eddies.events import CallKind, DurableCallRequest, encode
 from tests.integration.tool_servers import calls_then_answers, free_port, start_server, stop
 from tests.openai_server import OpenAIServer

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from eddies.connectors.kafka.client import input_event, producer, read_events, send_event
-from eddies.connectors.kafka.replay import load_history, replay
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames
+from eddies.connectors.inspect.replay import load_history, replay
+from eddies.connectors.runtime.client import input_event, producer, read_events, send_event
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import AgentPlan
 from eddies.events import AgentEvent, ApprovalRequestEvent, OutputEvent
 from tests.integration.workers import ROOT, start_worker, stop_worker, wait_until
@@ -103,8 +103,8 @@ def test_an_ended_run_leaves_nothing_held_in_the_executor(settings: Settings, ro
     told directly, an executor process by a cancel record on APP.requests."""
     from dataclasses import replace
 
-    from eddies.connectors.kafka.client import signal_event
     from eddies.connectors.kafka.worker import Worker
+    from eddies.connectors.runtime.client import signal_event
     from eddies.engine import approval
     from tests.agents import shop_agent
 

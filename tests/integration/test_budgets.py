@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from eddies.connectors.kafka.client import read_events, send_input
-from eddies.connectors.kafka.replay import load_history, replay
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames
+from eddies.connectors.inspect.replay import load_history, replay
+from eddies.connectors.runtime.client import read_events, send_input
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import AgentPlan
 from eddies.events import OutputEvent
 from tests.integration.workers import start_worker, stop_worker

@@ -15,10 +15,10 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from eddies.connectors.kafka.broker import free_port
-from eddies.connectors.kafka.client import send_input
-from eddies.connectors.kafka.settings import load_settings
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
 from eddies.connectors.kafka.worker import Worker
+from eddies.connectors.runtime.client import send_input
+from eddies.connectors.runtime.settings import load_settings
+from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 from eddies.demo import calculator_agent
 from eddies.events import OutputEvent, partition_for
 from tests.integration.test_worker import outputs

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from eddies.connectors.kafka.client import producer, read_events, send_input
-from eddies.connectors.kafka.replay import load_history, replay
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+from eddies.connectors.inspect.replay import load_history, replay
+from eddies.connectors.runtime.client import producer, read_events, send_input
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 from eddies.engine import AgentPlan
 from eddies.events import AgentEvent, OutputEvent
 from tests.integration.agents import http_calculator
@@ -124,7 +124,7 @@ def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path, e
 
 def _diagnose(settings: Settings, missing: set[tuple[str, int]], log: Path) -> str:
     """Every record of the sessions that did not finish, for the failure message."""
-    from eddies.connectors.kafka.client import read_records
+    from eddies.connectors.runtime.client import read_records
     from eddies.events import decode
 
     lines = [f"missing runs: {sorted(missing)}", log.read_text()[-2000:]]

@@ -111,7 +111,7 @@ def test_an_a2a_sub_agent_served_by_a2a_sdk(tmp_path: Path) -> None:
 
 
 def test_an_a2a_sub_agent_whose_card_cannot_be_fetched_fails_at_start(tmp_path: Path) -> None:
-    from eddies.connectors.discovery import ConfigurationError
+    from eddies.connectors.remote.configuration import ConfigurationError
 
     proc, port = start_server("tests.a2a_servers", "echo", str(tmp_path / "echo.log"))
     try:  # an A2A server, but the card is not where the setup says
@@ -135,7 +135,7 @@ def test_a_worker_killed_between_send_and_answer_reconciles_by_task(settings: An
     """The echo agent takes 3 s over a "slow" message; the worker is killed once it has sent
     it. Restarted, the call's outcome is unknown: its task is looked up by the message id
     and followed to its end; the agent got the message once, the session answers once."""
-    from eddies.connectors.kafka.client import producer, send_input
+    from eddies.connectors.runtime.client import producer, send_input
     from tests.integration.workers import answers, start_worker, stop_worker, wait_until
 
     echo_log = tmp_path / "echo.log"

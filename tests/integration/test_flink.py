@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from eddies.connectors.kafka.client import input_event, producer, read_events, send_event, send_input
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
 from eddies.connectors.kafka.worker import Worker
-from eddies.connectors.records import HEADERS
+from eddies.connectors.runtime.client import input_event, producer, read_events, send_event, send_input
+from eddies.connectors.runtime.records import HEADERS
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 from eddies.events import (
     AgentEvent,
     ApprovalRequestEvent,
@@ -101,8 +101,8 @@ def _send_all(settings: Settings, sessions: list[tuple[str, list[object]]]) -> i
 
 def _dead_letters(settings: Settings, count: int, timeout: float = 60) -> list[tuple[str, str, str]]:
     """(key, reason, source partition/offset) of each dead letter, once ``count`` are there."""
-    from eddies.connectors.kafka.client import read_records
-    from eddies.connectors.records import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER, header
+    from eddies.connectors.runtime.client import read_records
+    from eddies.connectors.runtime.records import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER, header
 
     deadline = time.monotonic() + timeout
     while True:
@@ -155,7 +155,7 @@ def test_flink_job_writes_the_history_the_worker_writes(
 ) -> None:
     from dataclasses import replace
 
-    from eddies.connectors.kafka.settings import load_agent
+    from eddies.connectors.runtime.settings import load_agent
 
     worker_app = replace(settings, app=settings.app + "w", agent=agent)
     flink_app = replace(settings, app=settings.app + "f", agent=agent)

@@ -20,12 +20,12 @@ from hypothesis import HealthCheck, Phase, assume, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from eddies.connectors.kafka.client import input_event, read_records
-from eddies.connectors.kafka.epochs import state_of
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames
-from eddies.connectors.records import HEADERS
-from eddies.connectors.signing import DEV_KEY, SIGNATURE_HEADER, ResultSigner
+from eddies.connectors.journal.epochs import state_of
+from eddies.connectors.runtime.client import input_event, read_records
+from eddies.connectors.runtime.records import HEADERS
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.signing import DEV_KEY, SIGNATURE_HEADER, ResultSigner
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import SessionState
 from eddies.events import (
     MAX_TIMESTAMP_MS,

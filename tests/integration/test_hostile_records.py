@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from eddies.connectors.admission import FORWARDED_HEADER
-from eddies.connectors.kafka.client import input_event, read_events, read_records, send_input
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames
-from eddies.connectors.records import DLQ_TRUNCATED_HEADER, HEADERS, header
-from eddies.connectors.signing import DEV_KEY, SIGNATURE_HEADER, ResultSigner
+from eddies.connectors.runtime.admission import FORWARDED_HEADER
+from eddies.connectors.runtime.client import input_event, read_events, read_records, send_input
+from eddies.connectors.runtime.records import DLQ_TRUNCATED_HEADER, HEADERS, header
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.signing import DEV_KEY, SIGNATURE_HEADER, ResultSigner
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.events import (
     MAX_TIMESTAMP_MS,
     AgentEvent,
@@ -291,8 +291,8 @@ def test_a_session_whose_clock_is_in_the_future_still_expires(settings: Settings
 def test_topics_that_would_refuse_what_a_worker_writes_fail_its_start(settings: Settings) -> None:
     from confluent_kafka.admin import AdminClient
 
-    from eddies.connectors.kafka.topics import TopicError, ensure_topics
     from eddies.connectors.kafka.worker import Worker
+    from eddies.connectors.runtime.topics import TopicError, ensure_topics
 
     from .agents import echo_agent
 
@@ -309,7 +309,7 @@ def test_journal_records_no_worker_writes_stop_neither_a_restore_nor_a_call(
     no worker wrote must not stop one either."""
     from confluent_kafka.admin import AdminClient
 
-    from eddies.connectors.kafka.topics import ensure_topics
+    from eddies.connectors.runtime.topics import ensure_topics
     from eddies.events.ids import call_id
 
     names = TopicNames(settings.app)

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from eddies.connectors.kafka.client import read_events, send_input
 from eddies.connectors.kafka.liveness import GroupMembers
-from eddies.connectors.kafka.membership import Membership
-from eddies.connectors.kafka.preflight import check_broker
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
 from eddies.connectors.kafka.worker import Worker
+from eddies.connectors.runtime.client import read_events, send_input
+from eddies.connectors.runtime.membership import Membership
+from eddies.connectors.runtime.preflight import check_broker
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 from eddies.events import AgentEvent, OutputEvent
 from tests.integration.agents import effects_agent
 

@@ -21,9 +21,9 @@ import pytest
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 from eddies import ChatModelSetup, LocalRunner, McpServer, McpTool, ReActAgent, ReActOptions, ResourceType
-from eddies.connectors.kafka.replay import replay
-from eddies.connectors.mcp import ConfigurationError
+from eddies.connectors.inspect.replay import replay
 from eddies.connectors.models.litellm import LiteLLMChatModel
+from eddies.connectors.remote.configuration import ConfigurationError
 from eddies.events import CallKind, DurableCallRequest, DurableCallResult, OutputEvent
 from tests.integration.tool_servers import calls_then_answers, free_port, stop
 from tests.integration.tool_servers import start_server as start_tool_server
@@ -128,7 +128,7 @@ def test_a_slow_call_times_out_and_its_retry_succeeds_with_the_same_key(tmp_path
 
 
 def test_a_call_cut_off_by_its_own_timeout_says_what_and_after_how_long(tmp_path: Path) -> None:
-    from eddies.connectors import mcp
+    from eddies.connectors.remote import mcp
 
     proc, url = start_server("ledger", str(tmp_path / "ledger.log"))
     llm = OpenAIServer(responder=calls_then_answers("slow_once", {"entry": "e1", "seconds": 3})).start()
@@ -166,8 +166,8 @@ def test_a_server_killed_and_restarted_between_calls(tmp_path: Path) -> None:
 def test_a_worker_killed_during_an_mcp_call(settings: Any, tmp_path: Path) -> None:
     """SIGKILL while the server performs the call; restarted, the worker asks again with
     the same idempotency key (seen twice at the server) and the answer is written once."""
-    from eddies.connectors.kafka.client import producer, read_events, send_input
-    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.connectors.runtime.client import producer, read_events, send_input
+    from eddies.connectors.runtime.topics import TopicNames
     from tests.integration.workers import start_worker, stop_worker, wait_until
 
     log = tmp_path / "ledger.log"
@@ -205,7 +205,7 @@ SECRET = "sk-test-5ecret-9f2c"
 
 def test_an_api_key_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                      caplog: pytest.LogCaptureFixture) -> None:
-    from eddies.connectors.mcp import McpConnectionError
+    from eddies.connectors.remote.mcp import McpConnectionError
     from eddies.events import encode
 
     monkeypatch.setenv("LEDGER_KEY", SECRET)

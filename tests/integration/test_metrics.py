@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from eddies.connectors.kafka.client import producer, read_events, send_event, send_input, signal_event
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames
+from eddies.connectors.runtime.client import producer, read_events, send_event, send_input, signal_event
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.events import OutputEvent
 from tests.integration.metered import INPUT_COST, OUTPUT_COST
 from tests.integration.sessions import sessions_on_every_partition

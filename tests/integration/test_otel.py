@@ -98,8 +98,8 @@ def receiver() -> Iterator[_Receiver]:
 def test_a_worker_exports_every_run_as_the_history_says(settings: Any, tmp_path: Path,
                                                         receiver: _Receiver) -> None:
     from eddies.connectors.inspect.otel import spans_of
-    from eddies.connectors.kafka.client import producer, send_input
-    from eddies.connectors.kafka.sessions import timed_history, wall_times
+    from eddies.connectors.inspect.sessions import timed_history, wall_times
+    from eddies.connectors.runtime.client import producer, send_input
     from tests.integration.workers import answers, start_worker, stop_worker, wait_until
 
     log = tmp_path / "worker.log"

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from eddies.connectors.kafka.client import producer, send_input
-from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.worker import Worker
+from eddies.connectors.runtime.client import producer, send_input
+from eddies.connectors.runtime.settings import Settings
 from eddies.events import OutputEvent, partition_for
 from tests.integration.sessions import sessions_on_every_partition
 from tests.integration.test_worker import outputs
@@ -79,8 +79,8 @@ def test_the_old_owner_finishes_a_running_call_and_the_new_owner_takes_its_outco
     assert second.counters.get("results_awaited") == 1  # B passed on A's outcome
     assert second.counters.get("results_unknown") == 0 and first.counters.get("results_unknown") == 0
     # Each claim read back knows when its call started (a new owner's wait counts from it).
-    from eddies.connectors.kafka.journal import read_journal
-    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.connectors.journal.reading import read_journal
+    from eddies.connectors.runtime.topics import TopicNames
 
     claims = read_journal(settings, TopicNames(settings.app).journal, {0, 1}).started.values()
     assert len(claims) == len(sessions)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eddies.connectors.kafka.settings import Settings
 from eddies.connectors.kafka.worker import Worker
+from eddies.connectors.runtime.settings import Settings
 from eddies.demo import calculator_agent
 from tests.unit.test_docs import downstream_snippet
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from eddies.connectors.kafka.client import producer, read_events, send_input
-from eddies.connectors.kafka.replay import load_history
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames
+from eddies.connectors.inspect.replay import load_history
+from eddies.connectors.runtime.client import producer, read_events, send_input
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.events import OutputEvent
 from tests.integration.workers import ROOT, start_worker, stop_worker, wait_until
 from tests.openai_server import OpenAIServer

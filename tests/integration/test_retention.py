@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from eddies.connectors.kafka.client import producer, read_events, send_input
-from eddies.connectors.kafka.journal import read_journal
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames
+from eddies.connectors.journal.reading import read_journal
 from eddies.connectors.kafka.worker import Worker
+from eddies.connectors.runtime.client import producer, read_events, send_input
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.demo import calculator_agent
 
 pytestmark = pytest.mark.integration

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from eddies.connectors.kafka.client import producer, read_events, send_input
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+from eddies.connectors.runtime.client import producer, read_events, send_input
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 from eddies.events import AgentEvent, OutputEvent
 from tests.integration.sessions import sessions_on_every_partition
 

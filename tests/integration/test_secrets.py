@@ -78,8 +78,8 @@ def model(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_no_secret_is_written_anywhere(settings: Any, tmp_path: Path) -> None:
-    from eddies.connectors.kafka.client import producer, read_events, read_records, send_input
-    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.connectors.runtime.client import producer, read_events, read_records, send_input
+    from eddies.connectors.runtime.topics import TopicNames
     from tests.integration.workers import start_worker, stop_worker, wait_until
 
     ledger_log, echo_log = tmp_path / "ledger.log", tmp_path / "echo.log"

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 def test_a_worker_killed_during_a_sub_agent_call_finishes_the_session_once(settings: Any,
                                                                           tmp_path: Path) -> None:
-    from eddies.connectors.kafka.client import producer, send_input
+    from eddies.connectors.runtime.client import producer, send_input
     from tests.integration.workers import ROOT, answers, start_worker, stop_worker, wait_until
 
     effects, log = tmp_path / "effects.log", tmp_path / "worker.log"
@@ -65,8 +65,8 @@ def test_a_worker_killed_during_a_sub_agent_call_finishes_the_session_once(setti
 def test_three_in_parallel_one_timing_out_two_levels_deep(settings: Any, tmp_path: Path) -> None:
     """On the worker: three calls of a sub-agent that calls a sub-agent; the one that sleeps
     a minute is cut off at its 3 s timeout (its timer abandoned), the others answer."""
-    from eddies.connectors.kafka.client import producer, read_events, send_input
-    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.connectors.runtime.client import producer, read_events, send_input
+    from eddies.connectors.runtime.topics import TopicNames
     from tests.integration.workers import answers, start_worker, stop_worker, wait_until
 
     log = tmp_path / "worker.log"
@@ -93,8 +93,8 @@ def test_three_in_parallel_one_timing_out_two_levels_deep(settings: Any, tmp_pat
 def test_scope_isolation_on_the_worker(settings: Any, tmp_path: Path) -> None:
     """The reviewer's Note never reaches the root's action for Notes, its memory write is
     not the root's, and only the root's OutputEvent is an output."""
-    from eddies.connectors.kafka.client import producer, read_events, send_input
-    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.connectors.runtime.client import producer, read_events, send_input
+    from eddies.connectors.runtime.topics import TopicNames
     from tests.integration.workers import answers, start_worker, stop_worker, wait_until
 
     log = tmp_path / "worker.log"

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from eddies.connectors.kafka.client import read_records, send_input
-from eddies.connectors.kafka.replay import load_history, replay_session, snapshots_of
-from eddies.connectors.kafka.rerun import FORK_HEADER, fork_session, reprocess
-from eddies.connectors.kafka.settings import Settings, load_settings
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
-from eddies.connectors.records import header
+from eddies.connectors.inspect.replay import load_history, replay_session, snapshots_of
+from eddies.connectors.local.rerun import FORK_HEADER, fork_session, reprocess
+from eddies.connectors.runtime.client import read_records, send_input
+from eddies.connectors.runtime.records import header
+from eddies.connectors.runtime.settings import Settings, load_settings
+from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 from eddies.engine import AgentPlan, ResourceType
 from eddies.events import AgentEvent, CallKind, DurableCallRequest, InputEvent, OutputEvent, partition_for
 from tests.integration.agents import http_calculator, worded_http_calculator

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from eddies.connectors.kafka.settings import Settings
+from eddies.connectors.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -45,15 +45,15 @@ def _skip_reason() -> str | None:
 
 
 def _statuses(settings: Settings) -> dict[str, str]:
-    from eddies.connectors.kafka.sessions import SessionIndex
+    from eddies.connectors.inspect.sessions import SessionIndex
 
     return {s.session_id: s.status for s in SessionIndex(settings).refresh().search()}
 
 
 def _signals(settings: Settings, session: str) -> list[tuple[str, Any]]:
     """The signals ``session`` got, as (name, value), from ``APP.events``."""
-    from eddies.connectors.kafka.client import read_events
-    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.connectors.runtime.client import read_events
+    from eddies.connectors.runtime.topics import TopicNames
     from eddies.events import SignalEvent
 
     return [(p.name, p.value) for e in read_events(settings, TopicNames(settings.app).events)
@@ -112,8 +112,8 @@ def test_a_person_finds_a_session_reads_its_timeline_and_tree_and_replays_it(
         pytest.skip(reason)
     from playwright.sync_api import expect
 
-    from eddies.connectors.kafka.client import producer, read_events, send_input
-    from eddies.connectors.kafka.topics import TopicNames
+    from eddies.connectors.runtime.client import producer, read_events, send_input
+    from eddies.connectors.runtime.topics import TopicNames
     from eddies.engine import approval
     from eddies.events import ApprovalRequestEvent
     from tests.integration.workers import start_worker, stop_worker, wait_until

@@ -10,13 +10,13 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from eddies import LocalRunner, action
-from eddies.connectors.kafka import sessions
-from eddies.connectors.kafka.client import producer
-from eddies.connectors.kafka.client import read_records as real_read_records
-from eddies.connectors.kafka.sessions import SessionIndex
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
-from eddies.connectors.records import HEADERS
+from eddies.connectors.inspect import sessions
+from eddies.connectors.inspect.sessions import SessionIndex
+from eddies.connectors.runtime.client import producer
+from eddies.connectors.runtime.client import read_records as real_read_records
+from eddies.connectors.runtime.records import HEADERS
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 from eddies.demo import calculator_agent
 from eddies.engine import approval
 from eddies.events import AgentEvent, encode, partition_for

@@ -11,13 +11,13 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from eddies.connectors.kafka.client import producer, read_events, read_records, send_input
-from eddies.connectors.kafka.outbox import DeliveryFailedError, Outbox
-from eddies.connectors.kafka.replay import load_history, replay
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicError, TopicNames, ensure_topics
+from eddies.connectors.inspect.replay import load_history, replay
 from eddies.connectors.kafka.worker import Worker
-from eddies.connectors.records import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER, HEADERS, header
+from eddies.connectors.runtime.client import producer, read_events, read_records, send_input
+from eddies.connectors.runtime.outbox import DeliveryFailedError, Outbox
+from eddies.connectors.runtime.records import DLQ_REASON_HEADER, DLQ_SOURCE_HEADER, HEADERS, header
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicError, TopicNames, ensure_topics
 from eddies.demo import PROMPTS, calculator_agent
 from eddies.events import AgentEvent, CustomEvent, InputEvent, OutputEvent, encode
 

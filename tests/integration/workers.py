@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def start_worker(settings: Settings, agent: str, log: Path, *, option: str = "--
 
 def answers(settings: Settings) -> list[Any]:
     """The OutputEvents written to the app's APP.output so far."""
-    from eddies.connectors.kafka.client import read_events
+    from eddies.connectors.runtime.client import read_events
     from eddies.events import OutputEvent
 
     return [e for e in read_events(settings, TopicNames(settings.app).output)

@@ -10,8 +10,8 @@ import re
 import pytest
 
 from eddies import LocalRunner
+from eddies.connectors.inspect.replay import replay
 from eddies.connectors.inspect.summary import describe
-from eddies.connectors.kafka.replay import replay
 from eddies.demo import (
     TAGLINE_PROMPTS,
     TRAVEL_PROMPTS,

@@ -64,7 +64,7 @@ def test_a_worker_imports_no_model_library_before_it_joins() -> None:
     """A (re)started worker joins its groups fast: an agent on litellm is built and compiled
     into a worker without importing litellm (it takes seconds; first use imports it)."""
     code = ("import os, sys; os.environ['TEST_OPENAI_BASE'] = 'http://127.0.0.1:9/v1'; "
-            "from eddies.connectors.kafka.settings import load_settings; "
+            "from eddies.connectors.runtime.settings import load_settings; "
             "from eddies.connectors.kafka.worker import Worker; "
             "from tests.integration.agents import http_calculator; "
             "Worker(load_settings(env={}, overrides={'bootstrap_servers': '127.0.0.1:9'}), "
@@ -95,3 +95,94 @@ def test_the_built_in_actions_use_only_the_public_context() -> None:
     assert private == []
     assert not _runtime_relative_imports(chat) & {"context", "machine", "plan", "calls", "handles"}
     assert "chat" not in _runtime_relative_imports(ROOT / "engine" / "context.py")
+
+
+#: ``connectors/`` by role, outermost first. A folder imports only folders of the rows
+#: below its own (type-only and function-local imports count too); the runners of the first
+#: row never import each other, and nothing imports a runner.
+CONNECTOR_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("kafka", "flink", "local"),   # the runners: the worker, the Flink job, in-process
+    ("observability",),            # metrics and live spans of a running worker
+    ("inspect",),                  # reading sessions back from the topics and showing them
+    ("journal",),                  # the journal topic's records and the fold that reads them
+    ("runtime",),                  # the per-record path, settings, topics, the Kafka client
+    ("declarative", "execution"),  # agents from YAML and SQL; performing calls
+    ("models",),                   # chat models
+    ("remote",),                   # MCP, A2A, HTTP sub-agents, environment secrets
+)
+
+
+def _all_imports(path: Path, package: str) -> set[str]:
+    """Every module ``path`` names in an import, wherever it stands (relative ones resolved
+    against ``package``), and each ``from M import N`` also as ``M.N``."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            module = ".".join([*base[:len(base) - node.level + 1], *[node.module or ""]]).strip(".") \
+                if node.level else node.module or ""
+            names.add(module)
+            names.update(f"{module}.{a.name}" for a in node.names)
+    return names
+
+
+def test_connectors_folders_import_only_the_layers_below_them() -> None:
+    rank = {folder: row for row, folders in enumerate(CONNECTOR_LAYERS) for folder in folders}
+    folders = {p.name for p in (ROOT / "connectors").iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(rank), f"every connectors/ folder has a row: {folders ^ set(rank)}"
+    loose = sorted(p.name for p in (ROOT / "connectors").glob("*.py") if p.name != "__init__.py")
+    assert loose == [], f"modules belong in a folder by role, not at connectors/: {loose}"
+    wrong = []
+    for path in (ROOT / "connectors").rglob("*.py"):
+        rel = path.relative_to(ROOT / "connectors")
+        if len(rel.parts) < 2:
+            continue
+        own = rel.parts[0]
+        package = ".".join(["eddies", "connectors", *rel.parts[:-1]])
+        for name in _all_imports(path, package):
+            parts = name.split(".")
+            if parts[:2] != ["eddies", "connectors"] or len(parts) < 3 or parts[2] in (own, ""):
+                continue
+            other = parts[2]
+            if other in rank and rank[other] <= rank[own]:
+                wrong.append(f"connectors/{rel} imports {name} ({own} may not import {other})")
+    assert wrong == [], "\n".join(sorted(set(wrong)))
+
+
+def test_the_layer_rule_sees_a_runner_importing_another(tmp_path: Path) -> None:
+    """The rule's reader catches the import forms a runner could use to reach another."""
+    module = tmp_path / "job.py"
+    module.write_text("from eddies.connectors.kafka import worker\n"
+                      "def f():\n    from ..local.runner import LocalRunner\n")
+    found = _all_imports(module, "eddies.connectors.flink")
+    assert {"eddies.connectors.kafka.worker", "eddies.connectors.local.runner"} <= found
+
+
+def test_no_import_circle_anywhere_in_the_project() -> None:
+    """Every package, the chaos campaign's too, counting type-only and function-local
+    imports (see tests/unit/import_graph.py)."""
+    from tests.unit.import_graph import PACKAGES, assert_no_cycles
+
+    assert_no_cycles({**PACKAGES, "chaos": ROOT / "tools" / "chaos"})
+
+
+#: eddies/cli/'s modules every command module may use; the rest hold one command group each.
+CLI_SHARED = {"output", "errors", "options", "settings", "agents"}
+
+
+def test_cli_command_modules_import_only_the_shared_ones() -> None:
+    """Nothing is imported back from the package root (which assembles the commands), and
+    no command module imports another."""
+    wrong = []
+    for path in (ROOT / "eddies" / "cli").glob("*.py"):
+        if path.stem in ("__init__", "__main__"):
+            continue
+        for name in _all_imports(path, "eddies.cli"):
+            parts = name.split(".")
+            if parts[:2] != ["eddies", "cli"]:
+                continue
+            if len(parts) == 2 or (parts[2] not in CLI_SHARED and parts[2] != path.stem):
+                wrong.append(f"eddies/cli/{path.name} imports {name}")
+    assert wrong == [], "\n".join(sorted(set(wrong)))

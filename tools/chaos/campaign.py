@@ -13,8 +13,8 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from eddies.connectors.kafka.broker import EmbeddedBroker
-from eddies.connectors.kafka.settings import load_settings
-from eddies.connectors.kafka.topics import TopicNames, ensure_topics
+from eddies.connectors.runtime.settings import load_settings
+from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 
 from . import checks, netcut, timing
 from .evidence import gather, write_trail

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eddies.connectors.kafka.client import read_records
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames
+from eddies.connectors.runtime.client import read_records
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.events import DecodeError, DurableCallRequest, DurableCallResult, OutputEvent, decode
 
 from .agents import KEYED_BY_INPUT
@@ -190,7 +190,7 @@ def write_trail(settings: Settings, sessions: set[str], path: Path) -> None:
     to ``path``: what a stuck session's story is read from once the broker is gone."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from eddies.connectors.kafka.epochs import stamp_of
+    from eddies.connectors.journal.epochs import stamp_of
     from eddies.events import partition_for
 
     names = TopicNames(settings.app)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eddies.connectors.kafka.settings import Settings
+from eddies.connectors.runtime.settings import Settings
 
 from .netcut import Namespace, Relay
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from eddies.connectors.kafka.client import input_event, producer
-from eddies.connectors.kafka.settings import Settings
-from eddies.connectors.kafka.topics import TopicNames
-from eddies.connectors.records import HEADERS
+from eddies.connectors.runtime.client import input_event, producer
+from eddies.connectors.runtime.records import HEADERS
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames
 from eddies.events import DecodeError, OutputEvent, decode, encode
 
 

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from eddies.connectors.admission import (
+from eddies.connectors.runtime.admission import (
     FORWARDED_HEADER,
     MAX_ID_CHARS,
     Admission,
     Misrouted,
     Refused,
 )
-from eddies.connectors.kafka.client import input_event
-from eddies.connectors.signing import DEV_KEY, SIGNATURE_HEADER, ResultKeyError, ResultSigner
+from eddies.connectors.runtime.client import input_event
+from eddies.connectors.runtime.signing import DEV_KEY, SIGNATURE_HEADER, ResultKeyError, ResultSigner
 from eddies.events import (
     MAX_TIMESTAMP_MS,
     AgentEvent,

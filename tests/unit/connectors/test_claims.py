@@ -7,18 +7,18 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from eddies.connectors.calls import result_event
-from eddies.connectors.counters import Counters
+from eddies.connectors.execution.calls import result_event
+from eddies.connectors.journal.claims import Claim, Claimant
+from eddies.connectors.journal.reading import JournalView
 from eddies.connectors.kafka.claiming import OUTCOME_MARGIN_S, Claiming, outcome_wait_left
-from eddies.connectors.kafka.claims import Claim, Claimant
-from eddies.connectors.kafka.journal import JournalView
 from eddies.connectors.kafka.journal_tail import JournalTail
 from eddies.connectors.kafka.liveness import Liveness
-from eddies.connectors.kafka.membership import TANSU_CLUSTER_ID, Membership
-from eddies.connectors.kafka.positions import Positions
-from eddies.connectors.kafka.settings import load_settings
 from eddies.connectors.kafka.stalls import StallGate, StallWatch
-from eddies.connectors.records import outcome_key, started_key
+from eddies.connectors.runtime.counters import Counters
+from eddies.connectors.runtime.membership import TANSU_CLUSTER_ID, Membership
+from eddies.connectors.runtime.positions import Positions
+from eddies.connectors.runtime.records import outcome_key, started_key
+from eddies.connectors.runtime.settings import load_settings
 from eddies.events import AgentEvent, CallKind, CallStatus, DurableCallRequest, decode, encode
 
 
@@ -202,8 +202,8 @@ def _local_executor() -> tuple[Any, _Sink]:
     from eddies.connectors.kafka.executor import KafkaExecutor
     from eddies.connectors.kafka.memory_broker import MemoryBroker, MemoryClients
     from eddies.connectors.kafka.roles import RoleContext
-    from eddies.connectors.kafka.topics import TopicNames
-    from eddies.connectors.signing import ResultSigner
+    from eddies.connectors.runtime.signing import ResultSigner
+    from eddies.connectors.runtime.topics import TopicNames
     from eddies.engine import AgentPlan
     from tests.agents import Echo
 
@@ -271,7 +271,7 @@ def test_a_woken_executor_starts_no_call_until_its_partition_is_confirmed() -> N
     gone = next(sid for sid in ("s1", "s2", "s3", "s4") if partition_for(sid, 2) == 0)
     kept = next(sid for sid in ("s1", "s2", "s3", "s4") if partition_for(sid, 2) == 1)
     executor.ctx.stalls.note()  # it stood still
-    threads = [threading.Thread(target=executor._perform, args=(_idempotent_call(sid), None, 0))
+    threads = [threading.Thread(target=executor.perform, args=(_idempotent_call(sid), None, 0))
                for sid in (gone, kept)]
     for t in threads:
         t.start()
@@ -296,7 +296,7 @@ def test_an_outcome_journaled_while_the_call_ran_is_the_answer() -> None:
     request = _idempotent_call("s1")
     ref = ("s1:r1:i1:c0", 1)
     executor.tail.view.outcomes[ref] = encode(result_event(request, CallStatus.UNKNOWN))
-    executor._perform(request, None, 0)
+    executor.perform(request, None, 0)
     assert [t for t, _, _ in sink.records] == ["t.input"]  # nothing journaled
     assert decode(sink.records[0][1] or b"").payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
     assert executor.counters.get("outcomes_superseded") == 1

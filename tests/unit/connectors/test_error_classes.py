@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from eddies.connectors.error_classes import describe_error, retry_after_ms
+from eddies.connectors.remote.error_classes import describe_error, retry_after_ms
 from eddies.events import ErrorCategory
 
 

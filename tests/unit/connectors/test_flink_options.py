@@ -33,7 +33,7 @@ def test_a_savepoint_or_the_newest_in_the_directory_stop_wrote_to(tmp_path: Path
 def test_a_path_with_no_savepoint_fails_at_start_naming_it(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from eddies.connectors.flink.options import FlinkOptions
-    from eddies.connectors.kafka.settings import Settings
+    from eddies.connectors.runtime.settings import Settings
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FileNotFoundError, match="--from-savepoint empty: no savepoint there"):

@@ -16,10 +16,10 @@ from eddies.connectors.flink.processor import (
     encode_batch,
     encode_headers,
 )
-from eddies.connectors.kafka.client import input_event
-from eddies.connectors.kafka.settings import load_settings
-from eddies.connectors.records import HEADERS, outcome_key
-from eddies.connectors.signing import DEV_KEY, SIGNATURE_HEADER, ResultSigner
+from eddies.connectors.runtime.client import input_event
+from eddies.connectors.runtime.records import HEADERS, outcome_key
+from eddies.connectors.runtime.settings import load_settings
+from eddies.connectors.runtime.signing import DEV_KEY, SIGNATURE_HEADER, ResultSigner
 from eddies.demo import one_turn_agent
 from eddies.engine import AgentPlan
 from eddies.events import (

@@ -3,7 +3,7 @@ what is held)."""
 
 from __future__ import annotations
 
-from eddies.connectors.held_requests import HeldRequests
+from eddies.connectors.execution.held_requests import HeldRequests
 
 
 def test_items_come_due_in_order_once_per_ref() -> None:

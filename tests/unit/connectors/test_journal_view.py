@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from eddies.connectors.kafka.claims import Claimant
-from eddies.connectors.kafka.epochs import ORCHESTRATOR, Stamp, snapshot
-from eddies.connectors.kafka.journal import JournalView
+from eddies.connectors.journal.claims import Claimant
+from eddies.connectors.journal.epochs import ORCHESTRATOR, Stamp, snapshot
+from eddies.connectors.journal.reading import JournalView
 
 
 @pytest.mark.parametrize("key", [b"\xff\xfe", b"out/xyz/1", b"out/s:r1:i1:c0/x", b"out/s:r1:i1:c0/",

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from eddies.connectors.json_logs import JsonFormatter, ids, use_json_logs
+from eddies.connectors.runtime.json_logs import JsonFormatter, ids, use_json_logs
 
 
 @pytest.fixture

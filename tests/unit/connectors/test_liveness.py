@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from eddies.connectors.kafka.claims import Claimant
+from eddies.connectors.journal.claims import Claimant
 from eddies.connectors.kafka.liveness import (
     GroupMembers,
     Liveness,
@@ -89,8 +89,8 @@ def test_a_claimant_back_in_its_group_is_alive_again() -> None:
 
 
 def test_an_unreachable_broker_is_no_answer() -> None:
-    from eddies.connectors.kafka.membership import Membership
-    from eddies.connectors.kafka.settings import load_settings
+    from eddies.connectors.runtime.membership import Membership
+    from eddies.connectors.runtime.settings import load_settings
 
     settings = load_settings(env={}, overrides={"bootstrap_servers": "127.0.0.1:9"})
     members = GroupMembers(settings, Membership(False, 1500, 200, embedded=True), timeout_s=0.5)

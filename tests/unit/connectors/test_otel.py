@@ -14,13 +14,13 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from eddies.connectors.counters import Counters
 from eddies.connectors.inspect.otel import span_id_of, spans_of, trace_id_of
-from eddies.connectors.inspect.otel_export import LiveSpans, traces_endpoint
 from eddies.connectors.inspect.tree import MODEL, RUN, SUBAGENT, TOOL, TraceNode, build_tree
-from eddies.connectors.kafka.settings import ConfigError, load_settings
 from eddies.connectors.local.runner import LocalRunner
 from eddies.connectors.models.scripted import ScriptedChatModel
+from eddies.connectors.observability.otel_export import LiveSpans, traces_endpoint
+from eddies.connectors.runtime.counters import Counters
+from eddies.connectors.runtime.settings import ConfigError, load_settings
 from eddies.demo import PLANNER_PROMPTS, calculator_agent, planner_agent
 from eddies.engine.resources import ToolSpec
 from eddies.events import AgentEvent, ChatMessage, MessageRole, ToolCall
@@ -261,7 +261,7 @@ def test_where_spans_go() -> None:
 def test_without_the_packages_the_worker_says_which_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from eddies.connectors.inspect.otel_export import live_spans
+    from eddies.connectors.observability.otel_export import live_spans
 
     monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
     settings = load_settings(env={"EDDIES_OTEL_ENDPOINT": "http://127.0.0.1:4318"})

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from eddies import Agent, InputEvent, OutputEvent, action
-from eddies.connectors.calls import result_event
-from eddies.connectors.counters import Counters
-from eddies.connectors.held_requests import HeldRequests
-from eddies.connectors.kafka.settings import ConfigError, load_settings
+from eddies.connectors.execution.calls import result_event
+from eddies.connectors.execution.held_requests import HeldRequests
+from eddies.connectors.runtime.counters import Counters
+from eddies.connectors.runtime.settings import ConfigError, load_settings
 from eddies.engine import SessionMachine, SessionState
 from eddies.events import (
     AgentEvent,
@@ -33,7 +33,7 @@ pytest.importorskip("prometheus_client", reason="the metrics extra is not instal
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from eddies.connectors.prometheus import WorkerMetrics
+from eddies.connectors.observability.prometheus import WorkerMetrics
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -265,14 +265,14 @@ def test_without_the_package_a_worker_with_a_port_fails_naming_the_extra(
     from eddies.demo import calculator_agent
 
     monkeypatch.setitem(sys.modules, "prometheus_client", None)  # as if not installed
-    monkeypatch.delitem(sys.modules, "eddies.connectors.prometheus")
+    monkeypatch.delitem(sys.modules, "eddies.connectors.observability.prometheus")
     settings = load_settings(env={}, overrides={"bootstrap_servers": "127.0.0.1:9", "metrics_port": 0})
     with pytest.raises(ConfigError, match=r"metrics_port: .*prometheus-client.*eddies\[metrics\]"):
         Worker(settings, calculator_agent())
 
 
 def test_a_worker_without_a_port_does_not_import_the_package() -> None:
-    code = ("import sys; from eddies.connectors.kafka.settings import load_settings; "
+    code = ("import sys; from eddies.connectors.runtime.settings import load_settings; "
             "from eddies.connectors.kafka.worker import Worker; from eddies.demo import calculator_agent; "
             "w = Worker(load_settings(env={}, overrides={'bootstrap_servers': '127.0.0.1:9'}), "
             "calculator_agent()); print(w.metrics, 'prometheus_client' in sys.modules)")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from eddies.connectors.calls import result_event
-from eddies.connectors.recorded_calls import RecordedCalls
+from eddies.connectors.execution.calls import result_event
+from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.events import AgentEvent, CallKind, CallStatus, DurableCallRequest, ErrorInfo
 
 

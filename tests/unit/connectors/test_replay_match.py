@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from eddies import LocalRunner
-from eddies.connectors.kafka.replay import replay
+from eddies.connectors.inspect.replay import replay
 from eddies.demo import PROMPTS, Calculator, calculator_agent
 from eddies.engine import AgentPlan, action
 from eddies.events import ChatResponseEvent, CustomEvent, InputEvent, OutputEvent

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from eddies.connectors import secrets
-from eddies.connectors.calls import result_event
-from eddies.connectors.json_logs import JsonFormatter
+from eddies.connectors.execution.calls import result_event
+from eddies.connectors.remote import secrets
+from eddies.connectors.runtime.json_logs import JsonFormatter
 from eddies.events import AgentEvent, CallKind, CallStatus, DurableCallRequest, ErrorInfo
 
 KEY = "sk-unit-5ecret-88a1b2"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eddies.connectors.kafka.settings import ConfigError, load_agent, load_settings
+from eddies.connectors.runtime.settings import ConfigError, load_agent, load_settings
 
 
 def test_precedence_file_then_env_then_flags(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eddies.connectors.kafka.settings import ConfigError, Settings, load_settings
+from eddies.connectors.runtime.settings import ConfigError, Settings, load_settings
 
 
 def test_the_result_key_variable_is_expected_but_a_misspelling_is_not() -> None:

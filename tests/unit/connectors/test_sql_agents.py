@@ -18,8 +18,8 @@ from eddies.connectors.declarative import load_all, load_definition
 from eddies.connectors.declarative.located import DefinitionError
 from eddies.connectors.declarative.sql_agents import load_sql, load_sql_text
 from eddies.connectors.declarative.yaml_agents import load_yaml_text
-from eddies.connectors.kafka.settings import load_agent, load_settings
 from eddies.connectors.models.litellm import LiteLLMChatModel
+from eddies.connectors.runtime.settings import load_agent, load_settings
 from eddies.engine import AgentPlan
 from tests.unit.connectors.test_yaml_agents import REMOTE, described, events, python_haiku, python_react
 
@@ -248,7 +248,7 @@ def test_sub_agents_in_python_yaml_and_sql_give_the_same_plan_and_events() -> No
 
 
 def test_external_sub_agents_in_yaml_and_sql() -> None:
-    from eddies.connectors.external_subagents import A2ASubagentSetup, HttpSubagentSetup
+    from eddies.connectors.remote.external_subagents import A2ASubagentSetup, HttpSubagentSetup
 
     sql = load_sql_text("""
         CREATE CONNECTION c WITH ('type' = 'scripted');
@@ -274,7 +274,7 @@ agents:
   - name: a
     subagents:
       - name: helper
-        target_module: eddies.connectors.external_subagents
+        target_module: eddies.connectors.remote.external_subagents
         target_clazz: A2ASubagentSetup
         arguments: {endpoint: "http://127.0.0.1:9", description: Helps.}
 """)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from eddies import Agent, ChatModelSetup, InputEvent, LocalRunner, ReActAgent, ResourceType, action
-from eddies.connectors.kafka.sessions import SessionSummary, summarize
+from eddies.connectors.inspect.sessions import SessionSummary, summarize
 from eddies.events import (
     ChatMessage,
     DurableCallRequest,

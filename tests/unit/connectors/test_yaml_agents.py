@@ -25,8 +25,8 @@ from eddies import (
 from eddies.cli import app
 from eddies.connectors.declarative.located import DefinitionError
 from eddies.connectors.declarative.yaml_agents import load_yaml, load_yaml_text
-from eddies.connectors.kafka.settings import ConfigError, load_agent
 from eddies.connectors.models.scripted import ScriptedChatModel
+from eddies.connectors.runtime.settings import ConfigError, load_agent
 from eddies.demo import calculator_agent
 from eddies.engine import Agent, AgentPlan
 from tests.agents import critic_by_version, draft_by_version

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from eddies import Agent, InputEvent, LocalRunner, OutputEvent, action
-from eddies.connectors.kafka.replay import replay
+from eddies.connectors.inspect.replay import replay
 from eddies.engine import FunctionTool, PlanError, ResourceType, approval
 from eddies.events import ApprovalRequestEvent, CallKind, DurableCallRequest
 from tests.agents import RAN, refund, shop_agent

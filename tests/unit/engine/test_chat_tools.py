@@ -6,7 +6,7 @@ import json
 from typing import Any, TypeVar
 
 from eddies import Agent, InputEvent, LocalRunner, OutputEvent, action
-from eddies.connectors.kafka.replay import replay
+from eddies.connectors.inspect.replay import replay
 from eddies.connectors.models.scripted import ScriptedChatModel
 from eddies.demo import Calculator
 from eddies.engine import ChatModelSetup, ResourceType

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from eddies import ChatModelSetup, LocalRunner, ReActAgent, ReActOptions, ResourceType
-from eddies.connectors.kafka.replay import replay
+from eddies.connectors.inspect.replay import replay
 from eddies.connectors.models.scripted import ScriptedChatModel
 from eddies.engine import PlanError
 from eddies.events import CallKind, ChatMessage, DurableCallRequest, MessageRole, OutputEvent, ToolCall

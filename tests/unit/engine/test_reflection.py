@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from eddies import ChatModelSetup, LocalRunner, ReflectionAgent, ReflectionOptions, ResourceType
-from eddies.connectors.kafka.replay import replay
+from eddies.connectors.inspect.replay import replay
 from eddies.connectors.models.scripted import ScriptedChatModel
 from eddies.engine import PlanError, ReActOptions
 from eddies.engine.reflection import PassCondition, ReflectionCritique, ReflectionDraft

@@ -110,7 +110,7 @@ def test_a_plan_offers_an_a2a_agent_as_one_tool() -> None:
 
 def test_a_plan_needs_the_card_fetched_and_an_a2a_server() -> None:
     with pytest.raises(PlanError, match="'ask': the agent card of A2A server 'helper' was not fetched.*"
-                                        "eddies.connectors.discovery.discover_tools"):
+                                        "eddies.connectors.remote.discovery.discover_tools"):
         AgentPlan.compile(_agent(A2aTool("helper", agent_card_path=CARD)))
     with pytest.raises(PlanError, match="'ask': server 'helper' is not an A2A_SERVER resource "
                                         r"\(an A2aServer\)"):
@@ -120,7 +120,7 @@ def test_a_plan_needs_the_card_fetched_and_an_a2a_server() -> None:
 
 
 def test_a_call_of_an_a2a_tool_goes_to_the_a2a_connector(monkeypatch: pytest.MonkeyPatch) -> None:
-    import eddies.connectors.a2a as a2a
+    import eddies.connectors.remote.a2a as a2a
 
     calls: list[tuple[str, dict[str, Any], str]] = []
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from eddies import ChatModelSetup, LocalRunner, ReActAgent, ReActOptions, ResourceType
-from eddies.connectors.kafka.replay import replay
+from eddies.connectors.inspect.replay import replay
 from eddies.connectors.models.scripted import ScriptedChatModel
 from eddies.engine import PlanError
 from eddies.engine.tokens import SUMMARY_PROMPTS, split, summarised

@@ -1,0 +1,187 @@
+"""Performing durable-call requests: dispatch by kind, and the result event.
+
+Shared by every executor (in-process, Kafka). Example::
+
+    performer = CallPerformer(plan, machine.callable_for)
+    value = performer.perform(request_payload)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from eddies.connectors.execution.token_budget import fit
+from eddies.connectors.remote import secrets
+from eddies.engine import AgentPlan
+from eddies.engine.handles import message_from_value
+from eddies.engine.remote_tools import RemoteTool
+from eddies.engine.resources import ResourceType
+from eddies.engine.subagents import RECONCILER, SubagentSetup
+from eddies.engine.tokens import BUDGET_ARG, REPORT_KEY
+from eddies.events import (
+    AgentEvent,
+    CallKind,
+    CallStatus,
+    ChatMessage,
+    DurableCallRequest,
+    DurableCallResult,
+    ErrorInfo,
+    MessageRole,
+    decode_value,
+)
+from eddies.events.ids import call_digest, result_event_id
+
+Resolver = Callable[[DurableCallRequest], Callable[..., Any] | None]
+
+
+def import_target(target: str) -> Callable[..., Any]:
+    """The function named ``module:qualname``; a LookupError says why it cannot be found."""
+    module_name, _, qualname = target.partition(":")
+    if "<" in qualname:
+        raise LookupError(
+            f"durable function {target} is a lambda or local function and is not registered in "
+            "this process; use a module-level function for calls run by separate executors"
+        )
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as err:
+        raise LookupError(f"durable function {target} cannot be imported: {err}") from None
+    if not callable(obj):
+        raise LookupError(f"durable function {target} is not callable")
+    fn: Callable[..., Any] = obj
+    return fn
+
+
+def result_event(
+    request: AgentEvent, status: CallStatus, value: str = "null", error: ErrorInfo | None = None
+) -> AgentEvent:
+    """The result event answering ``request`` (same id from every executor that answers)."""
+    req = request.payload
+    assert isinstance(req, DurableCallRequest)
+    # A reconciler answers for a call whose digest the machine already checked.
+    reconcile = req.kind is CallKind.RECONCILE
+    dig = "" if reconcile else (req.digest or call_digest(req.kind, req.target, req.args))
+    if secrets.known():  # a result or an error that quotes a key is written without it
+        value = secrets.redact(value)
+        if error is not None:
+            error = dataclasses.replace(error, message=secrets.redact(error.message))
+    payload = DurableCallResult(req.call_id, req.kind, status, value, error, req.attempt, dig)
+    # A timer's answer is at its due time: the session's clock moves there with it.
+    stamp = max(request.timestamp, req.not_before or 0)
+    return AgentEvent(
+        result_event_id(req.call_id, req.attempt), request.session_id, 0, 0, request.scope,
+        DurableCallResult.event_type, None, None, "", "", stamp, payload,
+    )
+
+
+#: The key of a model reply's ``extra_args`` naming the model its setup asked for.
+MODEL_KEY = "model"
+
+
+class CallPerformer:
+    """Turns a request into a call of a function, reconciler, chat model or tool."""
+
+    def __init__(self, plan: AgentPlan, resolver: Resolver | None = None) -> None:
+        self.plan = plan
+        self.resolver: Resolver = resolver or (lambda _req: None)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def perform(self, req: DurableCallRequest, scope: tuple[str, ...] = ()) -> Any:
+        """Perform the call (made in sub-agent ``scope``: its request's) and return its
+        value (exceptions propagate)."""
+        call = decode_value(req.args, f"arguments of {req.call_id}")
+        args, kwargs = call.get("args", []), call.get("kwargs", {})
+        kind = req.kind
+        plan = self.plan.for_scope(scope) if scope else self.plan  # a sub-agent's resources
+        if kind is CallKind.FUNCTION:
+            return self.call(self.resolver(req) or import_target(req.target), args, kwargs)
+        if kind is CallKind.RECONCILE and req.target.startswith(RECONCILER):
+            setup = plan.resource(req.target[len(RECONCILER):], ResourceType.AGENT)
+            return setup.reconcile(kwargs.get("prompt"), session_id=kwargs.get("session_id"),
+                                   call_id=req.call_id, timeout_s=setup.timeout_of(kwargs))
+        if kind is CallKind.SUBAGENT:  # an external one (an internal one is the machine's)
+            setup = plan.resource(req.target, ResourceType.AGENT)
+            if not isinstance(setup, SubagentSetup):
+                raise TypeError(f"sub-agent {req.target!r} is an internal agent: its calls are not an "
+                                "executor's to perform")
+            return setup.perform(kwargs.get("prompt"), session_id=kwargs.get("session_id"),
+                                 call_id=req.call_id, timeout_s=setup.timeout_of(kwargs))
+        if kind is CallKind.RECONCILE:
+            fn = self.resolver(req) or import_target(req.target)
+            if _takes_no_arguments(fn):
+                return self.call(fn, [], {})
+            return self.call(fn, args, kwargs)
+        if kind is CallKind.CHAT_MODEL:
+            setup = plan.chat_model(req.target)
+            conn = plan.resource(setup.connection)
+            messages = [message_from_value(m) for m in kwargs.pop("messages")]
+            tools = plan.tool_specs(req.target)
+            budget = kwargs.pop(BUDGET_ARG, None)
+            offered = kwargs.get("tools", tools)  # a summary call is offered none
+            fitted = None if budget is None else fit(conn, messages, setup.model, offered, budget)
+            if fitted is not None:
+                if not fitted.send:  # over the budget: the loop summarises, then asks again
+                    return ChatMessage(MessageRole.ASSISTANT, "", [], None, {REPORT_KEY: fitted.report})
+                messages = fitted.messages
+            reply = self.call(
+                conn.chat, [messages], {"model": setup.model, "tools": tools, **setup.arguments, **kwargs}
+            )
+            extras = (reply.extra_args if isinstance(reply, ChatMessage)
+                      else reply.setdefault("extra_args", {}) if isinstance(reply, dict) else None)
+            if extras is not None:
+                if fitted is not None:  # what was counted and cut, for the loop and the journal
+                    extras[REPORT_KEY] = fitted.report
+                if setup.model:  # which model answered: a re-run on another is another call
+                    extras.setdefault(MODEL_KEY, setup.model)
+            return reply
+        if kind is CallKind.TOOL:
+            tool = plan.tool(req.target)
+            if isinstance(tool, RemoteTool):
+                if tool.protocol == "a2a":
+                    from eddies.connectors.remote.a2a import call_tool as call_agent
+
+                    return call_agent(plan, tool, kwargs, req.call_id)
+                from eddies.connectors.remote.mcp import call_tool
+
+                return call_tool(plan, tool, kwargs, req.call_id)
+            if args:  # a positional call: as asked, without conversions
+                return self.call(tool.fn, args, kwargs)
+            for param, source in tool.inject.items():
+                if source == "call:id":
+                    kwargs[param] = req.call_id
+            return self.call(tool.call, [kwargs], {})
+        if kind is CallKind.TIMER:  # performed at its due time: nothing else to do
+            return None
+        if kind is CallKind.SIGNAL:  # reached its deadline: a signal would have answered it
+            raise TimeoutError(f"no signal {req.target!r} within {kwargs.get('timeout_ms')} ms")
+        raise NotImplementedError(f"{kind.value} calls are not supported by this executor")
+
+    def call(self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Call ``fn``; an awaitable result is run to completion on this performer's loop."""
+        result = fn(*args, **kwargs)
+        # Cheaper than inspect.isawaitable (an ABC check) on every plain result.
+        if hasattr(result, "__await__"):
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            result = self._loop.run_until_complete(result)
+        return result
+
+    def close(self) -> None:
+        """Close the private event loop, if one was started."""
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+
+def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
+    try:
+        return not inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,248 @@
+"""Running recorded inputs again, differently: ``eddies fork`` and ``eddies reprocess``.
+
+Both run the inputs in this process (a :class:`LocalRunner` on the agent to try, its calls
+performed here), answer calls from the recorded outcomes where the rule of
+:mod:`eddies.connectors.execution.recorded_calls` allows, and write what happens to the target app's
+topics as a worker would (``APP.events`` as it happens, so record times are wall times;
+the outputs; a snapshot of each session in ``APP.journal``), so ``eddies trace``, ``replay``
+and ``ui`` show the new sessions like any other. Example::
+
+    report = fork_session(settings, plan, "alice", at_seq=12, new_session="alice-gpt5")
+    print(report.reused, report.live, report.outputs)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from eddies.connectors.execution.recorded_calls import Outcomes, RecordedCalls
+from eddies.connectors.inspect.replay import load_history, place_of, session_messages, sessions_records
+from eddies.connectors.local.runner import LocalRunner
+from eddies.connectors.runtime.admission import arrival_id
+from eddies.connectors.runtime.client import log_end, offset_for_time, producer, read_records
+from eddies.connectors.runtime.records import HEADERS, header, journal_partition, snapshot_key
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames
+from eddies.engine import AgentPlan
+from eddies.events import (
+    AgentEvent,
+    DurableCallResult,
+    InputEvent,
+    OutputEvent,
+    SignalEvent,
+    encode,
+)
+from eddies.events.ids import result_event_id, session_of_call
+
+#: On every record a fork writes: where it came from, ``session@step``.
+FORK_HEADER = "eddies-fork-of"
+
+
+@dataclass
+class RerunReport:
+    """What a fork or reprocess did: per call (each once, however many attempts it made),
+    reused (every attempt a recorded outcome) or live (an attempt made live)."""
+
+    sessions: list[str] = field(default_factory=list)
+    inputs: int = 0
+    reused: list[str] = field(default_factory=list)
+    live: list[str] = field(default_factory=list)
+    outputs: list[AgentEvent] = field(default_factory=list)
+    events: int = 0
+
+
+def fork_session(settings: Settings, plan: AgentPlan, session_id: str, at_seq: int,
+                 new_session: str) -> RerunReport:
+    """A new session ``new_session`` whose history is ``session_id``'s up to step
+    ``at_seq``: what came from outside up to there (inputs, signals, call results) is
+    applied again in its order, so no call made up to there is made again and the steps
+    are the same, and from there the session goes on live with ``plan`` (the calls left
+    unanswered at that step are made). ValueError if the step is not in the history."""
+    history = [ev for _, ev in load_history(settings, session_id)]
+    if not history or not 1 <= at_seq <= history[-1].seq:
+        last = history[-1].seq if history else 0
+        raise ValueError(f"session {session_id!r} has steps 1 to {last} in {settings.app}.events; "
+                         f"--at-seq {at_seq} is not one of them")
+    if new_session == session_id:
+        raise ValueError("a fork needs a session id of its own (--to)")
+    origin = f"{session_id}@{at_seq}"
+    taken: list[AgentEvent] = []
+    calls = RecordedCalls({})  # no outcomes to offer: it counts the calls taken over and made live
+    for ev in history:
+        if ev.seq > at_seq:
+            break
+        moved = _forked(ev, session_id, new_session, origin)
+        if moved is not None:
+            taken.append(moved)
+            if isinstance(moved.payload, DurableCallResult):
+                calls.reused_from_record(moved.payload.call_id)
+    runner = LocalRunner(plan, recorded=calls)
+    runner.take_over(taken)
+    report = _run(settings, runner, [*HEADERS, (FORK_HEADER, origin.encode())])
+    report.sessions = [new_session]
+    report.inputs = sum(isinstance(e.payload, InputEvent | SignalEvent) for e in taken)
+    report.reused, report.live = calls.reused, calls.live
+    return report
+
+
+def _forked(ev: AgentEvent, old: str, new: str, origin: str) -> AgentEvent | None:
+    """``ev`` as the fork receives it, if it came from outside: for session ``new``, as it
+    arrived (no seq, no run); a call's result under the fork's call id, without the digest
+    check (that part of the history is the old session's, whatever the agent asks now); a
+    signal named for one of its calls (an approval's) named for the fork's."""
+
+    def renamed(call_id: str) -> str | None:  # OLD[/scope]:r..  ->  NEW[/scope]:r..
+        n = len(old)
+        return new + call_id[n:] if call_id.startswith(old) and call_id[n:n + 1] in (":", "/") else None
+
+    p = ev.payload
+    if isinstance(p, DurableCallResult):
+        cid = renamed(p.call_id) or p.call_id
+        return dataclasses.replace(ev, session_id=new, seq=0, run=0, action=None, agent="", agent_version="",
+                                   event_id=result_event_id(cid, p.attempt), causation_id=None,
+                                   payload=dataclasses.replace(p, call_id=cid, digest=""))
+    if ev.scope or not isinstance(p, InputEvent | SignalEvent):
+        return None  # the machine's own
+    if isinstance(p, SignalEvent):  # approval:OLD:r1:i3:c0 -> approval:NEW:r1:i3:c0
+        kind, sep, rest = p.name.partition(":")
+        if sep and (call := renamed(rest)) is not None:
+            p = dataclasses.replace(p, name=f"{kind}:{call}")
+    return dataclasses.replace(ev, session_id=new, seq=0, run=0, action=None, agent="", agent_version="",
+                               event_id=f"fork:{origin}:{ev.event_id}", causation_id=None, payload=p)
+
+
+def reprocess(source: Settings, target: Settings, plan: AgentPlan, *,
+              from_offsets: dict[int, int] | None = None, from_time_ms: int | None = None,
+              sessions: Callable[[str], bool] = lambda _s: True) -> RerunReport:
+    """Run the inputs of ``source.app`` from ``from_offsets`` (partition -> offset of
+    APP.input; partitions not named are left out) or from ``from_time_ms`` (all partitions)
+    to their end, into ``target.app``, with ``plan``. A call is answered from the source's
+    recorded outcome when it is the same call (same place in the same run of its input,
+    same digest of kind, target and arguments, same model); others are made live. Sessions start anew
+    in the target: their inputs before the range are not part of it."""
+    names = TopicNames(source.app)
+    inputs = _inputs(source, names.input, from_offsets, from_time_ms, sessions)
+    runs, outcomes = _recorded(source, {ev.session_id for ev in inputs})
+    order: dict[str, list[int]] = {}  # session -> the source's run of each of its inputs here
+    for ev in inputs:
+        if isinstance(ev.payload, InputEvent):
+            order.setdefault(ev.session_id, []).append(runs.get((ev.session_id, ev.event_id), 0))
+
+    def origin(call_id: str) -> str | None:  # the same call, in the source's run number
+        path, run, inv, ordinal = call_id.rsplit(":", 3)
+        runs_here = order.get(session_of_call(call_id), [])
+        k = int(run[1:])
+        return f"{path}:r{runs_here[k - 1]}:{inv}:{ordinal}" if 0 < k <= len(runs_here) else None
+
+    recorded = RecordedCalls(outcomes, source=origin, plan=plan)
+    runner = LocalRunner(plan, recorded=recorded)
+    for ev in inputs:
+        _submit(runner, ev)
+    report = _run(target, runner, list(HEADERS))
+    report.sessions, report.inputs = sorted(order), len(inputs)
+    report.reused, report.live = recorded.reused, recorded.live
+    return report
+
+
+def _submit(runner: LocalRunner, ev: AgentEvent) -> None:
+    p = ev.payload
+    if isinstance(p, InputEvent):
+        runner.submit(ev.session_id, p.input, event_id=ev.event_id, timestamp=ev.timestamp)
+    elif isinstance(p, SignalEvent):
+        runner.signal(ev.session_id, p.name, p.value, event_id=ev.event_id, timestamp=ev.timestamp)
+
+
+def _run(settings: Settings, runner: LocalRunner, headers: list[tuple[str, bytes]]) -> RerunReport:
+    """Step ``runner`` until only waits are left, writing its events as they come."""
+    from eddies.connectors.runtime.sink import produce
+
+    names = TopicNames(settings.app)
+    prod = producer(settings)
+    report = RerunReport()
+    written = 0
+    try:
+        while True:
+            busy = runner.step() if runner.has_work() else False
+            for ev in runner.history[written:]:
+                key = ev.session_id.encode()
+                data = encode(ev)
+                produce(prod, names.events, data, key, headers=headers)
+                if isinstance(ev.payload, OutputEvent) and not ev.scope:
+                    produce(prod, names.output, data, key, headers=headers)
+                    report.outputs.append(ev)
+            written = len(runner.history)
+            prod.poll(0)
+            if not busy:
+                break
+        for sid, state in runner.states.items():  # a worker that gains the partition goes on
+            produce(prod, names.journal, state.to_bytes(), snapshot_key(sid),
+                    partition=journal_partition(sid, settings.partitions))
+        if prod.flush(30):
+            raise TimeoutError(f"the re-run's records were not delivered to {settings.bootstrap_servers}")
+    finally:
+        runner.executor.close()
+    report.events = written
+    return report
+
+
+def _inputs(settings: Settings, topic: str, from_offsets: dict[int, int] | None,
+            from_time_ms: int | None, sessions: Callable[[str], bool]) -> list[AgentEvent]:
+    """The users' inputs and signals of ``topic`` in the range, in partition order (call
+    results, which executors write there too, are left out: the re-run makes its own)."""
+    from eddies.connectors.runtime.preflight import require_topics
+    from eddies.events import DecodeError, decode
+
+    count = require_topics(settings, [topic])[topic]
+    if from_offsets is None:
+        if from_time_ms is None:
+            raise ValueError("reprocess needs --from-offset or --from-time")
+        from_offsets = {p: offset_for_time(settings, topic, p, from_time_ms) for p in range(count)}
+    bad = sorted(p for p in from_offsets if not 0 <= p < count)
+    if bad:
+        raise ValueError(f"{topic} has partitions 0 to {count - 1}; --from-offset names {bad}")
+    for part, start in sorted(from_offsets.items()):  # else the read waits for records to come
+        if start > 0 and start > (end := log_end(settings, topic, part)):
+            raise ValueError(f"--from-offset {part}:{start} is past the end of {topic} partition "
+                             f"{part} (its next offset is {end})")
+    out: list[AgentEvent] = []
+    for part, start in sorted(from_offsets.items()):
+        for msg in read_records(settings, topic, partitions=[part], start=start):
+            try:
+                ev = decode(msg.value())
+            except DecodeError:
+                continue  # the worker sent it to the DLQ
+            if from_time_ms is not None and msg.timestamp()[1] < from_time_ms:
+                continue  # the broker's offset for a time is approximate
+            if isinstance(ev.payload, InputEvent | SignalEvent) and sessions(ev.session_id):
+                if not ev.event_id:  # as the worker named it, so its run there is found
+                    named = functools.partial(header, msg.headers())
+                    ev = dataclasses.replace(ev, event_id=arrival_id(ev.payload, named, part, msg.offset()))
+                if not ev.timestamp:
+                    ev = dataclasses.replace(ev, timestamp=msg.timestamp()[1])
+                out.append(ev)
+    return out
+
+
+def _recorded(settings: Settings, sessions: set[str]) -> tuple[dict[tuple[str, str], int], Outcomes]:
+    """From the source's history: the run each input started (session, input id -> run)
+    and every recorded call outcome of ``sessions``."""
+    runs: dict[tuple[str, str], int] = {}
+    outcomes: Outcomes = {}
+    for _, _, ev in sessions_records(settings, sessions):  # each partition read once
+        p = ev.payload
+        if isinstance(p, InputEvent) and not ev.scope:
+            runs[(ev.session_id, ev.event_id)] = ev.run
+        elif isinstance(p, DurableCallResult):
+            outcomes[(p.call_id, p.attempt)] = ev
+    return runs, outcomes
+
+
+def forked_from(settings: Settings, session_id: str) -> str | None:
+    """``SESSION@STEP`` if ``session_id`` is a fork (its first record on APP.events says
+    so in its ``eddies-fork-of`` header), else None."""
+    first = next(session_messages(settings, place_of(settings, session_id), [session_id]), None)
+    origin = None if first is None else header(first.headers(), FORK_HEADER)
+    return origin.decode(errors="replace") if origin else None

@@ -1,0 +1,231 @@
+"""MCP servers, through the official ``mcp`` SDK (2.x; ``pip install 'eddies[mcp]'``,
+imported on first use): one client session per server per process, reused across calls
+and reconnected after a failure, on a private event-loop thread.
+
+When a runner starts, :func:`discover_tools` lists each MCP tool resource's server and
+checks its ``allowed_tools`` (an unknown name is an error naming it); executors perform
+the calls with :func:`call_tool`. Example::
+
+    discover_tools(agent)          # before AgentPlan.compile(agent)
+    call_tool(plan, plan.tool("get_current_time"), {"timezone": "UTC"}, key="s1:r1:i1:c0")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from eddies.connectors.remote.configuration import ConfigurationError, resolve_env, secret
+from eddies.connectors.remote.loop_thread import LoopThread
+from eddies.engine import Agent, AgentPlan, ResourceType
+from eddies.engine.remote_tools import IDEMPOTENCY_META, McpServer, McpTool, RemoteTool, spec_from_listing
+
+log = logging.getLogger("eddies.mcp")
+
+
+class McpToolError(RuntimeError):
+    """The server ran the tool and reported an error (``is_error``): the model sees it."""
+
+
+class McpConnectionError(ConnectionError):
+    """The server could not be reached or dropped the session (retried as transient)."""
+
+
+class _Pool:
+    """Client sessions by server, owned by tasks on one event loop in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = LoopThread("eddies-mcp")
+        self._sessions: dict[tuple[Any, ...], tuple[Any, asyncio.Event]] = {}
+        self._connecting: dict[tuple[Any, ...], Future[Any]] = {}
+
+    async def session(self, server: McpServer) -> Any:
+        """The live session to ``server``, connecting first if there is none."""
+        key = _key(server)
+        live = self._sessions.get(key)
+        if live is not None:
+            return live[0]
+        pending = self._connecting.get(key)
+        if pending is None:
+            pending = self._connecting[key] = Future()
+            asyncio.get_running_loop().create_task(self._own(server, pending))
+        try:
+            return await asyncio.wrap_future(pending)
+        finally:
+            if pending.done():
+                self._connecting.pop(key, None)
+
+    async def _own(self, server: McpServer, ready: Future[Any]) -> None:
+        """Open a session and keep it open (in this task, as the SDK's contexts need) until
+        it is dropped."""
+        from mcp import ClientSession
+
+        closing = asyncio.Event()
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                streams = await stack.enter_async_context(_transport(server))
+                session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+                await session.initialize()
+                self._sessions[_key(server)] = (session, closing)
+                ready.set_result(session)
+                await closing.wait()
+        except BaseException as err:  # the SDK raises exception groups from its task groups
+            if not ready.done():
+                ready.set_exception(McpConnectionError(
+                    f"MCP server {server.where}: cannot connect: {_reason(err)}"))
+        finally:
+            self._sessions.pop(_key(server), None)
+
+    def drop(self, server: McpServer) -> None:
+        """Forget ``server``'s session (after a failure): the next call connects again."""
+        self._drop(_key(server))
+
+    def _drop(self, key: tuple[Any, ...]) -> None:
+        live = self._sessions.pop(key, None)
+        if live is not None:
+            self.loop.call_soon(live[1].set)
+
+    def close(self) -> None:
+        """Close every session."""
+        for key in list(self._sessions):
+            self._drop(key)
+
+
+_POOL = _Pool()
+
+
+def _key(server: McpServer) -> tuple[Any, ...]:
+    """What tells servers apart (an McpServer holds mappings, so it has no hash)."""
+    return (server.url, server.command, server.args, tuple(sorted((server.env or {}).items())),
+            tuple(sorted(server.headers.items())), server.api_key_env)
+
+
+def _transport(server: McpServer) -> Any:
+    if server.url is not None:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        headers = {k: _resolve(v, k) for k, v in server.headers.items()}
+        if server.api_key_env:
+            headers.setdefault("Authorization", f"Bearer {_secret(server.api_key_env)}")
+        client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+        return streamable_http_client(server.url, http_client=client)
+    from mcp import StdioServerParameters, stdio_client
+
+    env = {**os.environ, **{k: _resolve(v, k) for k, v in (server.env or {}).items()}}
+    if server.api_key_env:
+        env[server.api_key_env] = _secret(server.api_key_env)
+    return stdio_client(StdioServerParameters(command=server.command or "", args=list(server.args),
+                                              env=env), errlog=_errlog())
+
+
+def _errlog() -> Any:
+    # The server's stderr (its logs) goes to ours only when asked: it is not ours to show.
+    return sys.stderr if os.environ.get("EDDIES_MCP_STDERR") else open(os.devnull, "w")
+
+
+def _resolve(value: str, what: str) -> str:
+    """``value`` with each ``${NAME}`` read from the environment (a missing one: an error
+    naming the variable, never a value)."""
+    return resolve_env(value, f"MCP {what}")
+
+
+def _secret(name: str, what: str = "api_key_env") -> str:
+    return secret(name, f"MCP {what}")
+
+
+def _reason(err: BaseException) -> str:
+    """A short reason for a failure, from the innermost exception of a group."""
+    while isinstance(err, BaseExceptionGroup) and err.exceptions:
+        err = err.exceptions[0]
+    return f"{type(err).__name__}: {err}"[:300]
+
+
+def discover_tools(agent: Agent, timeout: float = 30.0, inherited: Mapping[str, Any] | None = None) -> None:
+    """List the server of each MCP tool resource of ``agent`` and fill its ``discovered``
+    specs; an ``allowed_tools`` name the server lacks is a ConfigurationError naming it.
+    Nothing to do (and no import) for an agent without MCP tools."""
+    servers = {**(inherited or {}),  # a sub-agent's callers' servers, under its own
+               **{r.name: r.obj for r in agent.resources if r.type is ResourceType.MCP_SERVER}}
+    for res in agent.resources:
+        tool = res.obj
+        if res.type is not ResourceType.TOOL or not isinstance(tool, McpTool) or tool.discovered:
+            continue
+        server = servers.get(tool.server)
+        if not isinstance(server, McpServer):
+            raise ConfigurationError(f"tool {res.name!r}: server {tool.server!r} is not an MCP_SERVER "
+                                     "resource (an McpServer) of this agent")
+        listed = _POOL.loop.run(_list(server), timeout)
+        missing = [t for t in tool.allowed_tools if t not in listed]
+        if missing:
+            raise ConfigurationError(
+                f"tool {res.name!r}: allowed_tools {', '.join(map(repr, missing))} not offered by MCP "
+                f"server {tool.server!r} ({server.where}); it offers: {', '.join(sorted(listed)) or 'none'}")
+        tool.discovered.update({t: listed[t] for t in tool.allowed_tools})
+        log.info("MCP server %s: %d of its %d tools allowed for %r", server.where,
+                 len(tool.allowed_tools), len(listed), res.name)
+
+
+async def _list(server: McpServer) -> dict[str, Any]:
+    session = await _POOL.session(server)
+    out: dict[str, Any] = {}
+    cursor: str | None = None
+    while True:
+        from mcp.types import PaginatedRequestParams
+
+        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        for t in page.tools:
+            out[t.name] = spec_from_listing(t.name, t.description, t.input_schema)
+        cursor = page.next_cursor
+        if not cursor:
+            return out
+
+
+def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], key: str) -> Any:
+    """Call ``tool`` with ``arguments``, its call id ``key`` in ``_meta``: the structured
+    result if the server gives one, else its text content (parsed when it is JSON)."""
+    server: McpServer = plan.resource(tool.server, ResourceType.MCP_SERVER)
+    timeout = tool.timeout_ms / 1000
+    try:
+        return _POOL.loop.run(_call(server, tool.name, dict(arguments), key), timeout)
+    except (McpToolError, ConfigurationError):
+        raise
+    except TimeoutError:  # the bare one says nothing: which call, after how long
+        raise TimeoutError(f"MCP server {server.where}: {tool.name}: no answer within "
+                           f"{timeout:g} s") from None
+    except Exception as err:  # the session is broken: connect again next time
+        _POOL.drop(server)
+        if isinstance(err, McpConnectionError):
+            raise
+        raise McpConnectionError(f"MCP server {server.where}: {tool.name}: {_reason(err)}") from None
+
+
+async def _call(server: McpServer, name: str, arguments: dict[str, Any], key: str) -> Any:
+    session = await _POOL.session(server)
+    result = await session.call_tool(name, arguments, meta={IDEMPOTENCY_META: key})
+    text = "\n".join(getattr(c, "text", "") for c in result.content if getattr(c, "text", None))
+    if result.is_error:
+        raise McpToolError(text or f"tool {name} failed")
+    if result.structured_content is not None:
+        return result.structured_content
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def close() -> None:
+    """Close this process's MCP sessions."""
+    _POOL.close()
+
+
+__all__ = ["IDEMPOTENCY_META", "ConfigurationError", "McpConnectionError", "McpToolError", "call_tool",
+           "close", "discover_tools"]

@@ -1,0 +1,47 @@
+"""The agent a command replays, forks or serves: loaded from the settings, changed by
+``--set``, compiled to its plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+
+def agent_plan(settings: Any, assignments: list[str]) -> Any:
+    """The agent of ``settings`` with ``--set`` applied, compiled, its MCP and A2A tools'
+    specs read from their servers (ConfigError: main says so, exit 2)."""
+    from eddies.connectors.remote.discovery import discover_tools
+    from eddies.connectors.runtime.settings import load_agent
+    from eddies.engine import AgentPlan
+
+    agent = _with_settings(load_agent(settings.agent), assignments)
+    discover_tools(agent)
+    return AgentPlan.compile(agent)
+
+
+def _with_settings(plan_agent: Any, assignments: list[str]) -> Any:
+    """The agent with ``--set`` applied: ``FIELD=VALUE`` on every chat model setup, or
+    ``NAME.FIELD=VALUE`` on one (fields: model, prompt, connection)."""
+    import dataclasses
+
+    from eddies.engine import ChatModelSetup, ResourceType
+
+    setups = {r.name: r.obj for r in plan_agent.resources if r.type is ResourceType.CHAT_MODEL
+              and isinstance(r.obj, ChatModelSetup)}
+    for item in assignments:
+        target, sep, value = item.partition("=")
+        name, _, fname = target.rpartition(".")
+        if not sep or fname not in ("model", "prompt", "connection"):
+            raise typer.BadParameter(f"{item!r}: use FIELD=VALUE or RESOURCE.FIELD=VALUE, FIELD one "
+                                     "of model, prompt, connection", param_hint="--set")
+        if name and name not in setups:
+            raise typer.BadParameter(f"{item!r}: the agent has no chat model {name!r} (it has "
+                                     f"{', '.join(sorted(setups)) or 'none'})", param_hint="--set")
+        for key in [name] if name else list(setups):
+            changes: dict[str, Any] = {fname: value}
+            setups[key] = dataclasses.replace(setups[key], **changes)
+    plan_agent.resources = [dataclasses.replace(r, obj=setups[r.name])
+                            if r.type is ResourceType.CHAT_MODEL and r.name in setups else r
+                            for r in plan_agent.resources]
+    return plan_agent

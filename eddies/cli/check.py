@@ -1,0 +1,58 @@
+"""``eddies check FILE``: an agent definition checked offline, its plan printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from eddies.cli.output import console, err_console
+
+check_app = typer.Typer()
+
+
+@check_app.command()
+def check(
+    file: Annotated[Path, typer.Argument(help="A YAML or SQL file declaring agents.")],
+    agent: Annotated[str | None, typer.Option(
+        help="Check only this agent (default: every agent the file can load).")] = None,
+) -> None:
+    """Check an agent definition offline (it connects to nothing) and print each agent's
+    plan: every agent the file can load (in SQL, each one no other agent uses)."""
+    from eddies.connectors.declarative import load_all, load_definition
+    from eddies.connectors.declarative.located import DefinitionError
+    from eddies.engine import A2aTool, AgentPlan, McpTool, PlanError
+
+    try:
+        found = [load_definition(file, agent)] if agent is not None else load_all(file)
+        plans = []
+        for each in found:
+            for res in each.resources:  # remote tools are listed by their servers at start
+                if isinstance(res.obj, McpTool):
+                    res.obj.discovered.update({t: _unlisted(t) for t in res.obj.allowed_tools})
+                elif isinstance(res.obj, A2aTool):
+                    name = res.obj.name or f"{res.name}-card-name"  # the card's name, at start
+                    res.obj.discovered[name] = _unlisted(name)
+            plans.append(AgentPlan.compile(each))
+    except (DefinitionError, PlanError) as err:
+        err_console.print(f"[red]{escape(str(err))}[/red]")
+        raise typer.Exit(2) from None
+    for plan in plans:
+        console.print(f"agent {plan.agent_name} (version {plan.agent_version}): valid", highlight=False)
+        for name, spec in plan.actions.items():
+            on = ", ".join(t if isinstance(t, str) else t.event_type for t in spec.triggers)
+            console.print(f"  action {name}: on {on}", highlight=False, markup=False)
+        for name, (kind, obj) in plan.resources.items():
+            console.print(f"  {kind.value} {name}: {type(obj).__name__}", highlight=False, markup=False)
+    if len(plans) > 1:  # commands that run one agent need to be told which
+        names = ", ".join(plan.agent_name for plan in plans)
+        console.print(f"{len(plans)} agents ({names}); to run one: {escape(str(file))}#NAME",
+                      highlight=False, soft_wrap=True)
+
+
+def _unlisted(name: str) -> Any:
+    from eddies.engine import ToolSpec
+
+    return ToolSpec(name, "(listed by its server at start)", {"type": "object", "properties": {}})

@@ -1,0 +1,139 @@
+"""``eddies demo``: the bundled agents end to end on Kafka with offline models, each
+part a worker on its own app, its answers and the replay of one session."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from eddies.cli.options import BootstrapOpt, ConfigOpt
+from eddies.cli.output import console, err_console, print_tree
+from eddies.cli.settings import kafka_settings, settings_or_exit
+
+demo_app = typer.Typer()
+
+
+@demo_app.command()
+def demo(
+    config: ConfigOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the answers.")] = 60.0,
+) -> None:
+    """Run the bundled agents end to end on Kafka with offline models: a calculator, a
+    ReAct travel helper, a reflection (drafter and critic) tagline writer, and a trip
+    planner that calls the last two as sub-agents."""
+    import dataclasses
+
+    from eddies import demo as d
+
+    settings = settings_or_exit(config, app="demo", bootstrap_servers=bootstrap_servers)
+    with kafka_settings(settings, check=False) as s:  # Worker.start checks the broker
+        parts = [
+            (s, d.calculator_agent(), d.PROMPTS, "1/4 calculator",
+             "An agent of two actions: the model calls the add tool, then answers."),
+            (dataclasses.replace(s, app="demo-travel"), d.travel_agent(), d.TRAVEL_PROMPTS,
+             "2/4 travel helper", "A ReActAgent: the model asks for the weather of each city "
+             "and its local time (a tool of the MCP time server, over stdio), all in parallel, "
+             "then answers from the results."),
+            (dataclasses.replace(s, app="demo-tagline"), d.tagline_agent(), d.TAGLINE_PROMPTS,
+             "3/4 tagline writer", "A ReflectionAgent: a drafter writes, a critic reviews; "
+             "drafts go back with its feedback until it approves one."),
+            (dataclasses.replace(s, app="demo-planner"), d.planner_agent(), d.PLANNER_PROMPTS,
+             "4/4 trip planner", "A ReActAgent whose model calls two sub-agents as tools, in "
+             "parallel: the travel helper and the tagline writer, each in a child scope of the "
+             "session (its events shown under its call, marked | name)."),
+        ]
+        ok = [_demo_part(on, agent, prompts, title, about, timeout)
+              for on, agent, prompts, title, about in parts]
+        last, session = parts[-1][0], parts[-1][2][0][0]
+        console.rule(f"[bold]The trace tree of session {escape(session)}[/bold] (app {escape(last.app)})")
+        console.print(f"eddies trace --session {session} --app {last.app}: each run, its model, "
+                      "tool and sub-agent calls with latency and tokens, from causation ids.")
+        ok.append(_demo_tree(last, session))
+    console.print("To run them against a broker that outlives one command:\n"
+                  "  eddies broker                       # terminal 1; prints the address\n"
+                  "  export EDDIES_BOOTSTRAP_SERVERS=...  # then, in terminal 2:\n"
+                  "  eddies worker --app demo &\n"
+                  "  eddies send alice '{\"a\": 2, \"b\": 3}' --json --app demo\n"
+                  "  eddies tail --app demo\n"
+                  "  eddies replay --session alice --app demo\n"
+                  "  eddies worker --app travel --agent eddies.demo:travel_agent &\n"
+                  "  eddies worker --app tagline --agent eddies.demo:tagline_agent &\n"
+                  "  eddies worker --app planner --agent eddies.demo:planner_agent &",
+                  highlight=False, markup=False)
+    if not all(ok):
+        err_console.print(f"[red]{ok.count(False)} of {len(ok)} demo parts failed[/red]")
+        raise typer.Exit(1)
+
+
+def _demo_part(s: Any, agent: Any, prompts: list[tuple[str, str]], title: str, about: str,
+               timeout: float) -> bool:
+    """One part of ``eddies demo``: a worker of ``agent`` on app ``s.app`` answers
+    ``prompts`` (session, text); print the answers, then the replay of the first prompt's
+    session from its history. Whether every answer came and the replay matched."""
+    from eddies.connectors.inspect.replay import replay_session
+    from eddies.connectors.inspect.summary import describe
+    from eddies.connectors.kafka.worker import Worker
+    from eddies.connectors.runtime.client import producer, read_events, send_input
+
+    console.rule(f"[bold]{escape(title)}[/bold] (app {escape(s.app)})")
+    console.print(escape(about))
+    worker = Worker(s, agent).start()
+    try:
+        with console.status("worker joining its consumer groups ..."):
+            if not worker.wait_assigned(60):
+                err_console.print("[red]the worker did not get its partitions[/red]")
+                raise typer.Exit(1)
+        prod = producer(s)
+        for session, prompt in prompts:
+            send_input(s, session, prompt, prod=prod)
+            console.print(f"-> [bold]{escape(session)}[/bold]: {escape(prompt)}")
+        prod.flush(30)
+        got = 0
+        start = time.monotonic()
+        with console.status("waiting for answers ..."):
+            for ev in read_events(s, worker.names.output, follow=True, timeout=timeout):
+                text = _demo_answer(ev.payload)
+                sep = "" if text.startswith("\n") else " "  # a dict: one field a line
+                console.print(f"<- [bold]{escape(ev.session_id)}[/bold] (run {ev.run}):{sep}{escape(text)}")
+                got += 1
+                if got == len(prompts):
+                    break
+        counters = " ".join(f"{k}={v}" for k, v in worker.counters.snapshot().items() if v)
+        console.print(f"{got} answer{'' if got == 1 else 's'} in {time.monotonic() - start:.2f}s; "
+                      f"worker counters: {counters}", highlight=False)
+        session = prompts[0][0]
+        report = replay_session(s, worker.plan, session)
+        console.print(f"\nReplay of session {session!r} from its history (no model or tool call):")
+        for step in report.steps:
+            mark = "[green]ok[/green]" if step.matches else f"[red]{step.status.upper()}[/red]"
+            console.print(f"{escape(describe(step.event))}  {mark}", soft_wrap=True)
+        console.print(f"replay: {'ids match' if report.ok else 'MISMATCH'}\n")
+        return got == len(prompts) and report.ok
+    finally:
+        worker.stop()
+
+
+def _demo_tree(s: Any, session: str) -> bool:
+    """Print the trace tree of ``session``; whether it has one."""
+    from eddies.connectors.inspect.sessions import timed_history, wall_times
+    from eddies.connectors.inspect.tree import build_tree
+
+    records = timed_history(s, session)
+    roots = build_tree([r.event for r in records], wall_times(records))
+    print_tree(console, roots)
+    return bool(roots) and all(r.status == "ok" for r in roots)
+
+
+def _demo_answer(out: Any) -> str:
+    """An answer of ``eddies demo``: a text, a dict one field a line, or the error."""
+    error = getattr(out, "error", None)
+    if error is not None:
+        return f"ERROR {error.message}"
+    value = getattr(out, "output", None)
+    if isinstance(value, dict):
+        return "".join(f"\n     {k}: {' '.join(str(v).split())}" for k, v in value.items())
+    return str(value)

@@ -1,0 +1,79 @@
+"""``eddies tail``: the app's outputs (or events, or dead letters) decoded and printed, an
+approval request with the commands that answer it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from typing import Annotated, Any
+
+import typer
+
+from eddies.cli.options import AppOpt, BootstrapOpt, ConfigOpt
+from eddies.cli.output import console, err_console
+from eddies.cli.settings import kafka_settings, settings_or_exit
+
+tail_app = typer.Typer()
+
+
+@tail_app.command()
+def tail(
+    config: ConfigOpt = None,
+    app_id: AppOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    from_beginning: Annotated[bool, typer.Option(help="Print what is there, too.")] = False,
+    follow: Annotated[bool, typer.Option(help="Keep following new records.")] = True,
+    idle: Annotated[float, typer.Option(help="With --follow: stop after this many idle seconds.")] = 3600.0,
+    topic: Annotated[str, typer.Option(help="output, events or dlq.")] = "output",
+) -> None:
+    """Decode and print outputs (or events, or dead letters)."""
+    from eddies.connectors.inspect.summary import describe
+    from eddies.connectors.runtime.client import read_records
+    from eddies.connectors.runtime.records import DLQ_REASON_HEADER, header
+    from eddies.connectors.runtime.topics import TopicNames
+    from eddies.events import DecodeError, decode
+
+    settings = settings_or_exit(config, app=app_id, bootstrap_servers=bootstrap_servers)
+    names = TopicNames(settings.app)
+    name = {"output": names.output, "events": names.events, "dlq": names.dlq}.get(topic)
+    if name is None:
+        err_console.print(f"[red]--topic {topic!r}: use output, events or dlq[/red]")
+        raise typer.Exit(2)
+    with kafka_settings(settings, need=(name,)) as s:
+        # Without --from-beginning, records written before this command started are skipped
+        # (by timestamp: the embedded broker's end offsets cannot be trusted).
+        since_ms = int(time.time() * 1000) - 1000
+        for msg in read_records(s, name, follow=follow, timeout=idle):
+            if not from_beginning and msg.timestamp()[1] < since_ms:
+                continue
+            if topic == "dlq":
+                reason = (header(msg.headers(), DLQ_REASON_HEADER) or b"").decode()
+                console.print(f"{msg.partition()}/{msg.offset()}: {reason}")
+                continue
+            try:
+                ev = decode(msg.value())
+            except DecodeError as err:
+                console.print(f"undecodable record at {msg.partition()}/{msg.offset()}: {err}")
+                continue
+            console.print(f"{ev.session_id}:{describe(ev)}" if topic == "events" else
+                          _output_line(ev, settings.app), highlight=False, markup=False, soft_wrap=True)
+
+
+def _output_line(ev: Any, app: str) -> str:
+    """How ``eddies tail`` shows a record of ``app``.output: an answer, or an approval
+    request with the commands that answer it."""
+    from eddies.events import ApprovalRequestEvent
+
+    p = ev.payload
+    if not isinstance(p, ApprovalRequestEvent):
+        error = getattr(p, "error", None)
+        shown = json.dumps(getattr(p, "output", None)) if error is None else \
+            f"ERROR {error.type}: {error.message}"
+        return f"{ev.session_id} run {ev.run}: {shown}"
+    deadline = "" if p.deadline is None else time.strftime(
+        " by %Y-%m-%d %H:%M:%S UTC", time.gmtime(p.deadline / 1000))
+    who = f"{shlex.quote(ev.session_id)} {shlex.quote(p.signal)} --app {shlex.quote(app)}"
+    return (f"{ev.session_id} run {ev.run}: APPROVAL NEEDED{deadline}: {p.tool}"
+            f"({json.dumps(p.arguments)}); answer with: eddies approve {who}  |  "
+            f"eddies reject {who} --reason TEXT")

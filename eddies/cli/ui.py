@@ -1,0 +1,103 @@
+"""``eddies ui``: a local web page over an app's topics (its sessions and their status;
+one session's timeline, tree and payloads; replay, and fork where available), served by
+uvicorn. Needs the ``ui`` extra (starlette, uvicorn). Example::
+
+    eddies ui --app demo --agent eddies.demo:calculator_agent   # http://127.0.0.1:8321/
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from eddies.cli.agents import agent_plan
+from eddies.cli.errors import fail
+from eddies.cli.options import AppOpt, BootstrapOpt, ConfigOpt
+from eddies.cli.output import console
+from eddies.cli.settings import kafka_settings, settings_or_exit
+
+ui_app = typer.Typer()
+
+
+@ui_app.command()
+def ui(
+    port: Annotated[int, typer.Option(help="Port to serve on (0: any free one).")] = 8321,
+    host: Annotated[str, typer.Option(
+        help="Address to serve on; another than this machine's own lets others see every "
+             "session's data.")] = "127.0.0.1",
+    config: ConfigOpt = None,
+    app_id: AppOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
+    agent: Annotated[str | None, typer.Option(
+        help="module:attribute (or FILE.yaml#name, FILE.sql#name) of the app's Agent, for "
+             "replay; default: EDDIES_AGENT.")] = None,
+) -> None:
+    """Serve a web view of the app's sessions until Ctrl-C: the sessions with their status
+    and a search by id; a session's timeline, tree and each event's payload; replay, fork,
+    and answers to a session that waits (approve, reject, resume, send a signal)."""
+    from eddies.connectors.runtime.topics import TopicNames
+
+    try:
+        import starlette  # noqa: F401  (imported by the app; checked here to say what to install)
+        import uvicorn
+    except ImportError as err:
+        fail(f"eddies ui needs {err.name}: pip install 'eddies[ui]'")
+    from eddies.connectors.inspect.sessions import replay_view
+    from eddies.connectors.inspect.web import LOCAL_HOSTS, create_app
+    from eddies.connectors.runtime.client import send_signal
+
+    settings = settings_or_exit(config, app=app_id, bootstrap_servers=bootstrap_servers, agent=agent)
+    plan = agent_plan(settings, [])  # before the broker: a wrong --agent is said at once
+    with kafka_settings(settings, need=(TopicNames(settings.app).events,)) as s:
+        fork = _fork(s, plan)
+        # Served on a loopback address, only requests naming it are (a DNS-rebinding page
+        # names its own host); on every address, the names it is reached by are unknown.
+        wildcard = host in ("0.0.0.0", "::", "")
+        hosts = None if wildcard else (*LOCAL_HOSTS, host)
+        web = create_app(s, replay=functools.partial(replay_view, s, plan), fork=fork,
+                         signal=functools.partial(send_signal, s), allowed_hosts=hosts)
+        try:
+            sock = _listen(host, port)
+        except OSError as err:
+            fail(f"cannot serve on {host}:{port}: {err.strerror or err}")
+        shown = "127.0.0.1" if wildcard else (f"[{host}]" if ":" in host else host)
+        url = f"http://{shown}:{sock.getsockname()[1]}/"
+        console.print(f"eddies ui for app {escape(s.app)} on {escape(s.bootstrap_servers)}: "
+                      f"[bold]{escape(url)}[/bold] (Ctrl-C stops it)", highlight=False,
+                      soft_wrap=True)  # never a URL cut in two
+        server = uvicorn.Server(uvicorn.Config(web, log_level="warning", access_log=False))
+        server.run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket, bound before the URL is printed: port 0 gets its number, and a
+    port in use fails here with a message, not inside the server."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host or "0.0.0.0", port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _fork(settings: Any, plan: Any) -> Any:
+    """``fork(session_id, at_seq, new_session)`` for the web view: ``eddies fork``'s
+    :func:`~eddies.connectors.local.rerun.fork_session` on this app and agent (its steps
+    up to the one given taken over, no call made again, the rest made live)."""
+    from eddies.connectors.local.rerun import fork_session
+
+    def fork(session_id: str, at_seq: int, new_session: str) -> dict[str, Any]:
+        report = fork_session(settings, plan, session_id, at_seq, new_session)
+        return {"session": new_session, "inputs": report.inputs, "events": report.events,
+                "reused": len(report.reused), "live": len(report.live),
+                "outputs": len(report.outputs)}
+
+    return fork
