@@ -155,6 +155,9 @@ class WorkerPath:
             # As the worker's loop does: the group still counts it (no broker here to ask).
             orch.ownership.gate.confirmed(time.monotonic())
             orch.process(batch)
+            # Again before the calls: a slow run (under callgrind, on a loaded machine) can
+            # outlast the lease, and a call waits for a confirmation nothing here would give.
+            orch.ownership.gate.confirmed(time.monotonic())
             for request in self.requests:
                 ex.perform(request, None, 0)
             self.requests.clear()

@@ -1,9 +1,11 @@
 """How an executor decides a call against the journal: a non-idempotent call is claimed
 first (a started mark appended and read back: only the call's first mark may run it),
-another live worker's call is waited for, a dead process's call is UNKNOWN.
+another live worker's call is waited for, a dead process's call is UNKNOWN; a call starts
+only on a partition still owned here, with no stall unconfirmed, and its outcome is
+journaled here (unless one was journaled meanwhile).
 
-A part of :class:`.executor.KafkaExecutor` (mixed into it): the module docstring there
-tells the whole procedure.
+A collaborator of :class:`.executor.KafkaExecutor` (which holds one :class:`CallClaims`):
+the module docstring there tells the whole procedure.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import logging
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eddies.connectors.execution.calls import result_event
 from eddies.connectors.journal.claims import Claim, Claimant
@@ -20,7 +23,7 @@ from eddies.connectors.runtime.json_logs import ids
 from eddies.connectors.runtime.outbox import DeliveryFailedError
 from eddies.connectors.runtime.records import journal_partition, outcome_key, started_key
 from eddies.connectors.runtime.sink import produce
-from eddies.events import AgentEvent, CallStatus, DurableCallRequest, encode
+from eddies.events import AgentEvent, CallStatus, DecodeError, DurableCallRequest, decode, encode
 
 if TYPE_CHECKING:
     from eddies.connectors.kafka.journal_tail import JournalTail
@@ -71,28 +74,55 @@ class _Mark:
         self.delivered.set()
 
 
-class Claiming:
-    """Claims and waits (see the module's docstring), for the Kafka executor."""
+class SendResult(Protocol):
+    """Sends a result to APP.input (``data``: ``result`` encoded, if it is)."""
 
-    if TYPE_CHECKING:  # provided by KafkaExecutor
-        settings: Settings
-        names: TopicNames
-        counters: Counters
-        tail: JournalTail
-        owned: set[int]
-        claimant: Claimant
-        gate: StallGate
-        liveness: Liveness
-        marks: Any
-        producer: Any
-        _last_sweep: float
+    def __call__(self, result: AgentEvent, data: bytes | None = None, /) -> None: ...
 
-        def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None: ...
-        def _answer(self, result: AgentEvent, part: int | None, offset: int,
-                    data: bytes | None = None) -> None: ...
-        def _recorded(self, request: AgentEvent, data: bytes) -> AgentEvent: ...
 
-    def _unknown(self, request: AgentEvent) -> tuple[AgentEvent, bytes]:
+class Answer(Protocol):
+    """Answers a request without performing it, and settles its APP.requests offset
+    (called under the executor's lock)."""
+
+    def __call__(self, result: AgentEvent, part: int | None, offset: int,
+                 data: bytes | None = None, /) -> None: ...
+
+
+class CallClaims:
+    """Claims and waits (see the module's docstring), for the Kafka executor. It calls
+    back into its executor only through ``owns`` (whether this process owns a journal
+    partition now), ``send_result`` and ``answer``."""
+
+    def __init__(self, *, settings: Settings, names: TopicNames, counters: Counters,
+                 tail: JournalTail, claimant: Claimant, gate: StallGate, liveness: Liveness,
+                 marks: Any, producer: Any, owns: Callable[[int], bool],
+                 send_result: SendResult, answer: Answer) -> None:
+        self.settings = settings
+        self.names = names
+        self.counters = counters
+        self.tail = tail
+        self.claimant = claimant
+        self.gate = gate
+        self.liveness = liveness
+        #: Started marks, durable before the side effect (outside any transaction).
+        self.marks = marks
+        #: Outcomes are journaled through the executor's producer (with its results).
+        self.producer = producer
+        self.owns = owns
+        self.send_result = send_result
+        self.answer = answer
+        self._last_sweep = time.monotonic()
+
+    def may_start(self, jpart: int) -> bool:
+        """Whether a call of journal partition ``jpart`` may start: the partition is still
+        owned here, and no stall is left unconfirmed (a call thread that wakes from a pause
+        waits for its role's loop to confirm, or to find the partition gone)."""
+        while self.owns(jpart):
+            if self.gate.wait_sure(0.2):
+                return self.owns(jpart)
+        return False
+
+    def unknown(self, request: AgentEvent) -> tuple[AgentEvent, bytes]:
         """UNKNOWN as the result of ``request`` (its claimant died, or its wait is over),
         journaled as a timed-out call's error is: the request issued again (by the next
         owner of its session, from a snapshot taken before this answer was applied) is
@@ -100,11 +130,11 @@ class Claiming:
         waited for) again. Returns the result and its bytes."""
         result = result_event(request, CallStatus.UNKNOWN)
         data = encode(result)
-        self._journal_outcome(request, data)
+        self.journal_outcome(request, data)
         self.counters.inc("results_unknown")
         return result, data
 
-    def _journal_outcome(self, request: AgentEvent, data: bytes) -> None:
+    def journal_outcome(self, request: AgentEvent, data: bytes) -> None:
         """Journal ``data``, a result encoded, as the outcome of ``request``'s call: a
         restart, or the request issued again, is answered from it, not decided again."""
         req = request.payload
@@ -112,14 +142,40 @@ class Claiming:
         produce(self.producer, self.names.journal, data, outcome_key(req.call_id, req.attempt),
                 partition=journal_partition(request.session_id, self.settings.partitions))
 
+    def outcome(self, request: AgentEvent, ref: tuple[str, int], result: AgentEvent,
+                data: bytes) -> None:
+        """A call performed here returned ``result`` (``data``: encoded): journal it as the
+        call's outcome and send it, unless an outcome was journaled meanwhile."""
+        with self.tail.lock:
+            first = self.tail.view.outcomes.get(ref)
+        if first is not None:  # decided meanwhile (this process stood still): that stands
+            self.counters.inc("outcomes_superseded")
+            self.send_result(self.recorded(request, first))
+            return
+        self.journal_outcome(request, data)
+        self.send_result(result, data)
+
+    def recorded(self, request: AgentEvent, data: bytes) -> AgentEvent:
+        """The result of ``request`` from its journaled outcome; UNKNOWN if no outcome can
+        be read from it (no worker writes such a record: never repeat the call for it)."""
+        try:
+            return decode(data)
+        except DecodeError as err:
+            req = request.payload
+            assert isinstance(req, DurableCallRequest)
+            log.error("the journaled outcome of call %s cannot be read (%s); answering "
+                      "UNKNOWN", req.call_id, err, extra=ids(call=req.call_id))
+            self.counters.inc("outcomes_unreadable")
+            return result_event(request, CallStatus.UNKNOWN)
+
     def _deadline(self, req: DurableCallRequest, claim: Claim) -> float:
         """When another worker's call counts as unknown (a ``time.monotonic()`` value)."""
         wait = (req.timeout_ms / 1000 + OUTCOME_MARGIN_S if req.timeout_ms
                 else self.settings.outcome_wait_ms / 1000)
         return time.monotonic() + outcome_wait_left(wait, claim.time_ms, time.time())
 
-    def _verdict(self, request: AgentEvent, part: int | None, offset: int,
-                 my_mark: int = -1) -> tuple[str, bytes | None]:
+    def verdict(self, request: AgentEvent, part: int | None, offset: int,
+                my_mark: int = -1) -> tuple[str, bytes | None]:
         """What the journal says of a request now (under ``tail.lock``): ("outcome", its
         outcome), ("perform", None) when no other claim came first (``my_mark``: the offset
         of this process's own mark, if it wrote one), ("unknown", None) when a dead process
@@ -148,7 +204,7 @@ class Claiming:
         self.counters.inc("calls_awaited")
         return "watched", None
 
-    def _claim(self, request: AgentEvent, jpart: int, part: int | None, offset: int) -> str:
+    def claim(self, request: AgentEvent, jpart: int, part: int | None, offset: int) -> str:
         """Claim a non-idempotent call: append a started mark naming this process, read the
         journal back past it, and decide on what came first. Returns "perform", "answered"
         (from an outcome, or UNKNOWN) or "left" (dropped: not owned here; or watched)."""
@@ -157,7 +213,7 @@ class Claiming:
         ref = (req.call_id, req.attempt)
         tail = self.tail
         with tail.checking(jpart):
-            if jpart not in self.owned:  # revoked while queued: its new owner re-issues it
+            if not self.owns(jpart):  # revoked while queued: its new owner re-issues it
                 self.counters.inc("calls_dropped")
                 return "left"
             mark = _Mark()
@@ -173,24 +229,24 @@ class Claiming:
                                    f"offset {mark.offset} within {CLAIM_READ_TIMEOUT} s")
             with tail.lock:
                 first = tail.view.started.get(ref)
-                if jpart not in self.owned and first is not None and first.offset != mark.offset:
+                if not self.owns(jpart) and first is not None and first.offset != mark.offset:
                     self.counters.inc("claims_lost")
                     return "left"  # lost, and no longer ours to wait for
-                verdict, recorded = self._verdict(request, part, offset, mark.offset)
+                verdict, recorded = self.verdict(request, part, offset, mark.offset)
         if verdict == "perform":
             return verdict
         self.counters.inc("claims_lost")
         if verdict in ("watched", "duplicate"):
             return "left"
         if recorded is not None:
-            self._send_result(self._recorded(request, recorded))
+            self.send_result(self.recorded(request, recorded))
             self.counters.inc("results_resent")
         else:
-            self._send_result(*self._unknown(request))
+            self.send_result(*self.unknown(request))
         return "answered"
 
-    def _answer_watched(self, now: float) -> None:
-        """Answer watched calls (under ``_lock``): with the outcome another worker
+    def answer_watched(self, now: float) -> None:
+        """Answer watched calls (under the executor's lock): with the outcome another worker
         journaled, or UNKNOWN once their wait is over."""
         arrived = self.tail.arrived
         while True:
@@ -198,21 +254,21 @@ class Claiming:
                 (request, part, offset), data = arrived.get_nowait()
             except queue.Empty:
                 break
-            self._answer(self._recorded(request, data), part, offset)
+            self.answer(self.recorded(request, data), part, offset)
             self.counters.inc("results_awaited")
         if now - self._last_sweep < 0.2 or self.gate.unsure():
             return  # after a stall the tail reads on first: an outcome may be on its way
         self._last_sweep = now
         for request, part, offset in self.tail.expired(now):
-            result, data = self._unknown(request)
-            self._answer(result, part, offset, data)
+            result, data = self.unknown(request)
+            self.answer(result, part, offset, data)
             cid = getattr(request.payload, "call_id", "?")
             log.warning("call %s: no outcome from the worker that started it within the wait; "
                         "answered UNKNOWN", cid, extra=ids(call=cid))
         dead = self.liveness.look(self.tail.claimants(), now)
         for request, part, offset in self.tail.owed_by(dead):
-            result, data = self._unknown(request)
-            self._answer(result, part, offset, data)
+            result, data = self.unknown(request)
+            self.answer(result, part, offset, data)
             self.counters.inc("claimants_dead")
             cid = getattr(request.payload, "call_id", "?")
             log.warning("call %s: the worker that started it left the app's groups (dead, or cut "

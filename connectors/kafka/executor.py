@@ -13,7 +13,7 @@ call is about to run (a :class:`.journal_tail.JournalTail` follows the owned par
   new owner re-issues it);
 - a non-idempotent call is claimed first: a started mark naming this process is appended
   to the journal and read back; the call runs only if that mark is the call's first
-  (:mod:`.claims`). A crash from then on leaves the outcome unknown, never repeated.
+  (:mod:`.claiming`). A crash from then on leaves the outcome unknown, never repeated.
 
 Calls already running when their partition is revoked finish and journal their outcome;
 the new owner waits for it. A request due later (a timer, a deadline, a retry's back-off)
@@ -26,23 +26,23 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.execution.call_deadlines import CallDeadlines
 from eddies.connectors.execution.calls import CallPerformer, Resolver, result_event
 from eddies.connectors.execution.held_requests import HeldRequests
 from eddies.connectors.journal.reading import CallRef, JournalView
-from eddies.connectors.kafka.claiming import Claiming
+from eddies.connectors.kafka.claiming import CallClaims
 from eddies.connectors.kafka.journal_tail import JournalTail
 from eddies.connectors.kafka.liveness import Liveness
 from eddies.connectors.kafka.ownership import MembershipCheck, confirm_membership
 from eddies.connectors.kafka.roles import RoleContext
 from eddies.connectors.kafka.stalls import StallGate
-from eddies.connectors.kafka.timekeeping import Timekeeping
+from eddies.connectors.kafka.timekeeping import Timekeeper
 from eddies.connectors.remote.error_classes import describe_error
 from eddies.connectors.runtime.client import next_batch
 from eddies.connectors.runtime.dead_letters import DeadLetters
-from eddies.connectors.runtime.json_logs import ids
 from eddies.connectors.runtime.records import CANCEL_HEADER, HEADERS, header, journal_partition
 from eddies.connectors.runtime.signing import SIGNATURE_HEADER, ResultSigner
 from eddies.connectors.runtime.sink import produce
@@ -75,7 +75,7 @@ def _kafka() -> Any:
 Item = tuple[AgentEvent, int | None, int]
 
 
-class KafkaExecutor(Claiming, Timekeeping):
+class KafkaExecutor:
     """Performs requests on ``executor_concurrency`` call threads: those of APP.requests
     (its own consumer group), or with ``local`` those its process's orchestrator hands it
     in memory (:meth:`submit`, with partitions gained through :meth:`restore` and lost
@@ -115,7 +115,6 @@ class KafkaExecutor(Claiming, Timekeeping):
         self._pending_commit: dict[int, int] = {}  # partition -> next offset to commit
         self._interval = s.commit_interval_ms / 1000
         self._last_commit = time.monotonic()
-        self._last_sweep = time.monotonic()
         # Calls run on executor_concurrency threads fed by one queue (lighter per call than
         # concurrent.futures: no future, no callback; a failure stops the worker).
         self._calls: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
@@ -136,12 +135,24 @@ class KafkaExecutor(Claiming, Timekeeping):
         # (inflight, the offsets of done requests).
         self._lock = threading.Lock()
         self._uncommitted = False  # local results produced since the last commit
-        # Requests held until their not_before time (timers, signal deadlines), no thread
-        # each: (request, partition, offset, produced ms).
+        # Requests held until their not_before time, no thread each (see Timekeeper).
         self.held: HeldRequests[tuple[AgentEvent, int | None, int, int]] = HeldRequests()
         # Running calls with a timeout_ms: (request, partition, offset) of each.
         self.deadlines: CallDeadlines[tuple[AgentEvent, int | None, int]] = CallDeadlines()
         self._spare = 0  # call threads started in place of ones held by abandoned calls
+        #: Claims of non-idempotent calls, and waits for other workers' calls.
+        self.claims = CallClaims(settings=s, names=self.names, counters=self.counters,
+                                 tail=self.tail, claimant=self.claimant, gate=self.gate,
+                                 liveness=self.liveness, marks=self.marks, producer=self.producer,
+                                 owns=self._owns, send_result=self._send_result,
+                                 answer=self._answer)
+        #: Held requests released when due or dropped; calls abandoned at their timeout.
+        self.timers = Timekeeper(counters=self.counters, dead_letters=self.dead_letters,
+                                 held=self.held, deadlines=self.deadlines, lock=self._lock,
+                                 done=self._done, settle=self._settle, dispatch=self._dispatch,
+                                 send_result=self._send_result,
+                                 journal_outcome=self.claims.journal_outcome,
+                                 replace_thread=self._replace_thread)
         self.metrics: WorkerMetrics | None = ctx.metrics
         if self.metrics is not None:
             self.metrics.watch_held(self.held, lambda item: item[0].payload.kind.value)
@@ -173,6 +184,9 @@ class KafkaExecutor(Claiming, Timekeeping):
             log.info("left %d calls started elsewhere to the new owner of partitions %s",
                      len(left), sorted(partitions))
 
+    def _owns(self, jpart: int) -> bool:
+        return jpart in self.owned
+
     # --- requests ----------------------------------------------------------------------------
     def submit(self, request: AgentEvent) -> None:
         """Local mode: perform ``request``, answer it from the journal, or answer UNKNOWN
@@ -181,6 +195,10 @@ class KafkaExecutor(Claiming, Timekeeping):
         # whatever its due time (a timer of a session on an old logical clock is due at once).
         with self._lock:
             self._dispatch(request, None, 0, int(time.time() * 1000))
+
+    def drop_held(self, refs: Iterable[CallRef]) -> None:
+        """Stop holding the requests of calls ``refs`` whose run ended (:mod:`.timekeeping`)."""
+        self.timers.drop_held(refs)
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set; running calls finish before it returns, queued
@@ -197,8 +215,8 @@ class KafkaExecutor(Claiming, Timekeeping):
             while not stop.is_set():
                 if consumer is not None:
                     self.membership.check()
-                self._release_due()
-                self._abandon_expired()
+                self.timers.release_due()
+                self.timers.abandon_expired()
                 if consumer is None:  # requests arrive through submit()
                     self._drain(block=True)
                     continue
@@ -279,7 +297,7 @@ class KafkaExecutor(Claiming, Timekeeping):
             return  # revoked while this request waited: its next owner reads it again
         self._offsets.setdefault(part, {})[offset] = False
         if header(msg.headers(), CANCEL_HEADER) is not None:
-            self._cancel(msg, part, offset)
+            self.timers.cancel(msg, part, offset)
             return
         try:
             request = decode(msg.value() or b"")
@@ -326,14 +344,14 @@ class KafkaExecutor(Claiming, Timekeeping):
             self._settle(part, offset)
             return
         with self.tail.lock:
-            verdict, recorded = self._verdict(request, part, offset)
+            verdict, recorded = self.claims.verdict(request, part, offset)
         if verdict == "duplicate":  # the call is watched already: that request answers
             self._settle(part, offset)
             return
         if verdict == "watched":  # settled when its outcome arrives or its wait ends
             return
         if recorded is not None:
-            self._answer(self._recorded(request, recorded), part, offset)
+            self._answer(self.claims.recorded(request, recorded), part, offset)
             self.counters.inc("results_resent")
             return
         # (A held request's age counts from its due time: a long timer is not too old.)
@@ -347,13 +365,18 @@ class KafkaExecutor(Claiming, Timekeeping):
             self.counters.inc("results_unknown")
             return
         if verdict == "unknown":  # a dead process of this worker's slot started it
-            result, data = self._unknown(request)
+            result, data = self.claims.unknown(request)
             self._answer(result, part, offset, data)
             return
         self.inflight.add(ref)
         if len(self._call_threads) < self.settings.executor_concurrency + self._spare:
             self._start_call_thread()
         self._calls.put((request, part, offset))
+
+    def _replace_thread(self) -> None:
+        """(Under ``_lock``.) A call thread in place of one an abandoned call holds."""
+        self._spare += 1
+        self._start_call_thread()
 
     def _start_call_thread(self) -> None:
         thread = threading.Thread(target=self._call_loop, daemon=True,
@@ -386,11 +409,11 @@ class KafkaExecutor(Claiming, Timekeeping):
         jpart = journal_partition(request.session_id, self.settings.partitions)
         settled = False  # a request dropped or watched stays unsettled
         try:
-            if not self._may_start(jpart):  # revoked while queued: its new owner re-issues it
+            if not self.claims.may_start(jpart):  # revoked while queued: its new owner re-issues it
                 self.counters.inc("calls_dropped")
                 return
             if not req.idempotent:
-                verdict = self._claim(request, jpart, part, offset)
+                verdict = self.claims.claim(request, jpart, part, offset)
                 if verdict != "perform":
                     settled = verdict != "left"
                     return
@@ -398,15 +421,6 @@ class KafkaExecutor(Claiming, Timekeeping):
             settled = True
         finally:
             self._done.put((part, offset, ref, settled))
-
-    def _may_start(self, jpart: int) -> bool:
-        """Whether a call of journal partition ``jpart`` may start: the partition is still
-        owned here, and no stall is left unconfirmed (a call thread that wakes from a pause
-        waits for its role's loop to confirm, or to find the partition gone)."""
-        while jpart in self.owned:
-            if self.gate.wait_sure(0.2):
-                return jpart in self.owned
-        return False
 
     def _run_call(self, request: AgentEvent, req: DurableCallRequest, ref: CallRef, jpart: int,
                   part: int | None, offset: int) -> None:
@@ -444,27 +458,7 @@ class KafkaExecutor(Claiming, Timekeeping):
                 f"over max_record_bytes={limit}"))
             data = encode(result)
         self.counters.inc("calls_performed")
-        with self.tail.lock:
-            first = self.tail.view.outcomes.get(ref)
-        if first is not None:  # decided meanwhile (this process stood still): that stands
-            self.counters.inc("outcomes_superseded")
-            self._send_result(self._recorded(request, first))
-            return
-        self._journal_outcome(request, data)
-        self._send_result(result, data)
-
-    def _recorded(self, request: AgentEvent, data: bytes) -> AgentEvent:
-        """The result of ``request`` from its journaled outcome; UNKNOWN if no outcome can
-        be read from it (no worker writes such a record: never repeat the call for it)."""
-        try:
-            return decode(data)
-        except DecodeError as err:
-            req = request.payload
-            assert isinstance(req, DurableCallRequest)
-            log.error("the journaled outcome of call %s cannot be read (%s); answering "
-                      "UNKNOWN", req.call_id, err, extra=ids(call=req.call_id))
-            self.counters.inc("outcomes_unreadable")
-            return result_event(request, CallStatus.UNKNOWN)
+        self.claims.outcome(request, ref, result, data)
 
     def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None:
         # Results enter the session machine through the input topic, in partition order.
@@ -501,7 +495,7 @@ class KafkaExecutor(Claiming, Timekeeping):
                     item = done.get_nowait()
                 except queue.Empty:
                     item = None
-            self._answer_watched(now)
+            self.claims.answer_watched(now)
             for part, offsets in self._offsets.items():  # advance over the done prefix
                 while offsets:
                     first = next(iter(offsets))

@@ -10,7 +10,7 @@ from typing import Any
 from eddies.connectors.execution.calls import result_event
 from eddies.connectors.journal.claims import Claim, Claimant
 from eddies.connectors.journal.reading import JournalView
-from eddies.connectors.kafka.claiming import OUTCOME_MARGIN_S, Claiming, outcome_wait_left
+from eddies.connectors.kafka.claiming import OUTCOME_MARGIN_S, CallClaims, outcome_wait_left
 from eddies.connectors.kafka.journal_tail import JournalTail
 from eddies.connectors.kafka.liveness import Liveness
 from eddies.connectors.kafka.stalls import StallGate, StallWatch
@@ -74,7 +74,7 @@ def test_the_executor_waits_from_the_claims_start() -> None:
     started_ms = int((time.time() - 50) * 1000)  # its claimant started it 50 s ago
     for req, left in [(DurableCallRequest("s:r1:i1:c0", CallKind.TOOL, "add"), 10),
                       (DurableCallRequest("s:r1:i1:c1", CallKind.TOOL, "add", timeout_ms=80_000), 35)]:
-        deadline = Claiming._deadline(executor, req, Claim(b"a|1", 3, started_ms))
+        deadline = CallClaims._deadline(executor, req, Claim(b"a|1", 3, started_ms))
         assert left - 1 <= deadline - time.monotonic() <= left + 0.5, req.call_id
 
 
@@ -154,18 +154,20 @@ def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_whe
     session (restored from a snapshot taken before that answer was applied) issues the
     request again: it is answered from the journal at once, not watched and answered
     UNKNOWN a second time (a kill -9 campaign saw the same executor answer twice)."""
-    class Executor(Claiming):
+    class Executor:
         def __init__(self) -> None:
             self.settings: Any = SimpleNamespace(outcome_wait_ms=60_000, partitions=6)
             self.names: Any = SimpleNamespace(journal="app.journal", input="app.input")
             self.counters = Counters()
             self.tail = JournalTail(self.settings, self.names.journal)
-            self.claimant = Claimant("e-f3", "41a5")
-            self.gate = StallGate(StallWatch(10.0))
-            self.liveness = Liveness(None)
             self.producer: Any = _Sink()
-            self._last_sweep = 0.0
             self.answers: list[CallStatus] = []
+            self.claims = CallClaims(
+                settings=self.settings, names=self.names, counters=self.counters, tail=self.tail,
+                claimant=Claimant("e-f3", "41a5"), gate=StallGate(StallWatch(10.0)),
+                liveness=Liveness(None), marks=None, producer=self.producer,
+                owns=lambda jpart: True, send_result=self._send_result, answer=self._answer)
+            self.claims._last_sweep = 0.0
 
         def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None:
             self.answers.append(result.payload.status)  # type: ignore[union-attr]
@@ -174,9 +176,6 @@ def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_whe
                     data: bytes | None = None) -> None:
             self._send_result(result, data)
 
-        def _recorded(self, request: AgentEvent, data: bytes) -> AgentEvent:
-            return decode(data)
-
     ex = Executor()
     ref = ("s:r1:i1:c0", 1)
     request = AgentEvent.external("s", DurableCallRequest(ref[0], CallKind.TOOL, "book"),
@@ -184,15 +183,15 @@ def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_whe
     # Its claimant, a process of another slot, started it two minutes ago and died.
     ex.tail.view.started[ref] = Claim(b"e-f2|8ce8", 3, int((time.time() - 120) * 1000))
     with ex.tail.lock:
-        assert ex._verdict(request, 0, 7)[0] == "watched"
-    ex._answer_watched(time.monotonic() + OUTCOME_MARGIN_S + 1)  # its wait is over
+        assert ex.claims.verdict(request, 0, 7)[0] == "watched"
+    ex.claims.answer_watched(time.monotonic() + OUTCOME_MARGIN_S + 1)  # its wait is over
     assert ex.answers == [CallStatus.UNKNOWN]
     # The tail reads back what this worker journaled; the request comes again.
     for offset, (topic, value, key) in enumerate(ex.producer.records, start=4):
         if topic == ex.names.journal and key is not None:
             ex.tail.view.apply(key, value, offset)
     with ex.tail.lock:
-        verdict, recorded = ex._verdict(request, 0, 8)
+        verdict, recorded = ex.claims.verdict(request, 0, 8)
     assert verdict == "outcome"  # answered at once, as the first time
     assert recorded is not None and decode(recorded).payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
 
@@ -215,7 +214,7 @@ def _local_executor() -> tuple[Any, _Sink]:
                       clients=MemoryClients(MemoryBroker(), settings), stalls=StallWatch(3.0))
     executor = KafkaExecutor(ctx, None, local=True)
     sink = _Sink()
-    executor.producer = sink  # type: ignore[assignment]
+    executor.producer = executor.claims.producer = sink  # type: ignore[assignment]
     return executor, sink
 
 
