@@ -9,7 +9,7 @@ records share one partition number everywhere (co-partitioning). Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -19,39 +19,26 @@ class TopicError(RuntimeError):
 
 @dataclass(frozen=True)
 class TopicNames:
-    """Names of the six topics of application ``app``."""
+    """Names of the six topics of application ``app``. Computed once: the per-record path
+    asks for them with every record it routes."""
 
     app: str
+    #: InputEvents from users (prompts), and call results.
+    input: str = field(init=False, repr=False, compare=False)
+    #: Every event of every session, in order: the history.
+    events: str = field(init=False, repr=False, compare=False)
+    #: Durable-call requests for executor processes (``--role executor``).
+    requests: str = field(init=False, repr=False, compare=False)
+    #: OutputEvents for downstream consumers.
+    output: str = field(init=False, repr=False, compare=False)
+    #: Call outcomes, started marks and session snapshots (compacted).
+    journal: str = field(init=False, repr=False, compare=False)
+    #: Records that could not be decoded or accepted, with the reason in headers.
+    dlq: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def input(self) -> str:
-        """InputEvents from users (prompts)."""
-        return f"{self.app}.input"
-
-    @property
-    def events(self) -> str:
-        """Every event of every session, in order: the history."""
-        return f"{self.app}.events"
-
-    @property
-    def requests(self) -> str:
-        """Durable-call requests for executor processes (``--role executor``)."""
-        return f"{self.app}.requests"
-
-    @property
-    def output(self) -> str:
-        """OutputEvents for downstream consumers."""
-        return f"{self.app}.output"
-
-    @property
-    def journal(self) -> str:
-        """Call outcomes, started marks and session snapshots (compacted)."""
-        return f"{self.app}.journal"
-
-    @property
-    def dlq(self) -> str:
-        """Records that could not be decoded or accepted, with the reason in headers."""
-        return f"{self.app}.dlq"
+    def __post_init__(self) -> None:
+        for topic in ("input", "events", "requests", "output", "journal", "dlq"):
+            object.__setattr__(self, topic, f"{self.app}.{topic}")
 
     def all(self) -> list[str]:
         """All six names."""
