@@ -8,6 +8,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from tests.unit.import_graph import PACKAGES, assert_no_cycles, module_graph
+
 ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = {
     "confluent_kafka", "kafka", "aiokafka", "requests", "httpx", "aiohttp", "urllib", "http",
@@ -112,22 +114,6 @@ CONNECTOR_LAYERS: tuple[tuple[str, ...], ...] = (
 )
 
 
-def _all_imports(path: Path, package: str) -> set[str]:
-    """Every module ``path`` names in an import, wherever it stands (relative ones resolved
-    against ``package``), and each ``from M import N`` also as ``M.N``."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")
-            module = ".".join([*base[:len(base) - node.level + 1], *[node.module or ""]]).strip(".") \
-                if node.level else node.module or ""
-            names.add(module)
-            names.update(f"{module}.{a.name}" for a in node.names)
-    return names
-
-
 def test_connectors_folders_import_only_the_layers_below_them() -> None:
     rank = {folder: row for row, folders in enumerate(CONNECTOR_LAYERS) for folder in folders}
     folders = {p.name for p in (ROOT / "connectors").iterdir() if (p / "__init__.py").exists()}
@@ -135,36 +121,21 @@ def test_connectors_folders_import_only_the_layers_below_them() -> None:
     loose = sorted(p.name for p in (ROOT / "connectors").glob("*.py") if p.name != "__init__.py")
     assert loose == [], f"modules belong in a folder by role, not at connectors/: {loose}"
     wrong = []
-    for path in (ROOT / "connectors").rglob("*.py"):
-        rel = path.relative_to(ROOT / "connectors")
-        if len(rel.parts) < 2:
+    for module, imported in module_graph(PACKAGES).items():
+        own = module.split(".")
+        if own[:2] != ["eddies", "connectors"] or len(own) < 4:
             continue
-        own = rel.parts[0]
-        package = ".".join(["eddies", "connectors", *rel.parts[:-1]])
-        for name in _all_imports(path, package):
-            parts = name.split(".")
-            if parts[:2] != ["eddies", "connectors"] or len(parts) < 3 or parts[2] in (own, ""):
-                continue
-            other = parts[2]
-            if other in rank and rank[other] <= rank[own]:
-                wrong.append(f"connectors/{rel} imports {name} ({own} may not import {other})")
-    assert wrong == [], "\n".join(sorted(set(wrong)))
-
-
-def test_the_layer_rule_sees_a_runner_importing_another(tmp_path: Path) -> None:
-    """The rule's reader catches the import forms a runner could use to reach another."""
-    module = tmp_path / "job.py"
-    module.write_text("from eddies.connectors.kafka import worker\n"
-                      "def f():\n    from ..local.runner import LocalRunner\n")
-    found = _all_imports(module, "eddies.connectors.flink")
-    assert {"eddies.connectors.kafka.worker", "eddies.connectors.local.runner"} <= found
+        for name in imported:
+            other = name.split(".")
+            if other[:2] == ["eddies", "connectors"] and len(other) > 2 and other[2] != own[2] \
+                    and other[2] in rank and rank[other[2]] <= rank[own[2]]:
+                wrong.append(f"{module} imports {name} ({own[2]} may not import {other[2]})")
+    assert wrong == [], "\n".join(sorted(wrong))
 
 
 def test_no_import_circle_anywhere_in_the_project() -> None:
     """Every package, the chaos campaign's too, counting type-only and function-local
     imports (see tests/unit/import_graph.py)."""
-    from tests.unit.import_graph import PACKAGES, assert_no_cycles
-
     assert_no_cycles({**PACKAGES, "chaos": ROOT / "tools" / "chaos"})
 
 
@@ -176,13 +147,12 @@ def test_cli_command_modules_import_only_the_shared_ones() -> None:
     """Nothing is imported back from the package root (which assembles the commands), and
     no command module imports another."""
     wrong = []
-    for path in (ROOT / "eddies" / "cli").glob("*.py"):
-        if path.stem in ("__init__", "__main__"):
+    for module, imported in module_graph(PACKAGES).items():
+        own = module.split(".")
+        if own[:2] != ["eddies", "cli"] or len(own) != 3 or own[2] == "__main__":
             continue
-        for name in _all_imports(path, "eddies.cli"):
-            parts = name.split(".")
-            if parts[:2] != ["eddies", "cli"]:
-                continue
-            if len(parts) == 2 or (parts[2] not in CLI_SHARED and parts[2] != path.stem):
-                wrong.append(f"eddies/cli/{path.name} imports {name}")
-    assert wrong == [], "\n".join(sorted(set(wrong)))
+        for name in imported:
+            other = name.split(".")
+            if other[:2] == ["eddies", "cli"] and (len(other) == 2 or other[2] not in CLI_SHARED):
+                wrong.append(f"{module} imports {name}")
+    assert wrong == [], "\n".join(sorted(wrong))
