@@ -20,7 +20,7 @@ FLINK_JARS := $(VENV)/share/eddies/flink
 FLINK_AGENTS_VENV := .venv-flink-agents
 FLINK_AGENTS_STAMP := $(FLINK_AGENTS_VENV)/.installed
 
-.PHONY: install install-flink chromium demo test docs lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-waiting chaos clean
+.PHONY: install install-flink chromium demo test docs lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-guard bench-waiting chaos clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -106,6 +106,10 @@ bench-flink-agents: $(FLINK_AGENTS_STAMP)
 # bench/engine.py's workloads in instructions per input (callgrind), against Flink Agents.
 bench-instructions: install $(FLINK_AGENTS_STAMP)
 	$(BIN)/python bench/instructions.py
+
+# The hot paths' instructions against bench/baseline.json (CI runs it through make test).
+bench-guard: install
+	$(BIN)/python bench/guard.py
 
 bench-waiting: install
 	$(BIN)/python bench/waiting.py
