@@ -182,7 +182,11 @@ def main() -> int:
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {
         "tolerance": 0.01, "environment": {}, "instructions": {}}
     here = environment()
-    measured = count(names, args.patch)
+    try:
+        measured = count(names, args.patch)
+    except RuntimeError as err:
+        print(f"error: {err}")
+        return 2
     if args.update:
         baseline["environment"] = here
         baseline["instructions"].update({k: round(v) for k, v in measured.items()})

@@ -29,6 +29,7 @@ from eddies.connectors.kafka import worker as kafka_worker
 from eddies.connectors.kafka.memory_broker import MemoryBroker
 from eddies.connectors.kafka.memory_broker import MemoryProducer as broker_producer
 from eddies.connectors.runtime.client import input_event
+from eddies.connectors.runtime.outbox import DeliveryErrors
 from eddies.connectors.runtime.records import HEADERS
 from eddies.connectors.runtime.settings import load_settings
 from eddies.connectors.runtime.signing import DEV_KEY, ResultSigner
@@ -77,6 +78,7 @@ class MemoryProducer:
     """Keeps produced records in a list (an outbox without a broker)."""
 
     transactional = False
+    delivery = DeliveryErrors("bench producer")
 
     def __init__(self) -> None:
         self.records: list[tuple[str, bytes | None, bytes | None, Any]] = []
@@ -106,7 +108,7 @@ class Clients:
     def group_consumer(self, role: str) -> Any:
         return None
 
-    def outbox(self, role: str) -> Any:
+    def outbox(self, role: str, successes: bool = False) -> Any:
         return self.out if role == "orchestrator" else self.results
 
     def marks_producer(self) -> Any:

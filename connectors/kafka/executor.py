@@ -36,6 +36,7 @@ from eddies.connectors.journal.reading import CallRef, JournalView
 from eddies.connectors.kafka.claiming import CallClaims
 from eddies.connectors.kafka.journal_tail import JournalTail
 from eddies.connectors.kafka.liveness import Liveness
+from eddies.connectors.kafka.local_results import LocalResults
 from eddies.connectors.kafka.ownership import MembershipCheck, confirm_membership
 from eddies.connectors.kafka.roles import RoleContext
 from eddies.connectors.kafka.stalls import StallGate
@@ -43,6 +44,7 @@ from eddies.connectors.kafka.timekeeping import Timekeeper
 from eddies.connectors.remote.error_classes import describe_error
 from eddies.connectors.runtime.client import next_batch
 from eddies.connectors.runtime.dead_letters import DeadLetters
+from eddies.connectors.runtime.outbox import IDLE_FLUSH_S
 from eddies.connectors.runtime.records import CANCEL_HEADER, HEADERS, header, journal_partition
 from eddies.connectors.runtime.signing import SIGNATURE_HEADER, ResultSigner
 from eddies.connectors.runtime.sink import produce
@@ -119,16 +121,17 @@ class KafkaExecutor:
         # concurrent.futures: no future, no callback; a failure stops the worker).
         self._calls: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._call_threads: list[threading.Thread] = []
-        self.producer = ctx.clients.outbox("executor")
+        # Local mode: each result's delivery report hands it to this process's orchestrator
+        # (see local_results.py).
+        self.producer = ctx.clients.outbox("executor", successes=local)
         self.dead_letters = DeadLetters(self.producer, self.names.dlq, s.max_record_bytes,
                                         self.counters)
         self.signer: ResultSigner = ctx.signer
         # Started marks must be durable before the side effect, outside any transaction;
         # each one's delivery report gives its offset (for the claim check).
         self.marks = ctx.clients.marks_producer()
-        # Local mode: results sent to APP.input by their bytes, so the orchestrator of this
-        # process takes the event instead of decoding the record it reads back.
-        self.sent_results: dict[bytes, AgentEvent] = {}
+        #: Local mode: the results this executor hands the orchestrator of its process.
+        self.results = LocalResults(self.producer.delivery.report if local else None)
         self.consumer = None if local else ctx.clients.group_consumer("executor")
         # Local mode: the orchestrator's thread dispatches requests itself (no hop through
         # this executor's loop); the lock guards what dispatching and draining share
@@ -464,14 +467,23 @@ class KafkaExecutor:
         # Results enter the session machine through the input topic, in partition order.
         if data is None:
             data = encode(result)
-        if self.local:
-            sent = self.sent_results
-            if len(sent) >= 50_000:  # results this process never read back (partition moved)
-                sent.clear()
-            sent[data] = result
         # Signed: the orchestrator accepts results from executors only (connectors/runtime/signing.py).
-        produce(self.producer, self.names.input, data, result.session_id.encode(),
-                headers=[*HEADERS, (SIGNATURE_HEADER, self.signer.sign(data))])
+        headers = [*HEADERS, (SIGNATURE_HEADER, self.signer.sign(data))]
+        key = result.session_id.encode()
+        if not self.local:
+            produce(self.producer, self.names.input, data, key, headers=headers)
+        elif self.producer.transactional:  # delivered is not yet committed: read back only
+            self.results.sent(data, result)
+            produce(self.producer, self.names.input, data, key, headers=headers)
+        else:
+            self.results.sent(data, result, reported=True)
+            produce(self.producer, self.names.input, data, key, headers=headers,
+                    on_delivery=self.results.delivered)
+
+    @property
+    def awaiting_results(self) -> bool:
+        """Local mode: a call runs, or its result is not reported delivered yet."""
+        return bool(self.inflight) or self.results.undelivered > 0
 
     # --- the executor's loop -------------------------------------------------------------------
     def _drain(self, block: bool, force: bool = False) -> None:
@@ -483,6 +495,7 @@ class KafkaExecutor:
         except queue.Empty:
             item = None
         now = time.monotonic()
+        drained = item is not None
         with self._lock:
             while item is not None:
                 part, offset, ref, settled = item
@@ -507,7 +520,12 @@ class KafkaExecutor:
         work = self._pending_commit or (self._uncommitted and self.producer.transactional)
         due = work and now - self._last_commit >= self._interval
         if not force and not due:
-            self.producer.poll(0)
+            if drained and not self.inflight and not self.producer.transactional:
+                # The last running call ended: no result is coming to batch with these, so
+                # they leave now rather than after linger.ms (an idle turn's latency).
+                self.producer.flush(IDLE_FLUSH_S)
+            else:
+                self.producer.poll(0)
             return
         commits = [TopicPartition(self.names.requests, p, o) for p, o in self._pending_commit.items()]
         self._committed.update(self._pending_commit)

@@ -31,6 +31,7 @@ from typing import Any
 
 from eddies.connectors.journal.reading import JournalView, fold
 from eddies.connectors.runtime.client import PARTITION_EOF, TRANSPORT
+from eddies.connectors.runtime.outbox import DeliveryErrors
 from eddies.connectors.runtime.settings import Settings
 from eddies.events import AgentEvent, decode, partition_for
 
@@ -190,6 +191,7 @@ class MemoryOutbox:
 
     producer: MemoryProducer
     transactional: bool = False
+    delivery: DeliveryErrors = field(default_factory=lambda: DeliveryErrors("memory outbox"))
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                 **kwargs: Any) -> None:
@@ -353,7 +355,7 @@ class MemoryClients:
         self.consumers[role] = consumer
         return consumer
 
-    def outbox(self, role: str) -> Any:
+    def outbox(self, role: str, successes: bool = False) -> Any:
         return MemoryOutbox(MemoryProducer(self.broker))
 
     def marks_producer(self) -> MemoryProducer:

@@ -47,6 +47,7 @@ from eddies.connectors.runtime.admission import Admission
 from eddies.connectors.runtime.client import PARTITION_EOF, next_batch
 from eddies.connectors.runtime.dead_letters import DeadLetters
 from eddies.connectors.runtime.json_logs import ids
+from eddies.connectors.runtime.outbox import IDLE_FLUSH_S
 from eddies.connectors.runtime.positions import Positions
 from eddies.connectors.runtime.routing import Router
 from eddies.engine import SessionMachine, SessionState
@@ -60,6 +61,8 @@ log = logging.getLogger("eddies.worker")
 
 #: On stop, how long running calls may take to finish before the worker leaves its group.
 STOP_CALLS_WAIT_S = 20.0
+#: A batch this small means the input had no backlog: what it produced is flushed at once.
+IDLE_BATCH = 16
 
 
 def _kafka() -> Any:
@@ -191,7 +194,13 @@ class Orchestrator:
                 self.consumer.resume(assigned)
             self._paused = hold
             self._paused_at = self._assignments
-        msgs = next_batch(self.consumer, self.settings.batch_size, 0.05, self._touched)
+        # While a local call runs or its result is on its way, the wait for input also ends
+        # when the result's delivery is reported (see local_results.py).
+        results = None if local is None else local.results
+        woken = None
+        if local is not None and (local.awaiting_results or local.results.has_delivered()):
+            woken = local.results.has_delivered
+        msgs = next_batch(self.consumer, self.settings.batch_size, 0.05, self._touched, woken)
         if unsure:
             self._backlog += msgs  # fetched before the pause took effect
         else:
@@ -199,7 +208,17 @@ class Orchestrator:
                 msgs, self._backlog = self._backlog + msgs, []
             if msgs:
                 self.process(msgs)
-        self.producer.poll(0)
+        taken = 0
+        if results is not None:
+            delivered = results.take_delivered()
+            if delivered and not unsure:  # (when unsure, they are read in order later)
+                taken = self._apply_delivered(delivered)
+        if 0 < len(msgs) + taken < IDLE_BATCH and not self.producer.transactional:
+            # The consumer had no backlog: nothing will come to batch with what this batch
+            # produced, so it leaves now (one round trip) rather than after linger.ms.
+            self.producer.flush(IDLE_FLUSH_S)
+        else:
+            self.producer.poll(0)
         now = time.monotonic()
         if not unsure and self.checkpoints.due(now):
             self._checkpoint()
@@ -427,6 +446,8 @@ class Orchestrator:
             if part not in held or part in reread:
                 continue  # revoked while this record waited: its next owner reads it again
             offset = msg.offset()
+            if offset < positions.next.get(part, offset):
+                continue  # applied already, when its delivery was reported
             back = positions.gap(part, offset)
             if back is not None:  # see positions.py: read again once from the gap
                 self.counters.inc("input_gaps")
@@ -436,8 +457,28 @@ class Orchestrator:
                 reread.add(part)
                 continue
             value = msg.value()
-            decoded = local.sent_results.pop(value, None) if local is not None and value else None
+            decoded = local.results.event(value) if local is not None and value else None
             changed = step.handle(msg, decoded)
             if changed is not None:
                 checkpoints.applied(changed[0], part, offset, changed[1])
             positions.advance(part, offset)
+
+    def _apply_delivered(self, msgs: list[Any]) -> int:
+        """Apply results of the local executor reported delivered, each one only if it is the
+        next record of its partition here: nothing before it is unread, so this is the
+        order a reader of the partition sees. The others are applied when read."""
+        held, positions, local = self.ownership.epochs, self._positions, self.executor
+        assert local is not None
+        taken = 0
+        for msg in msgs:
+            part, offset = msg.partition(), msg.offset()
+            if part not in held or positions.next.get(part) != offset:
+                continue
+            changed = self.step.handle(msg, local.results.event(msg.value()))
+            if changed is not None:
+                self.checkpoints.applied(changed[0], part, offset, changed[1])
+            positions.advance(part, offset)
+            taken += 1
+        if taken:
+            self.counters.inc("results_applied_on_delivery", taken)
+        return taken

@@ -40,8 +40,9 @@ class Clients(Protocol):
     def group_consumer(self, role: str) -> Any:
         """The consumer of ``role``'s group (manual commits, cooperative-sticky)."""
 
-    def outbox(self, role: str) -> Outbox:
-        """``role``'s producer of everything but started marks and epoch markers."""
+    def outbox(self, role: str, successes: bool = False) -> Outbox:
+        """``role``'s producer of everything but started marks and epoch markers
+        (``successes``: see :class:`Outbox`)."""
 
     def marks_producer(self) -> Any:
         """An idempotent producer that sends at once (started marks, epoch markers): each
@@ -85,8 +86,8 @@ class KafkaClients:
             out[ev.session_id].append(ev)
         return out
 
-    def outbox(self, role: str) -> Outbox:
-        return Outbox(self.settings, role)
+    def outbox(self, role: str, successes: bool = False) -> Outbox:
+        return Outbox(self.settings, role, successes)
 
     def marks_producer(self) -> Any:
         from confluent_kafka import Producer

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from eddies.connectors.runtime.records import HEADERS
@@ -26,17 +26,31 @@ from eddies.events import AgentEvent, DecodeError, InputEvent, SignalEvent, deco
 PARTITION_EOF = -191
 TRANSPORT = -195
 ALL_BROKERS_DOWN = -187
+#: How often a wait for records checks whether it was woken (see next_batch).
+WOKEN_CHECK_S = 0.001
 
 
-def next_batch(consumer: Any, size: int, wait: float, touched: set[int] | None = None) -> list[Any]:
+def next_batch(consumer: Any, size: int, wait: float, touched: set[int] | None = None,
+               woken: Callable[[], bool] | None = None) -> list[Any]:
     """Up to ``size`` records: block up to ``wait`` for the first, then take only what has
     already been fetched. (``consume(size, timeout)`` would wait for a full batch.)
+    ``woken``: the wait also ends (with no records) within a millisecond of this turning
+    true, for what another thread hands the caller.
 
     ``touched``: the partitions the consumer's rebalance callbacks add to it. A callback
     served while the rest is taken may take the first record's partition (or give it
     anew); librdkafka drops what it fetched for a partition it no longer holds, but not the
     record it already handed out, so that one is left out then."""
-    first = consumer.poll(wait)
+    if woken is None:
+        first = consumer.poll(wait)
+    else:
+        first = consumer.poll(0)
+        deadline = time.monotonic() + wait
+        while first is None and not woken():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            first = consumer.poll(min(left, WOKEN_CHECK_S))
     if first is None:
         return []
     if size <= 1:

@@ -19,6 +19,12 @@ from eddies.connectors.runtime.settings import Settings
 log = logging.getLogger("eddies.worker")
 
 
+#: How long a role's loop waits for a flush when its input had no backlog: it sends what
+#: the turn produced at once instead of after linger.ms; unacknowledged records are not lost
+#: when it times out (they stay queued), so a broker that is cut off holds the loop no longer.
+IDLE_FLUSH_S = 0.05
+
+
 class DeliveryFailedError(RuntimeError):
     """A produced record was not delivered (after librdkafka's retries). Offsets must not
     be committed past the work that produced it: the role stops and a restart redoes it."""
@@ -41,11 +47,13 @@ class DeliveryErrors:
         self.what = what
         self.errors: list[str] = []
 
-    def config(self) -> dict[str, Any]:
-        """Producer settings that route failed deliveries here."""
-        return {"on_delivery": self._report, "delivery.report.only.error": True}
+    def config(self, successes: bool = False) -> dict[str, Any]:
+        """Producer settings that route failed deliveries here (``successes``: records
+        produced with an ``on_delivery`` of their own get their success reported to it)."""
+        return {"on_delivery": self.report, "delivery.report.only.error": not successes}
 
-    def _report(self, err: Any, msg: Any) -> None:
+    def report(self, err: Any, msg: Any) -> None:
+        """A delivery report (only failures are kept)."""
         if err is not None:
             self.errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
             log.error("%s: a record to %s[%s] was not delivered: %s", self.what, msg.topic(),
@@ -71,7 +79,9 @@ class Outbox:
     """produce / poll / flush, and ``commit(consumer)`` that makes the offsets of what was
     consumed durable together with what was produced."""
 
-    def __init__(self, settings: Settings, role: str) -> None:
+    def __init__(self, settings: Settings, role: str, successes: bool = False) -> None:
+        """``successes``: records produced with their own ``on_delivery`` get their
+        successful delivery reported (with partition and offset) to it, not only failures."""
         from confluent_kafka import Producer
 
         # Batching (linger) matters more than it seems: the broker's cost is mostly per
@@ -84,7 +94,7 @@ class Outbox:
         if self.transactional:
             conf["transactional.id"] = f"{settings.app}.{role}.{settings.transactional_slot}"
         self.delivery = DeliveryErrors(f"the {role}'s producer")
-        self.producer = Producer(settings.client_config(**conf, **self.delivery.config()))
+        self.producer = Producer(settings.client_config(**conf, **self.delivery.config(successes)))
         self._lock = threading.Lock()  # executor threads produce while the loop commits
         self._open = False
         if self.transactional:

@@ -68,6 +68,11 @@ def test_demo_scenario_end_to_end(settings: Settings, exactly_once: bool) -> Non
     # Role "all": the in-process executor got the requests in memory, not through the topic.
     assert worker.counters.get("calls_performed") == 3 * len(PROMPTS)
     assert not list(read_records(settings, TopicNames(settings.app).requests))
+    # Results were applied at their delivery report, not after a fetch brought them back
+    # (local_results.py); never under transactions, whose results are not visible until
+    # the transaction commits. Each applied once: the answers above are exactly these.
+    applied_early = worker.counters.get("results_applied_on_delivery")
+    assert applied_early == 0 if exactly_once else applied_early > 0
 
 
 def test_separate_orchestrator_and_executor_roles(settings: Settings) -> None:

@@ -50,7 +50,7 @@ def test_guard_fails_on_a_deliberately_slower_worker_hot_path(tmp_path: Path) ->
         "    return process(self, msgs)\n"
         "Orchestrator.process = slower\n")
     proc = _guard("--workloads", "worker", "--patch", str(slower))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # 2: it could not count
     assert "FAIL worker" in proc.stdout, proc.stdout
 
 

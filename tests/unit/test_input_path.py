@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 #: Files one one-turn input touches today; a change that adds one updates this number and
 #: the walk in docs/architecture.md in the same commit (and says why).
-MOST_FILES = 41
+MOST_FILES = 42
 
 
 def _traced() -> set[str]:

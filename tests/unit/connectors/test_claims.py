@@ -135,6 +135,8 @@ def test_skipped_offsets_are_re_read_only_on_the_embedded_broker_without_transac
 class _Sink:
     """A producer that keeps what it is given: (topic, value, key)."""
 
+    transactional = False
+
     def __init__(self) -> None:
         self.records: list[tuple[str, bytes | None, bytes | None]] = []
 
