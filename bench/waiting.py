@@ -5,7 +5,7 @@ one fresh embedded broker, one worker process (orchestrator and executor):
 
 1. ``--sessions`` prompts, half of them sleeping ``--sleep-s`` (a durable timer), half
    waiting for a signal without timeout;
-2. once every wait is issued: the worker's threads, resident memory and CPU over
+2. once every wait is issued and saved: the worker's threads, resident memory and CPU over
    ``--window-s`` seconds of waiting (the target: under 5% of one core, and no thread per
    waiting session);
 3. a signal sent to each signal-waiting session, and every session's answer awaited: how
@@ -35,6 +35,7 @@ from confluent_kafka import Producer
 from eddies import Agent, InputEvent, OutputEvent, action
 from eddies.connectors.runtime.client import input_event, next_batch, signal_event
 from eddies.connectors.runtime.records import HEADERS
+from eddies.connectors.runtime.settings import Settings
 from eddies.events import decode, encode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,7 +133,9 @@ def main() -> None:
             if issued < n:
                 raise RuntimeError(f"only {issued} of {n} waits issued")
             settled = time.time() - t0
-            time.sleep(2)  # the last snapshots and commits
+            # The waiting sessions are mid-run: saved snapshot_delay_ms after their last
+            # step (a one-off write of every session, not what waiting costs), then committed.
+            time.sleep(Settings().snapshot_delay_ms / 1000 + 2)
             st = status(worker.pid)
             cpu = cpu_over(worker.pid, args.window_s)
             idle_cpu = cpu_over(idle.pid, args.window_s / 3)

@@ -300,9 +300,7 @@ class Orchestrator:
                         "were restored here; marked again", sorted(moved))
             epochs.update(self.ownership.claim(moved))
             view = local.restore(numbers) if local is not None else self.clients.read_journal(numbers)
-        log.info("orchestrator assigned partitions %s: %d journal records, %d sessions (read in "
-                 "%.0f ms)", sorted(numbers), view.records, len(view.snapshots),
-                 (time.monotonic() - began) * 1000)
+        read = time.monotonic()
         if view.unreadable:
             log.error("%d records of %s have keys no worker writes; skipped", view.unreadable,
                       self.names.journal)
@@ -311,25 +309,32 @@ class Orchestrator:
                         "partition; refused", view.fenced, self.names.journal)
             self.counters.inc("records_fenced", view.fenced)
         restored = self._restore(numbers, view)
-        self.checkpoints.restored(view, [sid for sid in self.step.states
-                                         if partition_for(sid, self.settings.partitions) in numbers])
+        self.checkpoints.restored(view, restored)
         self.producer.flush(10)
+        done = time.monotonic()
+        log.info("orchestrator assigned partitions %s: %d journal records read in %.0f ms, "
+                 "%d sessions restored in %.0f ms", sorted(numbers), view.records,
+                 (read - began) * 1000, len(restored), (done - read) * 1000)
         self._assignments += 1
-        self.counters.inc("sessions_restored", restored)
+        self.counters.inc("sessions_restored", len(restored))
         self.assigned.set()
 
-    def _restore(self, numbers: set[int], view: JournalView) -> int:
+    def _restore(self, numbers: set[int], view: JournalView) -> list[str]:
         """Take the sessions of ``numbers`` from ``view`` (their journal read back): from
         their snapshots, or, where the newest snapshot was refused and the one kept is older
         (a compacted journal may keep only the refused one), from their history. Their calls
         without an outcome are issued again; those with one are expected past the committed
-        offset (see :meth:`_caught_up`). Returns how many sessions were restored."""
+        offset (see :meth:`_caught_up`). Returns the sessions restored."""
         seen = time.time() * 1000
         count = self.settings.partitions
         restored: dict[str, list[AgentEvent]] = {}
+        refused, restore = view.stale, self.step.restore
+        # The view holds the journal partitions of ``numbers`` only, where the workers put
+        # their sessions' records (journal_partition): no session's partition is computed
+        # here (murmur2 in Python, ~5 us: a third of a restore of 100k sessions).
         for sid, value in view.snapshots.items():
-            if partition_for(sid, count) in numbers and sid not in view.stale:
-                requests = self.step.restore(sid, state_of(value), seen)
+            if sid not in refused:
+                requests = restore(sid, state_of(value), seen)
                 if requests is not None:
                     restored[sid] = requests
         stale = [sid for sid in view.stale if partition_for(sid, count) in numbers]
@@ -364,7 +369,7 @@ class Orchestrator:
                 else:
                     self.router.request(req)
                 self.counters.inc("requests_reissued")
-        return len(restored)
+        return list(restored)
 
     def _caught_up(self, part: int, end: int) -> None:
         """The input of ``part`` was read to its end (``end``) after it was gained: a call

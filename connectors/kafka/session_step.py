@@ -196,7 +196,10 @@ class SessionStep:
 
     def drop(self, partitions: set[int], count: int) -> list[str]:
         """Forget the sessions of ``partitions`` (of ``count``); returns them."""
-        gone = [s for s in self.states if partition_for(s, count) in partitions]
+        if len(partitions) >= count:  # all of them (a worker that stops): no hashing
+            gone = list(self.states)
+        else:
+            gone = [s for s in self.states if partition_for(s, count) in partitions]
         for sid in gone:
             del self.states[sid]
             self.seen.pop(sid, None)
