@@ -38,6 +38,7 @@ from eddies.connectors.kafka.journal_tail import JournalTail
 from eddies.connectors.kafka.liveness import Liveness
 from eddies.connectors.kafka.local_results import LocalResults
 from eddies.connectors.kafka.ownership import MembershipCheck, confirm_membership
+from eddies.connectors.kafka.request_offsets import RequestOffsets
 from eddies.connectors.kafka.roles import RoleContext
 from eddies.connectors.kafka.stalls import StallGate
 from eddies.connectors.kafka.timekeeping import Timekeeper
@@ -96,7 +97,8 @@ class KafkaExecutor:
         #: confirmed: by this role's loop, or (local mode, ``gate`` given) by the
         #: orchestrator's, whose partitions these are.
         self.gate = gate or StallGate(ctx.stalls)
-        self._committed: dict[int, int] = {}  # APP.requests offsets committed last
+        #: Split mode: which APP.requests offsets may be committed.
+        self.offsets = RequestOffsets()
         self._touched: set[int] = set()  # partitions a rebalance callback took or gave
         #: Whether the group still counts this executor (split mode; ownership.py).
         self.membership = MembershipCheck(self.gate, self._ask_group, self._evicted, self._ping)
@@ -110,11 +112,9 @@ class KafkaExecutor:
         self.reread_gaps = ctx.membership.reread_gaps(s)
         self.tail = JournalTail(s, self.names.journal, retention_s=min(60.0, s.journal_retention_ms / 1000),
                                 reread_gaps=self.reread_gaps)
-        self._offsets: dict[int, dict[int, bool]] = {}  # partition -> offset -> done
         # Call threads report (APP.requests partition, offset, call, settled) here.
         self._done: queue.SimpleQueue[tuple[int | None, int, CallRef, bool]] = queue.SimpleQueue()
         self._per_thread = threading.local()  # a CallPerformer per call thread
-        self._pending_commit: dict[int, int] = {}  # partition -> next offset to commit
         self._interval = s.commit_interval_ms / 1000
         self._last_commit = time.monotonic()
         # Calls run on executor_concurrency threads fed by one queue (lighter per call than
@@ -152,7 +152,7 @@ class KafkaExecutor:
         #: Held requests released when due or dropped; calls abandoned at their timeout.
         self.timers = Timekeeper(counters=self.counters, dead_letters=self.dead_letters,
                                  held=self.held, deadlines=self.deadlines, lock=self._lock,
-                                 done=self._done, settle=self._settle, dispatch=self._dispatch,
+                                 done=self._done, settle=self.offsets.settle, dispatch=self._dispatch,
                                  send_result=self._send_result,
                                  journal_outcome=self.claims.journal_outcome,
                                  replace_thread=self._replace_thread)
@@ -264,17 +264,14 @@ class KafkaExecutor:
         self._touched |= numbers
         log.info("executor partitions revoked: %s", sorted(numbers))
         self.release(numbers)
-        for part in numbers:
-            self._offsets.pop(part, None)
-            self._pending_commit.pop(part, None)
-            self._committed.pop(part, None)
+        self.offsets.forget(numbers)
 
     def _ask_group(self) -> tuple[dict[int, int], bool | None]:
         """(The partitions owned; whether the group still counts this executor as a
         member): see ownership.py."""
         held = set(self.owned)
         return dict.fromkeys(held, 0), confirm_membership(self.consumer, self.names.requests,
-                                                          held, self._committed)
+                                                          held, self.offsets.committed)
 
     def _ping(self, timeout: float) -> object:
         """A cheap round trip to the brokers: the requests topic's metadata."""
@@ -298,7 +295,7 @@ class KafkaExecutor:
         part, offset = msg.partition(), msg.offset()
         if part not in self.owned:
             return  # revoked while this request waited: its next owner reads it again
-        self._offsets.setdefault(part, {})[offset] = False
+        self.offsets.read(part, offset)
         if header(msg.headers(), CANCEL_HEADER) is not None:
             self.timers.cancel(msg, part, offset)
             return
@@ -310,24 +307,17 @@ class KafkaExecutor:
         except DecodeError as err:
             self.dead_letters.write(msg.value(), msg.key(), f"undecodable request: {err}",
                                     source=msg)
-            self._settle(part, offset)
+            self.offsets.settle(part, offset)
             return
         with self._lock:
             self._dispatch(request, part, offset, msg.timestamp()[1])
-
-    def _settle(self, part: int | None, offset: int) -> None:
-        """A request needs no more work: its APP.requests offset may be committed."""
-        if part is not None:
-            offsets = self._offsets.get(part)
-            if offsets is not None and offset in offsets:
-                offsets[offset] = True
 
     def _answer(self, result: AgentEvent, part: int | None, offset: int,
                 data: bytes | None = None) -> None:
         """Answer a request without performing it (``data``: ``result`` encoded, if it is)."""
         self._send_result(result, data)
         self._uncommitted = True
-        self._settle(part, offset)
+        self.offsets.settle(part, offset)
 
     def _dispatch(self, request: AgentEvent, part: int | None, offset: int, produced_ms: int) -> None:
         """Decide a request (under ``_lock``): answer it from the journal, wait for another
@@ -336,7 +326,7 @@ class KafkaExecutor:
         assert isinstance(req, DurableCallRequest)
         ref = (req.call_id, req.attempt)
         if ref in self.held:  # a re-issued request for a call held here: that one counts
-            self._settle(part, offset)
+            self.offsets.settle(part, offset)
             return
         if req.not_before is not None and req.not_before > time.time() * 1000:
             # A timer, or a signal wait's deadline: held without a thread until it is due
@@ -344,12 +334,12 @@ class KafkaExecutor:
             self.held.hold(req.not_before, ref, (request, part, offset, produced_ms))
             return
         if ref in self.inflight:  # a re-issued request for a call already queued or running here
-            self._settle(part, offset)
+            self.offsets.settle(part, offset)
             return
         with self.tail.lock:
             verdict, recorded = self.claims.verdict(request, part, offset)
         if verdict == "duplicate":  # the call is watched already: that request answers
-            self._settle(part, offset)
+            self.offsets.settle(part, offset)
             return
         if verdict == "watched":  # settled when its outcome arrives or its wait ends
             return
@@ -502,22 +492,17 @@ class KafkaExecutor:
                 if part is None:
                     self._uncommitted = True
                 elif settled:
-                    self._settle(part, offset)
+                    self.offsets.settle(part, offset)
                 self.inflight.discard(ref)
                 try:
                     item = done.get_nowait()
                 except queue.Empty:
                     item = None
             self.claims.answer_watched(now)
-            for part, offsets in self._offsets.items():  # advance over the done prefix
-                while offsets:
-                    first = next(iter(offsets))
-                    if not offsets[first]:
-                        break
-                    offsets.pop(first)
-                    self._pending_commit[part] = first + 1
+            if self.consumer is not None:  # (local requests come in memory: no offsets)
+                self.offsets.advance()
         # Local results need no offsets, only the transaction (if any) committed.
-        work = self._pending_commit or (self._uncommitted and self.producer.transactional)
+        work = self.offsets.pending or (self._uncommitted and self.producer.transactional)
         due = work and now - self._last_commit >= self._interval
         if not force and not due:
             if drained and not self.inflight and not self.producer.transactional:
@@ -527,9 +512,7 @@ class KafkaExecutor:
             else:
                 self.producer.poll(0)
             return
-        commits = [TopicPartition(self.names.requests, p, o) for p, o in self._pending_commit.items()]
-        self._committed.update(self._pending_commit)
-        self._pending_commit.clear()
+        commits = [TopicPartition(self.names.requests, p, o) for p, o in self.offsets.take().items()]
         self._uncommitted = False
         self._last_commit = now
         try:  # results durable before their requests are committed
