@@ -167,8 +167,9 @@ class MemoryProducer:
             partition = partition_for(key.decode(), count) if key is not None else 0
         record = self.broker.append(topic, partition, key, value, headers, timestamp)
         self.produced += 1
-        if on_delivery is not None:
-            self._reports.append(_Delivery(on_delivery, record))
+        if on_delivery is not None:  # as librdkafka's, a delivery report has no headers
+            self._reports.append(_Delivery(on_delivery, Record(
+                topic, partition, record.offset(), key, value, None, record.timestamp()[1])))
 
     def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
         return topic

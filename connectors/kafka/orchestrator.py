@@ -475,11 +475,18 @@ class Orchestrator:
         held, positions, local = self.ownership.epochs, self._positions, self.executor
         assert local is not None
         taken = 0
+        results = local.results
         for msg in msgs:
             part, offset = msg.partition(), msg.offset()
             if part not in held or positions.next.get(part) != offset:
                 continue
-            changed = self.step.handle(msg, local.results.event(msg.value()))
+            # Only with the event kept when it was signed here: a delivery report carries no
+            # headers, so a record whose event is gone (the same bytes sent twice, say, a
+            # result sent again from the journal) could not show its signature. Read, it can.
+            event = results.event(msg.value())
+            if event is None:
+                continue
+            changed = self.step.handle(msg, event)
             if changed is not None:
                 self.checkpoints.applied(changed[0], part, offset, changed[1])
             positions.advance(part, offset)

@@ -149,3 +149,54 @@ def _diagnose(settings: Settings, missing: set[tuple[str, int]], log: Path) -> s
 def http_calculator_for_replay() -> object:
     os.environ.setdefault("TEST_OPENAI_BASE", "http://127.0.0.1:9/v1")  # never called
     return http_calculator()
+
+
+def test_workers_killed_again_and_again_dead_letter_no_result(settings: Settings, tmp_path: Path) -> None:
+    """Two workers with both roles, one SIGKILLed every ~2 s and started again while prompts
+    keep coming: each restart restores sessions and sends results again from the journal,
+    and results reach an orchestrator both as records and as delivery reports (which carry
+    no headers). Every answer comes once, every result record is signed, and no result is
+    dead-lettered (a result applied from its delivery report without the event this process
+    kept could not show its signature: 23-139 dead letters in 60 s before the fix)."""
+    import random
+
+    from eddies.connectors.runtime.client import read_records
+    from eddies.connectors.runtime.records import header
+    from eddies.connectors.runtime.signing import DEV_KEY, SIGNATURE_HEADER, ResultSigner
+    from eddies.events import DurableCallResult, decode
+    from tests.integration.workers import start_worker, stop_worker
+
+    names = TopicNames(settings.app)
+    logs = [tmp_path / f"w{i}.log" for i in range(2)]
+    workers = [start_worker(settings, "eddies.demo:calculator_agent", log) for log in logs]
+    rnd = random.Random(31)
+    prod = producer(settings)
+    sent = 0
+    try:
+        began = time.monotonic()
+        next_kill = began + 2.0
+        while time.monotonic() - began < 20:
+            send_input(settings, f"k{sent % 30}", f"What is {sent} + 1?", prod=prod)
+            sent += 1
+            prod.poll(0)
+            time.sleep(0.02)
+            if time.monotonic() >= next_kill:
+                i = rnd.randrange(2)
+                workers[i].kill()
+                workers[i].wait(10)
+                workers[i] = start_worker(settings, "eddies.demo:calculator_agent", logs[i])
+                next_kill = time.monotonic() + rnd.uniform(1.5, 3.0)
+        prod.flush(30)
+        got = _wait(settings, sent, timeout=120)
+    finally:
+        for w in workers:
+            stop_worker(w)
+    runs = Counter((e.session_id, e.run) for e in {e.event_id: e for e in got}.values())
+    assert sum(runs.values()) == sent and max(runs.values()) == 1, (sent, len(got))
+    dead = list(read_records(settings, names.dlq))
+    assert not dead, [dict(m.headers() or []) for m in dead[:3]]
+    signer = ResultSigner([DEV_KEY])
+    results = [m for m in read_records(settings, names.input)
+               if isinstance(decode(m.value()).payload, DurableCallResult)]
+    assert len(results) >= sent  # a model call per input at least
+    assert all(signer.verify(m.value(), header(m.headers(), SIGNATURE_HEADER)) for m in results)
