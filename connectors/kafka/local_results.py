@@ -4,7 +4,9 @@ With ``role = "all"`` a call result still goes through APP.input (one partition 
 decides what a session sees), but the orchestrator need not wait for a fetch to bring it
 back: the result's delivery report carries its partition and offset, and the orchestrator
 applies it at once when it is the next record of that partition (nothing unread before
-it); otherwise the record is applied when it is read, as any other. On the embedded broker,
+it) and its event is still kept here (a delivery report has no headers: only the kept
+event vouches that this process signed those bytes); otherwise the record is applied when
+it is read, as any other. On the embedded broker,
 whose fetches do not return early when a record arrives, that saves half of
 ``fetch_wait_ms`` per call on average. Either way the orchestrator takes the event object
 kept here by the record's bytes instead of decoding the record.
