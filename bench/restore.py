@@ -13,8 +13,10 @@ embedded broker, for each size N, an app of one partition:
    (next to the same worker's on the template's app, with one session).
 
 The sessions are idle (each answered its turn and waits for its next input), the common
-case of a busy partition. Target (issue 31): 100k sessions per partition restored in
-under 2 s.
+case of a busy partition; with ``--waiting``, each sleeps on a durable timer an hour long
+(``bench/waiting.py``'s agent): a restore then also issues each session's timer request
+again, which the worker's executor holds until it is due. Target (issue 31): 100k
+sessions per partition restored in under 2 s.
 """
 
 from __future__ import annotations
@@ -43,9 +45,20 @@ assert _spec is not None and _spec.loader is not None
 kb: Any = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(kb)
 
+
+def count_waits(reader: Any, want: int, timeout_s: float) -> int:
+    """bench/waiting.py's count of timer and signal requests issued."""
+    spec = importlib.util.spec_from_file_location("bench_waiting", ROOT / "bench" / "waiting.py")
+    assert spec is not None and spec.loader is not None
+    waiting: Any = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(waiting)
+    return int(waiting.count_waits(reader, want, timeout_s))
+
 #: The template's session id; every clone's has the same length (the state's JSON is
 #: edited by replacing it).
 TEMPLATE = "r000000000"
+#: The agent of the sessions and the input of the template's (see --waiting).
+AGENT, PROMPT = "eddies.demo:one_turn_agent", "hello"
 ASSIGNED = re.compile(r"journal records read in (\d+) ms, (\d+) sessions restored in (\d+) ms")
 
 
@@ -54,7 +67,7 @@ def start_worker(bootstrap: str, app: str, log: Path) -> subprocess.Popen[bytes]
                EDDIES_LOG_LEVEL="INFO")
     return subprocess.Popen(
         [sys.executable, "-m", "eddies", "worker", "--app", app, "--bootstrap-servers", bootstrap,
-         "--partitions", "1", "--agent", "eddies.demo:one_turn_agent"],
+         "--partitions", "1", "--agent", AGENT],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
 
 
@@ -98,9 +111,18 @@ def template(bootstrap: str, logs: Path) -> tuple[TopicNames, bytes, bytes, floa
     reader.assign([kb.TopicPartition(names.output, 0, kb.OFFSET_BEGINNING)])
     try:
         wait_assigned(worker, log, 90)
-        send_input(settings, TEMPLATE, "hello")
-        if kb.wait_outputs(reader, 1, 30) != 1:
-            raise RuntimeError("the template session did not answer")
+        send_input(settings, TEMPLATE, PROMPT)
+        if AGENT == "eddies.demo:one_turn_agent":
+            if kb.wait_outputs(reader, 1, 30) != 1:
+                raise RuntimeError("the template session did not answer")
+        else:  # sleeping: its timer request issued
+            events = kb.output_reader(bootstrap, names, names.events)
+            events.assign([kb.TopicPartition(names.events, 0, kb.OFFSET_BEGINNING)])
+            try:
+                if count_waits(events, 1, 30) != 1:
+                    raise RuntimeError("the template session did not start its timer")
+            finally:
+                events.close()
     finally:
         reader.close()
         stop(worker)  # a stopping worker saves its sessions
@@ -158,16 +180,22 @@ def measure(bootstrap: str, n: int, key: bytes, value: bytes, logs: Path) -> dic
 
 
 def main() -> None:
+    global AGENT, PROMPT
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10000,100000",
                         help="comma-separated session counts (one partition each)")
+    parser.add_argument("--waiting", action="store_true",
+                        help="sessions sleeping on an hour-long durable timer, not idle ones")
     args = parser.parse_args()
+    if args.waiting:
+        AGENT, PROMPT = "bench.waiting:waiting_agent", {"sleep_s": 3600}
     sizes = [int(s) for s in args.sizes.split(",")]
     logs = Path(os.environ.get("BENCH_LOG_DIR", "/tmp")) / f"eddies-restore-{os.getpid()}"
     logs.mkdir(parents=True, exist_ok=True)
     with kb.EmbeddedBroker() as broker:
         _, key, value, base = template(broker.bootstrap, logs)
-        print(f"one partition, idle one-turn sessions; a snapshot is {len(value)} bytes; a "
+        kind = "sessions waiting on a timer" if args.waiting else "idle one-turn sessions"
+        print(f"one partition, {kind}; a snapshot is {len(value)} bytes; a "
               f"worker holding one session: {base:.0f} MB resident")
         for n in sizes:
             r = measure(broker.bootstrap, n, key, value, logs)
