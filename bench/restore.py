@@ -164,9 +164,7 @@ def fill(bootstrap: str, journal: str, key: bytes, value: bytes, n: int) -> None
 def measure(bootstrap: str, n: int, key: bytes, value: bytes, logs: Path) -> dict[str, float]:
     names = TopicNames(f"restore{uuid.uuid4().hex[:6]}")
     ensure_topics(AdminClient({"bootstrap.servers": bootstrap}), names, 1)
-    t0 = time.monotonic()
     fill(bootstrap, names.journal, key, value, n)
-    filled = time.monotonic() - t0
     log = logs / f"{names.app}.log"
     worker = start_worker(bootstrap, names.app, log)
     try:
@@ -176,7 +174,7 @@ def measure(bootstrap: str, n: int, key: bytes, value: bytes, logs: Path) -> dic
         stop(worker)
     if count != n:
         raise RuntimeError(f"restored {count} sessions of {n}")
-    return {"read_ms": read_ms, "restore_ms": restore_ms, "rss_mb": rss, "fill_s": filled}
+    return {"read_ms": read_ms, "restore_ms": restore_ms, "rss_mb": rss}
 
 
 def main() -> None:

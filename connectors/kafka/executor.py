@@ -460,15 +460,14 @@ class KafkaExecutor:
         # Signed: the orchestrator accepts results from executors only (connectors/runtime/signing.py).
         headers = [*HEADERS, (SIGNATURE_HEADER, self.signer.sign(data))]
         key = result.session_id.encode()
-        if not self.local:
-            produce(self.producer, self.names.input, data, key, headers=headers)
-        elif self.producer.transactional:  # delivered is not yet committed: read back only
-            self.results.sent(data, result)
-            produce(self.producer, self.names.input, data, key, headers=headers)
-        else:
+        if self.local and not self.producer.transactional:
             self.results.sent(data, result, reported=True)
             produce(self.producer, self.names.input, data, key, headers=headers,
                     on_delivery=self.results.delivered)
+            return
+        if self.local:  # under transactions delivered is not yet committed: read back only
+            self.results.sent(data, result)
+        produce(self.producer, self.names.input, data, key, headers=headers)
 
     @property
     def awaiting_results(self) -> bool:

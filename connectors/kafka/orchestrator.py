@@ -196,10 +196,11 @@ class Orchestrator:
             self._paused_at = self._assignments
         # While a local call runs or its result is on its way, the wait for input also ends
         # when the result's delivery is reported (see local_results.py).
-        results = None if local is None else local.results
-        woken = None
-        if local is not None and (local.awaiting_results or local.results.has_delivered()):
-            woken = local.results.has_delivered
+        results, woken = None, None
+        if local is not None:
+            results = local.results
+            if local.awaiting_results or results.has_delivered():
+                woken = results.has_delivered
         msgs = next_batch(self.consumer, self.settings.batch_size, 0.05, self._touched, woken)
         if unsure:
             self._backlog += msgs  # fetched before the pause took effect
@@ -308,7 +309,7 @@ class Orchestrator:
             log.warning("%d records of %s were written by workers that had lost their "
                         "partition; refused", view.fenced, self.names.journal)
             self.counters.inc("records_fenced", view.fenced)
-        restored = self._restore(numbers, view)
+        restored = self._restore(view)
         self.checkpoints.restored(view, restored)
         self.producer.flush(10)
         done = time.monotonic()
@@ -319,8 +320,8 @@ class Orchestrator:
         self.counters.inc("sessions_restored", len(restored))
         self.assigned.set()
 
-    def _restore(self, numbers: set[int], view: JournalView) -> list[str]:
-        """Take the sessions of ``numbers`` from ``view`` (their journal read back): from
+    def _restore(self, view: JournalView) -> list[str]:
+        """Take the sessions of ``view`` (the journal of the partitions gained, read back): from
         their snapshots, or, where the newest snapshot was refused and the one kept is older
         (a compacted journal may keep only the refused one), from their history. Their calls
         without an outcome are issued again; those with one are expected past the committed
@@ -329,15 +330,15 @@ class Orchestrator:
         count = self.settings.partitions
         restored: dict[str, list[AgentEvent]] = {}
         refused, restore = view.stale, self.step.restore
-        # The view holds the journal partitions of ``numbers`` only, where the workers put
-        # their sessions' records (journal_partition): no session's partition is computed
-        # here (murmur2 in Python, ~5 us: a third of a restore of 100k sessions).
+        # The view holds the journal partitions gained only, where the workers put their
+        # sessions' records (journal_partition): no session's partition is computed to
+        # choose them (murmur2 in Python, ~5 us: a third of a restore of 100k sessions).
         for sid, value in view.snapshots.items():
             if sid not in refused:
                 requests = restore(sid, state_of(value), seen)
                 if requests is not None:
                     restored[sid] = requests
-        stale = [sid for sid in view.stale if partition_for(sid, count) in numbers]
+        stale = list(refused)
         if stale:
             log.warning("%d sessions' newest snapshots were written by a worker that had lost "
                         "their partition; rebuilt from their history: %s", len(stale),
@@ -481,8 +482,9 @@ class Orchestrator:
             if part not in held or positions.next.get(part) != offset:
                 continue
             # Only with the event kept when it was signed here: a delivery report carries no
-            # headers, so a record whose event is gone (the same bytes sent twice, say, a
-            # result sent again from the journal) could not show its signature. Read, it can.
+            # headers, so a record whose event is gone (taken when the record was read and
+            # applied in an earlier tenure of the partition) could not show its signature.
+            # Read, it can.
             event = results.event(msg.value())
             if event is None:
                 continue
