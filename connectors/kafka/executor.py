@@ -100,6 +100,8 @@ class KafkaExecutor:
         #: Split mode: which APP.requests offsets may be committed.
         self.offsets = RequestOffsets()
         self._touched: set[int] = set()  # partitions a rebalance callback took or gave
+        #: The member id the group gave what is owned under (see confirm_membership).
+        self._member: str | None = None
         #: Whether the group still counts this executor (split mode; ownership.py).
         self.membership = MembershipCheck(self.gate, self._ask_group, self._evicted, self._ping)
         #: Which claimants of watched calls left the app's groups (dead or cut off).
@@ -251,6 +253,7 @@ class KafkaExecutor:
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         self._touched |= {tp.partition for tp in partitions}
+        self._member = consumer.memberid()
         numbers = {tp.partition for tp in partitions} - self.owned
         if numbers:
             view = self.restore(numbers)
@@ -270,8 +273,8 @@ class KafkaExecutor:
         """(The partitions owned; whether the group still counts this executor as a
         member): see ownership.py."""
         held = set(self.owned)
-        return dict.fromkeys(held, 0), confirm_membership(self.consumer, self.names.requests,
-                                                          held, self.offsets.committed)
+        return dict.fromkeys(held, 0), confirm_membership(
+            self.consumer, self.names.requests, held, self.offsets.committed, self._member)
 
     def _ping(self, timeout: float) -> object:
         """A cheap round trip to the brokers: the requests topic's metadata."""

@@ -326,6 +326,11 @@ class MemoryConsumer:
         for tp in offsets or []:
             self.broker.committed[(self.group, tp.topic, tp.partition)] = tp.offset
 
+    def memberid(self) -> str | None:
+        # librdkafka forgets its member id when it finds itself evicted, and gets a new one
+        # when it joins again.
+        return None if self.evicted else f"{self.group}-{self.evictions}"
+
     def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
         k = _kafka()
         if self.unreachable:

@@ -131,6 +131,8 @@ class Orchestrator:
         self._executor: KafkaExecutor | None = None
         # Partitions a rebalance callback took or gave during the current batch.
         self._touched: set[int] = set()
+        #: The member id the group gave what is held under (see confirm_membership).
+        self._member: str | None = None
         self._paused = False  # input paused (busy local executor, or ownership in doubt)
         self._paused_at = 0  # self._assignments when it was paused
         self._next_lag = 0.0
@@ -248,7 +250,7 @@ class Orchestrator:
         member): see ownership.py."""
         held = dict(self.ownership.epochs)
         return held, confirm_membership(self.consumer, self.names.input, set(held),
-                                        self.checkpoints.committed)
+                                        self.checkpoints.committed, self._member)
 
     def _ping(self, timeout: float) -> object:
         """A cheap round trip to the brokers: the input topic's metadata."""
@@ -278,6 +280,7 @@ class Orchestrator:
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         numbers = {tp.partition for tp in partitions}
         self._touched |= numbers
+        self._member = consumer.memberid()
         again = numbers & self.ownership.held
         if again:  # given anew without being taken first: what is held of them is stale
             log.warning("orchestrator partitions %s assigned again before they were revoked or "

@@ -14,8 +14,11 @@ Example::
 
     ownership = Ownership(ORCHESTRATOR, claimant, names.journal, marks, stalls)
     epochs = ownership.claim({0, 1})          # markers written, their offsets returned
+    member = consumer.memberid()              # (in the assignment's callback)
+    ...
     if ownership.gate.unsure():               # a stall since the last confirmation
-        answer = confirm_membership(consumer, names.input, ownership.held, committed)
+        answer = confirm_membership(consumer, names.input, ownership.held, committed,
+                                    member)
 """
 
 from __future__ import annotations
@@ -96,18 +99,26 @@ class Ownership:
 
 
 def confirm_membership(consumer: Any, topic: str, held: set[int],
-                       committed: dict[int, int]) -> bool | None:
+                       committed: dict[int, int], member: str | None = None) -> bool | None:
     """Commit again, synchronously, the offsets of ``held`` partitions of ``topic`` that were
     committed last (``committed``, completed from the group's where it has none): True when
     the broker took them, or answered that a rebalance is in progress (this consumer is
     still a member: what it holds stays its own until it revokes it), False when it
     refused them because it evicted this member (its partitions are gone), None when there
     is no answer (the brokers out of reach). Call it on the thread that polls ``consumer``:
-    from another, librdkafka's requests can wait for seconds."""
+    from another, librdkafka's requests can wait for seconds.
+
+    ``member`` is the member id the consumer had when it was given ``held``. A consumer
+    that stood still or was cut off past its session timeout gives that membership up and
+    joins again under a new id, and a broker takes a commit from any member of the group,
+    for any partition, even one another member holds (both brokers do): an answer to
+    another member id says nothing of ``held`` (False)."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     if not held:
         return True
+    if member is not None and consumer.memberid() != member:
+        return False
     try:
         missing = sorted(held - set(committed))
         if missing:  # nothing committed here yet: the group's offsets (0: none)
@@ -123,9 +134,10 @@ def confirm_membership(consumer: Any, topic: str, held: set[int],
             # Still a member, in the middle of a rebalance: cooperative rebalancing gives a
             # member's partitions to another only after that member revoked them (a member
             # that stopped answering is evicted first: UNKNOWN_MEMBER_ID).
-            return True
+            return member is None or consumer.memberid() == member
         return None
-    return True
+    # (It may have joined again while the commit waited.)
+    return member is None or consumer.memberid() == member
 
 
 class MembershipCheck:
