@@ -26,6 +26,7 @@ from eddies.engine import (
     DurableCall,
     DurableCallError,
     DurableCallUnknownError,
+    EmbeddingModelSetup,
     FunctionTool,
     JournalMismatchError,
     McpServer,
@@ -66,6 +67,7 @@ from eddies.events import (
 
 if TYPE_CHECKING:
     from eddies.connectors.local import LocalRunner, RunFailedError
+    from eddies.connectors.models.embeddings import LiteLLMEmbeddingModel, OfflineEmbeddingModel
     from eddies.connectors.models.scripted import ScriptedChatModel
     from eddies.connectors.remote.external_subagents import A2ASubagentSetup, HttpSubagentSetup
 
@@ -74,7 +76,9 @@ __version__ = "0.1.0"
 _LAZY = {
     "A2ASubagentSetup": "eddies.connectors.remote.external_subagents",
     "HttpSubagentSetup": "eddies.connectors.remote.external_subagents",
+    "LiteLLMEmbeddingModel": "eddies.connectors.models.embeddings",
     "LocalRunner": "eddies.connectors.local",
+    "OfflineEmbeddingModel": "eddies.connectors.models.embeddings",
     "RunFailedError": "eddies.connectors.local",
     "ScriptedChatModel": "eddies.connectors.models.scripted",
 }
@@ -105,15 +109,18 @@ __all__ = [
     "DurableCall",
     "DurableCallError",
     "DurableCallUnknownError",
+    "EmbeddingModelSetup",
     "Event",
     "FunctionTool",
     "HttpSubagentSetup",
     "InputEvent",
     "JournalMismatchError",
+    "LiteLLMEmbeddingModel",
     "LocalRunner",
     "McpServer",
     "McpTool",
     "MessageRole",
+    "OfflineEmbeddingModel",
     "Outcome",
     "OutputEvent",
     "PlanError",

@@ -17,6 +17,7 @@ from .durable import (
     SubagentTimeoutError,
     function_name,
 )
+from .embeddings import EmbeddingModelConnection, EmbeddingModelSetup
 from .journal import Journal
 from .machine import SessionMachine, UnsupportedEventError
 from .plan import AgentPlan, PlanError
@@ -38,6 +39,8 @@ __all__ = [
     "DurableCall",
     "DurableCallError",
     "DurableCallUnknownError",
+    "EmbeddingModelConnection",
+    "EmbeddingModelSetup",
     "FunctionTool",
     "Journal",
     "JournalMismatchError",

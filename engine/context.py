@@ -31,6 +31,7 @@ from .calls import (
     timer_spec,
 )
 from .durable import DurableCall, function_name
+from .embeddings import EmbeddingModelHandle
 from .handles import ChatModelHandle, ToolHandle, call_tools
 from .memory import Memory, Metrics
 from .resources import ResourceType
@@ -140,8 +141,9 @@ class RunnerContext:
         self._step.sent.append(event)
 
     def get_resource(self, name: str, resource_type: ResourceType | None = None) -> Any:
-        """A resource by name. Chat models and tools come back as handles whose calls are
-        durable: ``ctx.get_resource("llm", ResourceType.CHAT_MODEL).chat(messages)``."""
+        """A resource by name. Chat models, embedding models and tools come back as
+        handles whose calls are durable:
+        ``ctx.get_resource("llm", ResourceType.CHAT_MODEL).chat(messages)``."""
         entry = self._step.plan.resources.get(name)
         if entry is None:
             raise KeyError(f"resource {name!r} is not defined")
@@ -152,6 +154,8 @@ class RunnerContext:
             return ChatModelHandle(self._step, name, obj)
         if rtype is ResourceType.TOOL:
             return ToolHandle(self._step, name, obj.idempotent)
+        if rtype is ResourceType.EMBEDDING_MODEL:
+            return EmbeddingModelHandle(self._step, name, obj)
         if rtype is ResourceType.AGENT:
             return Subagent(name, obj.description, obj if isinstance(obj, SubagentSetup) else None)
         return obj

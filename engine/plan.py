@@ -17,6 +17,7 @@ from eddies.events import CallKind, Event
 from .agent import ActionSpec, Agent, PlanError, Resource
 from .budgets import Budget, budgets
 from .chat import builtin_actions
+from .embeddings import EmbeddingModelSetup
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool, RemoteTool, remote_names, remote_tools
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
@@ -199,7 +200,7 @@ class AgentPlan:
         the agent's config for its kind (None: no limit)."""
         own = None
         entry = self.resources.get(target)
-        if entry is not None and kind in (CallKind.TOOL, CallKind.CHAT_MODEL):
+        if entry is not None and kind in (CallKind.TOOL, CallKind.CHAT_MODEL, CallKind.EMBEDDING):
             own = getattr(entry[1], "timeout_ms", None)
         elif entry is not None and kind is CallKind.SUBAGENT and isinstance(entry[1], SubagentSetup):
             own = round(entry[1].timeout_of(kwargs) * 1000) + SUBAGENT_GRACE_MS
@@ -284,6 +285,12 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
             raise PlanError(f"resource {res.name!r}: a CHAT_MODEL must be a ChatModelSetup")
         if res.type is ResourceType.CHAT_MODEL_CONNECTION and not callable(getattr(obj, "chat", None)):
             raise PlanError(f"resource {res.name!r}: a CHAT_MODEL_CONNECTION needs a chat() method")
+        if res.type is ResourceType.EMBEDDING_MODEL and not isinstance(obj, EmbeddingModelSetup):
+            raise PlanError(f"resource {res.name!r}: an EMBEDDING_MODEL must be an EmbeddingModelSetup")
+        if (res.type is ResourceType.EMBEDDING_MODEL_CONNECTION
+                and not callable(getattr(obj, "embed", None))):
+            raise PlanError(f"resource {res.name!r}: an EMBEDDING_MODEL_CONNECTION needs an embed() "
+                            "method")
         out[res.name] = (res.type, obj)
     own = set(out)
     out = {**{k: v for k, v in inherited.items() if k not in own}, **out}
@@ -291,6 +298,11 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
         if name in own and isinstance(obj, McpTool | A2aTool):
             _add_remote_tools(out, name, obj)
     for name, (rtype, obj) in out.items():
+        if rtype is ResourceType.EMBEDDING_MODEL and name in own:
+            conn = out.get(obj.connection)
+            if conn is None or conn[0] is not ResourceType.EMBEDDING_MODEL_CONNECTION:
+                raise PlanError(f"resource {name!r}: connection {obj.connection!r} is not an "
+                                "EMBEDDING_MODEL_CONNECTION resource of this agent")
         if rtype is not ResourceType.CHAT_MODEL or name not in own:  # inherited: checked above
             continue
         conn = out.get(obj.connection)

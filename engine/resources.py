@@ -29,6 +29,7 @@ class ResourceType(enum.StrEnum):
     CHAT_MODEL_CONNECTION = "chat_model_connection"
     TOOL = "tool"
     EMBEDDING_MODEL = "embedding_model"
+    EMBEDDING_MODEL_CONNECTION = "embedding_model_connection"
     VECTOR_STORE = "vector_store"
     PROMPT = "prompt"
     MCP_SERVER = "mcp_server"

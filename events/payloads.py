@@ -92,6 +92,7 @@ class CallKind(enum.StrEnum):
     RECONCILE = "RECONCILE"
     TIMER = "TIMER"  # answered at its not_before time
     SIGNAL = "SIGNAL"  # answered by a SignalEvent, or a TimeoutError at not_before
+    EMBEDDING = "EMBEDDING"  # texts made into vectors by an embedding model
 
 
 class CallStatus(enum.StrEnum):

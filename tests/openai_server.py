@@ -1,14 +1,18 @@
-"""A local OpenAI-compatible chat-completions server for tests (real HTTP, stdlib only).
+"""A local OpenAI-compatible chat-completions and embeddings server for tests (real HTTP,
+stdlib only).
 
 Policy, like the scripted model: if tools are offered and the last message is not a tool
 result, call the first tool with the JSON object in the last user message; otherwise
-answer with the last tool result. Every request is recorded, so tests can count calls.
+answer with the last tool result. Embeddings: each input's vector is drawn from its
+SHA-256 (``dimensions`` of them, 8 by default), one token per word. Every request is
+recorded, so tests can count calls.
 
 Run standalone: ``python -m tests.openai_server PORT [DELAY_S]``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import threading
@@ -16,6 +20,23 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+def vector_of(text: str, dimensions: int = 8) -> list[float]:
+    """The vector the server gives ``text``: from its SHA-256, in [-1, 1)."""
+    raw = hashlib.sha256(text.encode()).digest()
+    return [round(raw[i % 32] / 128 - 1, 6) for i in range(dimensions)]
+
+
+def embeddings_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI ``/v1/embeddings`` answer for ``body``."""
+    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+    dims = int(body.get("dimensions") or 8)
+    tokens = sum(len(str(t).split()) for t in texts)
+    return {"object": "list", "model": body.get("model", "test"),
+            "data": [{"object": "embedding", "index": i, "embedding": vector_of(str(t), dims)}
+                     for i, t in enumerate(texts)],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
 class OpenAIServer:
@@ -50,7 +71,7 @@ class OpenAIServer:
                 if server.delay:
                     time.sleep(server.delay)
                 failure = server.next_failure()
-                too_long = failure is None and server.too_long(body)
+                too_long = failure is None and "messages" in body and server.too_long(body)
                 if too_long:
                     failure = (400, {}, "This model's maximum context length is exceeded: "
                                         "context_length_exceeded")
@@ -64,6 +85,9 @@ class OpenAIServer:
                     self.send_response(status)
                     for name, value in headers.items():
                         self.send_header(name, value)
+                elif self.path.endswith("/embeddings"):
+                    data = json.dumps(embeddings_reply(body)).encode()
+                    self.send_response(200)
                 else:
                     data = json.dumps(server.reply(body)).encode()
                     self.send_response(200)
@@ -103,7 +127,7 @@ class OpenAIServer:
     def record(self, body: dict[str, Any]) -> None:
         with self._lock:
             self.requests.append(body)
-            if self.log_path:
+            if self.log_path and "messages" in body:
                 with open(self.log_path, "a") as fh:
                     fh.write(json.dumps(body["messages"], sort_keys=True) + "\n")
 

@@ -1,6 +1,6 @@
 """Agents declared in YAML, in the shape of Apache Flink Agents' YAML API: an ``agents``
-list, each with its actions and resources (prompts, tools, chat model connections and
-setups, MCP servers) referring to each other by name, and Eddies' built-in agents
+list, each with its actions and resources (prompts, tools, chat and embedding model
+connections and setups, MCP servers) referring to each other by name, and Eddies' built-in agents
 (``type: react`` or ``reflection``) with their options. Unknown keys, wrong types and
 dangling references are errors naming the file, line and column. Example::
 
@@ -43,6 +43,7 @@ from eddies.engine import (
     A2aTool,
     Agent,
     ChatModelSetup,
+    EmbeddingModelSetup,
     FunctionTool,
     McpServer,
     McpTool,
@@ -64,17 +65,24 @@ EVENT_ALIASES = {"input": "InputEvent", "output": "OutputEvent", "chat_request":
 CONNECTIONS = {"openai": "eddies.connectors.models.litellm:LiteLLMChatModel",
                "litellm": "eddies.connectors.models.litellm:LiteLLMChatModel",
                "scripted": "eddies.connectors.models.scripted:ScriptedChatModel"}
+#: ``clazz`` aliases of embedding model connections.
+EMBEDDING_CONNECTIONS = {"openai": "eddies.connectors.models.embeddings:LiteLLMEmbeddingModel",
+                         "litellm": "eddies.connectors.models.embeddings:LiteLLMEmbeddingModel",
+                         "offline": "eddies.connectors.models.embeddings:OfflineEmbeddingModel"}
 _AGENT_KEYS = {"name", "description", "version", "type", "config", "actions", "prompts", "tools",
-               "chat_model_connections", "chat_model_setups", "mcp_servers", "a2a_servers", "model", "prompt",
+               "chat_model_connections", "chat_model_setups", "embedding_model_connections",
+               "embedding_model_setups", "mcp_servers", "a2a_servers", "model", "prompt",
                "options", "drafter", "critic", "drafter_prompt", "critic_prompt", "output_schema",
                "subagents", "subagent_compatible"}
 _SECTIONS = ("prompts", "mcp_servers", "a2a_servers", "tools", "subagents", "chat_model_connections",
-             "chat_model_setups")
+             "chat_model_setups", "embedding_model_connections", "embedding_model_setups")
 _SUBAGENT_KEYS = {"name", "agent_ref", "target_module", "target_clazz", "arguments", "description"}
 _MCP_SERVER_KEYS = {"name", "clazz", "type", "endpoint", "url", "command", "args", "env", "headers",
                     "api_key_env"}
 _SETUP_KEYS = {"name", "clazz", "type", "connection", "model", "prompt", "tools", "arguments",
                "idempotent", "timeout_ms"}
+_EMBEDDING_SETUP_KEYS = {"name", "clazz", "type", "connection", "model", "dimensions", "arguments",
+                         "idempotent", "timeout_ms"}
 _TOOL_KEYS = {"name", "type", "function", "description", "idempotent", "timeout_ms", "requires_approval",
               "approval_timeout_ms", "injected_args"}
 
@@ -299,20 +307,14 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, str], inherits: bool 
         agent.add_resource(_text(entry, "name", required=True), ResourceType.A2A_SERVER, a2a)
     for i, item in enumerate(_list(spec, "tools")):
         _tool(spec["tools"], i, item, agent, ref)
-    for i, item in enumerate(_list(spec, "chat_model_connections")):
-        entry = _entry(spec["chat_model_connections"], i, item, None, "a chat model connection")
-        _python(entry)
-        clazz = _text(entry, "clazz", required=True)
-        target = _import_text(entry, "clazz", CONNECTIONS.get(clazz, clazz))
-        extras = {k: read_env(v, where(entry, k)) for k, v in entry.items()
-                  if k not in ("name", "clazz", "type")}
-        if "responder" in extras and isinstance(extras["responder"], str):
-            extras["responder"] = _import_text(entry, "responder", extras["responder"])
-        try:
-            conn = target(**extras)
-        except TypeError as err:
-            raise DefinitionError(f"{entry.where}: {clazz}: {err}") from None
-        agent.add_resource(_text(entry, "name", required=True), ResourceType.CHAT_MODEL_CONNECTION, conn)
+    for section, aliases, rtype, what in (
+            ("chat_model_connections", CONNECTIONS, ResourceType.CHAT_MODEL_CONNECTION,
+             "a chat model connection"),
+            ("embedding_model_connections", EMBEDDING_CONNECTIONS,
+             ResourceType.EMBEDDING_MODEL_CONNECTION, "an embedding model connection")):
+        for i, item in enumerate(_list(spec, section)):
+            name, conn = _connection(spec[section], i, item, aliases, what)
+            agent.add_resource(name, rtype, conn)
     for i, item in enumerate(_list(spec, "chat_model_setups")):
         entry = _entry(spec["chat_model_setups"], i, item, _SETUP_KEYS, "a chat model setup")
         _python(entry)
@@ -330,6 +332,35 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, str], inherits: bool 
             arguments=dict(_map(entry, "arguments")), idempotent=bool(entry.get("idempotent", True)),
             timeout_ms=_int(entry, "timeout_ms"))
         agent.add_resource(_text(entry, "name", required=True), ResourceType.CHAT_MODEL, setup)
+    for i, item in enumerate(_list(spec, "embedding_model_setups")):
+        entry = _entry(spec["embedding_model_setups"], i, item, _EMBEDDING_SETUP_KEYS,
+                       "an embedding model setup")
+        _python(entry)
+        with located(entry.where):
+            embedding = EmbeddingModelSetup(
+                ref(entry, "connection", "embedding_model_connections", "connection"),
+                model=_text(entry, "model"), dimensions=_int(entry, "dimensions"),
+                arguments=dict(_map(entry, "arguments")),
+                idempotent=bool(entry.get("idempotent", True)), timeout_ms=_int(entry, "timeout_ms"))
+        agent.add_resource(_text(entry, "name", required=True), ResourceType.EMBEDDING_MODEL, embedding)
+
+
+def _connection(parent: Seq, i: int, item: Any, aliases: dict[str, str], what: str
+                ) -> tuple[str, Any]:
+    """(name, object) of a chat or embedding model connection (``what``): its ``clazz`` (an
+    alias in ``aliases`` or ``module:Class``) made with the entry's other keys."""
+    entry = _entry(parent, i, item, None, what)
+    _python(entry)
+    clazz = _text(entry, "clazz", required=True)
+    target = _import_text(entry, "clazz", aliases.get(clazz, clazz))
+    extras = {k: read_env(v, where(entry, k)) for k, v in entry.items()
+              if k not in ("name", "clazz", "type")}
+    if "responder" in extras and isinstance(extras["responder"], str):
+        extras["responder"] = _import_text(entry, "responder", extras["responder"])
+    try:
+        return _text(entry, "name", required=True), target(**extras)
+    except TypeError as err:
+        raise DefinitionError(f"{entry.where}: {clazz}: {err}") from None
 
 
 def _tool(parent: Seq, i: int, item: Any, agent: Agent, ref: Callable[[Map, str, str, str], str]) -> None:

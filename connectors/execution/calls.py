@@ -18,6 +18,7 @@ from typing import Any
 from eddies.connectors.execution.token_budget import fit
 from eddies.connectors.remote import secrets
 from eddies.engine import AgentPlan
+from eddies.engine.embeddings import embedding_value
 from eddies.engine.handles import message_from_value
 from eddies.engine.remote_tools import RemoteTool
 from eddies.engine.resources import ResourceType
@@ -157,6 +158,13 @@ class CallPerformer:
                 if source == "call:id":
                     kwargs[param] = req.call_id
             return self.call(tool.call, [kwargs], {})
+        if kind is CallKind.EMBEDDING:
+            emb = plan.resource(req.target, ResourceType.EMBEDDING_MODEL)
+            conn = plan.resource(emb.connection, ResourceType.EMBEDDING_MODEL_CONNECTION)
+            vectors, usage = self.call(conn.embed, [kwargs["texts"]],
+                                       {"model": emb.model, "dimensions": emb.dimensions,
+                                        **emb.arguments})
+            return embedding_value(vectors, usage)
         if kind is CallKind.TIMER:  # performed at its due time: nothing else to do
             return None
         if kind is CallKind.SIGNAL:  # reached its deadline: a signal would have answered it

@@ -35,7 +35,7 @@ def call_text(name: str, args: list[Any], kwargs: dict[str, Any]) -> str:
 
 
 def request_text(p: DurableCallRequest) -> str:
-    """``TOOL add(a=1, b=2)``, ``CHAT_MODEL llm``."""
+    """``TOOL add(a=1, b=2)``, ``CHAT_MODEL llm``, ``EMBEDDING emb 3 texts: "first"``."""
     detail = f"{p.kind.value} {p.target}"
     if p.kind is CallKind.TOOL:
         try:
@@ -43,11 +43,17 @@ def request_text(p: DurableCallRequest) -> str:
             detail = f"TOOL {call_text(p.target, decoded.get('args', []), decoded.get('kwargs', {}))}"
         except (ValueError, AttributeError):
             detail += f" {p.args}"
+    elif p.kind is CallKind.EMBEDDING:
+        try:
+            texts = json.loads(p.args)["kwargs"]["texts"]
+            detail += f" {len(texts)} text{'s' * (len(texts) != 1)}: {json.dumps(texts[0])}"
+        except (ValueError, AttributeError, KeyError, TypeError, IndexError):
+            pass
     return cut(detail, 70)
 
 
 def result_text(p: DurableCallResult, n: int = 60) -> str:
-    """``OK 3``, ``OK asks for add(a=1)``, ``FAILED ValueError: ...``."""
+    """``OK 3``, ``OK asks for add(a=1)``, ``OK 3 vectors of 256``, ``FAILED ValueError: ...``."""
     if p.error is not None:
         return cut(f"{p.status.value} {p.error.type}: {p.error.message}", n)
     value = p.value
@@ -58,6 +64,12 @@ def result_text(p: DurableCallResult, n: int = 60) -> str:
             value = ("asks for " + ", ".join(call_text(c["name"], [], c.get("arguments", {})) for c in calls)
                      if calls else json.dumps(cut(str(reply.get("content", "")), n - 8)))
         except (ValueError, AttributeError, KeyError, TypeError):
+            pass
+    elif p.kind is CallKind.EMBEDDING:  # the vectors' shape, not their thousands of numbers
+        try:
+            vectors = json.loads(p.value)["embeddings"]
+            value = f"{len(vectors)} vector{'s' * (len(vectors) != 1)} of {len(vectors[0])}"
+        except (ValueError, AttributeError, KeyError, TypeError, IndexError):
             pass
     return cut(f"{p.status.value} {value}", n)
 

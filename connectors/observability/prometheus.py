@@ -353,18 +353,24 @@ class WorkerMetrics:
         tally = self.tally
         tally.observe(("eddies_call_duration_seconds", kind.value, req.target), seconds, CALL_BUCKETS)
         if kind is CallKind.CHAT_MODEL and type(returned) is ChatMessage:
-            used = returned.extra_args.get("usage")
-            if type(used) is not dict:
-                return
-            # Numbers as the connection reported them (ints; a float cost or None).
-            prompt, completion, cost = (used.get("prompt_tokens"), used.get("completion_tokens"),
-                                        used.get("cost_usd"))
-            if type(prompt) is int and prompt > 0:
-                tally.add(("eddies_model_tokens", req.target, "prompt"), prompt)
-            if type(completion) is int and completion > 0:
-                tally.add(("eddies_model_tokens", req.target, "completion"), completion)
-            if isinstance(cost, float | int) and not isinstance(cost, bool) and cost > 0:
-                tally.add(("eddies_model_cost_usd", req.target), cost)
+            self._spent(req.target, returned.extra_args.get("usage"))
+        elif kind is CallKind.EMBEDDING and type(returned) is dict:
+            self._spent(req.target, returned.get("extra_args", {}).get("usage"))
+
+    def _spent(self, target: str, used: Any) -> None:
+        """The tokens and cost a model call (chat or embedding) reported, as reported
+        (ints; a float cost or None)."""
+        if type(used) is not dict:
+            return
+        tally = self.tally
+        prompt, completion, cost = (used.get("prompt_tokens"), used.get("completion_tokens"),
+                                    used.get("cost_usd"))
+        if type(prompt) is int and prompt > 0:
+            tally.add(("eddies_model_tokens", target, "prompt"), prompt)
+        if type(completion) is int and completion > 0:
+            tally.add(("eddies_model_tokens", target, "completion"), completion)
+        if isinstance(cost, float | int) and not isinstance(cost, bool) and cost > 0:
+            tally.add(("eddies_model_cost_usd", target), cost)
 
 
 class MeteredRouter(Router):

@@ -18,6 +18,7 @@ from eddies.connectors.execution.held_requests import HeldRequests
 from eddies.connectors.runtime.counters import Counters
 from eddies.connectors.runtime.settings import ConfigError, load_settings
 from eddies.engine import SessionMachine, SessionState
+from eddies.engine.embeddings import embedding_value
 from eddies.events import (
     AgentEvent,
     CallKind,
@@ -171,6 +172,16 @@ def test_model_calls_report_latency_tokens_and_cost_by_model() -> None:
     assert value(m, "eddies_model_tokens_total", model="llm", type="prompt") == 11
     assert value(m, "eddies_model_tokens_total", model="llm", type="completion") == 5
     assert value(m, "eddies_model_cost_usd_total", model="llm") == 0.25
+
+
+def test_embedding_calls_report_tokens_and_cost_by_model() -> None:
+    m = WorkerMetrics("app1", Counters())
+    req = DurableCallRequest("s:r1:i1:c0", CallKind.EMBEDDING, "emb")
+    m.call_performed(req, 0.02, embedding_value([[0.1, 0.2]], {"prompt_tokens": 7, "cost_usd": 0.5}))
+    m.call_performed(req, 0.02, None)  # raised: timed, nothing spent
+    assert value(m, "eddies_model_tokens_total", model="emb", type="prompt") == 7
+    assert value(m, "eddies_model_cost_usd_total", model="emb") == 0.5
+    assert value(m, "eddies_call_duration_seconds_count", kind="EMBEDDING", target="emb") == 2
 
 
 class FakeConsumer:
