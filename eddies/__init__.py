@@ -23,6 +23,7 @@ from eddies.engine import (
     Agent,
     AgentPlan,
     ChatModelSetup,
+    Document,
     DurableCall,
     DurableCallError,
     DurableCallUnknownError,
@@ -70,11 +71,13 @@ if TYPE_CHECKING:
     from eddies.connectors.models.embeddings import LiteLLMEmbeddingModel, OfflineEmbeddingModel
     from eddies.connectors.models.scripted import ScriptedChatModel
     from eddies.connectors.remote.external_subagents import A2ASubagentSetup, HttpSubagentSetup
+    from eddies.connectors.stores.embedded import EmbeddedVectorStore
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "A2ASubagentSetup": "eddies.connectors.remote.external_subagents",
+    "EmbeddedVectorStore": "eddies.connectors.stores.embedded",
     "HttpSubagentSetup": "eddies.connectors.remote.external_subagents",
     "LiteLLMEmbeddingModel": "eddies.connectors.models.embeddings",
     "LocalRunner": "eddies.connectors.local",
@@ -106,9 +109,11 @@ __all__ = [
     "ChatRequestEvent",
     "ChatResponseEvent",
     "CustomEvent",
+    "Document",
     "DurableCall",
     "DurableCallError",
     "DurableCallUnknownError",
+    "EmbeddedVectorStore",
     "EmbeddingModelSetup",
     "Event",
     "FunctionTool",

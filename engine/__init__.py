@@ -27,6 +27,7 @@ from .remote_tools import A2aServer, A2aTool, McpServer, McpTool
 from .resources import ChatModelConnection, ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .state import SessionState
 from .subagents import Result, Subagent, SubagentSetup
+from .vector_stores import Document, VectorStore
 
 __all__ = [
     "A2aServer",
@@ -36,6 +37,7 @@ __all__ = [
     "AgentPlan",
     "ChatModelConnection",
     "ChatModelSetup",
+    "Document",
     "DurableCall",
     "DurableCallError",
     "DurableCallUnknownError",
@@ -65,6 +67,7 @@ __all__ = [
     "ToolNotApprovedError",
     "ToolSpec",
     "UnsupportedEventError",
+    "VectorStore",
     "action",
     "approval",
     "function_name",

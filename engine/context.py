@@ -37,6 +37,7 @@ from .memory import Memory, Metrics
 from .resources import ResourceType
 from .step import Step
 from .subagents import Subagent, SubagentSetup
+from .vector_stores import VectorStoreHandle
 
 
 class RunnerContext:
@@ -141,8 +142,8 @@ class RunnerContext:
         self._step.sent.append(event)
 
     def get_resource(self, name: str, resource_type: ResourceType | None = None) -> Any:
-        """A resource by name. Chat models, embedding models and tools come back as
-        handles whose calls are durable:
+        """A resource by name. Chat models, embedding models, vector stores and tools
+        come back as handles whose calls are durable:
         ``ctx.get_resource("llm", ResourceType.CHAT_MODEL).chat(messages)``."""
         entry = self._step.plan.resources.get(name)
         if entry is None:
@@ -156,6 +157,8 @@ class RunnerContext:
             return ToolHandle(self._step, name, obj.idempotent)
         if rtype is ResourceType.EMBEDDING_MODEL:
             return EmbeddingModelHandle(self._step, name, obj)
+        if rtype is ResourceType.VECTOR_STORE:
+            return VectorStoreHandle(self._step, name, obj)
         if rtype is ResourceType.AGENT:
             return Subagent(name, obj.description, obj if isinstance(obj, SubagentSetup) else None)
         return obj

@@ -48,7 +48,7 @@ from .state import (
 #: An idempotent call whose outcome keeps coming back unknown is re-run at most this often.
 MAX_ATTEMPTS = 5
 #: The kinds of calls whose replies report tokens and cost that budgets count.
-SPENDING = frozenset({"CHAT_MODEL", "EMBEDDING"})
+SPENDING = frozenset({"CHAT_MODEL", "EMBEDDING", "VECTOR_STORE"})
 #: Signals nothing waited for are kept for the next wait, up to this many per name.
 MAX_KEPT_SIGNALS = 64
 #: The target of a run's deadline timer (``request_timeout_ms``).

@@ -200,7 +200,8 @@ class AgentPlan:
         the agent's config for its kind (None: no limit)."""
         own = None
         entry = self.resources.get(target)
-        if entry is not None and kind in (CallKind.TOOL, CallKind.CHAT_MODEL, CallKind.EMBEDDING):
+        if entry is not None and kind in (CallKind.TOOL, CallKind.CHAT_MODEL, CallKind.EMBEDDING,
+                                          CallKind.VECTOR_STORE):
             own = getattr(entry[1], "timeout_ms", None)
         elif entry is not None and kind is CallKind.SUBAGENT and isinstance(entry[1], SubagentSetup):
             own = round(entry[1].timeout_of(kwargs) * 1000) + SUBAGENT_GRACE_MS
@@ -291,6 +292,13 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
                 and not callable(getattr(obj, "embed", None))):
             raise PlanError(f"resource {res.name!r}: an EMBEDDING_MODEL_CONNECTION needs an embed() "
                             "method")
+        if res.type is ResourceType.VECTOR_STORE:
+            lacks = [m for m in ("query", "add", "get", "update", "delete")
+                     if not callable(getattr(obj, m, None))]
+            if lacks or not isinstance(getattr(obj, "collection", None), str):
+                raise PlanError(f"resource {res.name!r}: a VECTOR_STORE needs a collection and "
+                                f"the methods query, add, get, update, delete (it lacks "
+                                f"{', '.join(lacks) or 'collection'})")
         out[res.name] = (res.type, obj)
     own = set(out)
     out = {**{k: v for k, v in inherited.items() if k not in own}, **out}
@@ -298,6 +306,12 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
         if name in own and isinstance(obj, McpTool | A2aTool):
             _add_remote_tools(out, name, obj)
     for name, (rtype, obj) in out.items():
+        if rtype is ResourceType.VECTOR_STORE and name in own:
+            emb = out.get(getattr(obj, "embedding_model", None) or "")
+            if emb is None or emb[0] is not ResourceType.EMBEDDING_MODEL:
+                raise PlanError(f"resource {name!r}: embedding_model "
+                                f"{getattr(obj, 'embedding_model', None)!r} is not an "
+                                "EMBEDDING_MODEL resource of this agent")
         if rtype is ResourceType.EMBEDDING_MODEL and name in own:
             conn = out.get(obj.connection)
             if conn is None or conn[0] is not ResourceType.EMBEDDING_MODEL_CONNECTION:

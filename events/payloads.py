@@ -93,6 +93,7 @@ class CallKind(enum.StrEnum):
     TIMER = "TIMER"  # answered at its not_before time
     SIGNAL = "SIGNAL"  # answered by a SignalEvent, or a TimeoutError at not_before
     EMBEDDING = "EMBEDDING"  # texts made into vectors by an embedding model
+    VECTOR_STORE = "VECTOR_STORE"  # an operation on a vector store (a query, a write)
 
 
 class CallStatus(enum.StrEnum):

@@ -1,7 +1,7 @@
 """Agents declared in YAML, in the shape of Apache Flink Agents' YAML API: an ``agents``
 list, each with its actions and resources (prompts, tools, chat and embedding model
-connections and setups, MCP servers) referring to each other by name, and Eddies' built-in agents
-(``type: react`` or ``reflection``) with their options. Unknown keys, wrong types and
+connections and setups, vector stores, MCP servers) referring to each other by name, and
+Eddies' built-in agents (``type: react`` or ``reflection``) with their options. Unknown keys, wrong types and
 dangling references are errors naming the file, line and column. Example::
 
     agents:
@@ -37,7 +37,16 @@ from eddies.connectors.declarative.located import (
     read_definition,
     where,
 )
-from eddies.connectors.declarative.references import import_target, read_env
+from eddies.connectors.declarative.references import read_env
+from eddies.connectors.declarative.yaml_entries import entry_at as _entry
+from eddies.connectors.declarative.yaml_entries import import_text as _import_text
+from eddies.connectors.declarative.yaml_entries import imported as _import
+from eddies.connectors.declarative.yaml_entries import integer as _int
+from eddies.connectors.declarative.yaml_entries import keys as _keys
+from eddies.connectors.declarative.yaml_entries import mapping as _map
+from eddies.connectors.declarative.yaml_entries import python_only as _python
+from eddies.connectors.declarative.yaml_entries import seq as _list
+from eddies.connectors.declarative.yaml_entries import text as _text
 from eddies.engine import (
     A2aServer,
     A2aTool,
@@ -69,13 +78,16 @@ CONNECTIONS = {"openai": "eddies.connectors.models.litellm:LiteLLMChatModel",
 EMBEDDING_CONNECTIONS = {"openai": "eddies.connectors.models.embeddings:LiteLLMEmbeddingModel",
                          "litellm": "eddies.connectors.models.embeddings:LiteLLMEmbeddingModel",
                          "offline": "eddies.connectors.models.embeddings:OfflineEmbeddingModel"}
+#: ``clazz`` aliases of vector stores.
+VECTOR_STORES = {"embedded": "eddies.connectors.stores.embedded:EmbeddedVectorStore"}
 _AGENT_KEYS = {"name", "description", "version", "type", "config", "actions", "prompts", "tools",
                "chat_model_connections", "chat_model_setups", "embedding_model_connections",
-               "embedding_model_setups", "mcp_servers", "a2a_servers", "model", "prompt",
+               "embedding_model_setups", "vector_stores", "mcp_servers", "a2a_servers", "model", "prompt",
                "options", "drafter", "critic", "drafter_prompt", "critic_prompt", "output_schema",
                "subagents", "subagent_compatible"}
 _SECTIONS = ("prompts", "mcp_servers", "a2a_servers", "tools", "subagents", "chat_model_connections",
-             "chat_model_setups", "embedding_model_connections", "embedding_model_setups")
+             "chat_model_setups", "embedding_model_connections", "embedding_model_setups",
+             "vector_stores")
 _SUBAGENT_KEYS = {"name", "agent_ref", "target_module", "target_clazz", "arguments", "description"}
 _MCP_SERVER_KEYS = {"name", "clazz", "type", "endpoint", "url", "command", "args", "env", "headers",
                     "api_key_env"}
@@ -343,6 +355,11 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, str], inherits: bool 
                 arguments=dict(_map(entry, "arguments")),
                 idempotent=bool(entry.get("idempotent", True)), timeout_ms=_int(entry, "timeout_ms"))
         agent.add_resource(_text(entry, "name", required=True), ResourceType.EMBEDDING_MODEL, embedding)
+    for i, item in enumerate(_list(spec, "vector_stores")):
+        if isinstance(item, Map) and "embedding_model" in item:
+            ref(item, "embedding_model", "embedding_model_setups", "embedding model")
+        name, store = _connection(spec["vector_stores"], i, item, VECTOR_STORES, "a vector store")
+        agent.add_resource(name, ResourceType.VECTOR_STORE, store)
 
 
 def _connection(parent: Seq, i: int, item: Any, aliases: dict[str, str], what: str
@@ -412,84 +429,6 @@ def _tool(parent: Seq, i: int, item: Any, agent: Agent, ref: Callable[[Map, str,
                                 requires_approval=bool(entry.get("requires_approval", False)),
                                 approval_timeout_ms=_int(entry, "approval_timeout_ms"), inject=inject)
     agent.add_resource(_text(entry, "name", required=True), ResourceType.TOOL, tool)
-
-
-# --- typed reading ---------------------------------------------------------------------------
-
-def _keys(entry: Map, allowed: set[str], what: str) -> None:
-    for key in entry:
-        if key not in allowed:
-            at = entry.key_at.get(key, entry.where)
-            raise DefinitionError(f"{at}: {key!r} is not a key of {what} (its keys: "
-                                  f"{', '.join(sorted(allowed))})")
-
-
-def _entry(parent: Seq, i: int, item: Any, allowed: set[str] | None, what: str,
-           named: bool = True) -> Map:
-    if not isinstance(item, Map):
-        raise DefinitionError(f"{where(parent, i)}: {what} is a mapping")
-    if allowed is not None:
-        _keys(item, allowed, what)
-    if named and "name" not in item:
-        raise DefinitionError(f"{item.where}: {what} needs a name")
-    return item
-
-
-def _python(entry: Map) -> None:
-    kind = entry.get("type", "python")
-    if kind not in ("python", "mcp", "a2a"):
-        raise DefinitionError(f"{where(entry, 'type')}: type {kind!r}: only python is supported here")
-
-
-def _text(entry: Map, key: str, required: bool = False) -> Any:
-    value = entry.get(key)
-    if value is None:
-        if required:
-            raise DefinitionError(f"{entry.where}: {key!r} is required")
-        return None
-    if not isinstance(value, str):
-        raise DefinitionError(f"{where(entry, key)}: {key}: expected text, got {value!r}")
-    return read_env(value, where(entry, key))
-
-
-def _int(entry: Map, key: str, default: int | None = None) -> int | None:
-    value = entry.get(key, default)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise DefinitionError(f"{where(entry, key)}: {key}: expected a whole number, got {value!r}")
-    return value
-
-
-def _list(entry: Map, key: str, required: bool = False) -> Seq:
-    value = entry.get(key)
-    if value is None:
-        if required:
-            raise DefinitionError(f"{entry.where}: {key!r} is required")
-        empty = Seq()
-        empty.where, empty.item_where = entry.where, []
-        return empty
-    if not isinstance(value, Seq):
-        raise DefinitionError(f"{where(entry, key)}: {key}: expected a list, got {value!r}")
-    return value
-
-
-def _map(entry: Map, key: str) -> Map:
-    value = entry.get(key)
-    if value is None:
-        empty = Map()
-        empty.where, empty.key_where, empty.key_at = entry.where, {}, {}
-        return empty
-    if not isinstance(value, Map):
-        raise DefinitionError(f"{where(entry, key)}: {key}: expected a mapping, got {value!r}")
-    return value
-
-
-def _import(entry: Map, key: str, required: bool = False) -> Any:
-    text = _text(entry, key, required)
-    return None if text is None else _import_text(entry, key, text)
-
-
-def _import_text(entry: Map, key: str, text: str) -> Any:
-    return import_target(text, where(entry, key), key)
 
 
 __all__ = ["CONNECTIONS", "EVENT_ALIASES", "DefinitionError", "load_yaml", "load_yaml_text"]

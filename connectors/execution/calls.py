@@ -15,6 +15,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from eddies.connectors.execution.store_calls import embed, vector_store_call
 from eddies.connectors.execution.token_budget import fit
 from eddies.connectors.remote import secrets
 from eddies.engine import AgentPlan
@@ -159,12 +160,9 @@ class CallPerformer:
                     kwargs[param] = req.call_id
             return self.call(tool.call, [kwargs], {})
         if kind is CallKind.EMBEDDING:
-            emb = plan.resource(req.target, ResourceType.EMBEDDING_MODEL)
-            conn = plan.resource(emb.connection, ResourceType.EMBEDDING_MODEL_CONNECTION)
-            vectors, usage = self.call(conn.embed, [kwargs["texts"]],
-                                       {"model": emb.model, "dimensions": emb.dimensions,
-                                        **emb.arguments})
-            return embedding_value(vectors, usage)
+            return embedding_value(*embed(plan, req.target, kwargs["texts"]))
+        if kind is CallKind.VECTOR_STORE:
+            return vector_store_call(plan, req, kwargs)
         if kind is CallKind.TIMER:  # performed at its due time: nothing else to do
             return None
         if kind is CallKind.SIGNAL:  # reached its deadline: a signal would have answered it

@@ -354,7 +354,7 @@ class WorkerMetrics:
         tally.observe(("eddies_call_duration_seconds", kind.value, req.target), seconds, CALL_BUCKETS)
         if kind is CallKind.CHAT_MODEL and type(returned) is ChatMessage:
             self._spent(req.target, returned.extra_args.get("usage"))
-        elif kind is CallKind.EMBEDDING and type(returned) is dict:
+        elif kind in (CallKind.EMBEDDING, CallKind.VECTOR_STORE) and type(returned) is dict:
             self._spent(req.target, returned.get("extra_args", {}).get("usage"))
 
     def _spent(self, target: str, used: Any) -> None:

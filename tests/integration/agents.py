@@ -340,3 +340,32 @@ def fanout() -> Fanout:
     agent = Fanout("fanout")
     agent.add_resource("middle", ResourceType.AGENT, middle)
     return agent
+
+
+class Librarian(Agent):
+    """Adds its input's ``add`` documents to the store and answers with the texts of the
+    two documents nearest to its ``ask`` (an embedding model's and a vector store's
+    durable calls through the worker)."""
+
+    @action(InputEvent)
+    def answer(event: InputEvent, ctx: Any) -> None:
+        docs = ctx.get_resource("docs", ResourceType.VECTOR_STORE)
+        ask = json.loads(event.input)
+        if "add" in ask:
+            ctx.send_event(OutputEvent(output=docs.add(ask["add"])))
+            return
+        hits = docs.query(ask["ask"], limit=2, filters=ask.get("filters"))
+        ctx.send_event(OutputEvent(output=[h.content for h in hits]))
+
+
+def librarian() -> Librarian:
+    """The Librarian on the offline embedding model and an embedded store kept in the
+    directory TEST_STORE_PATH."""
+    from eddies import EmbeddedVectorStore, EmbeddingModelSetup, OfflineEmbeddingModel
+
+    agent = Librarian("librarian")
+    agent.add_resource("emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION, OfflineEmbeddingModel())
+    agent.add_resource("emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("emb_conn"))
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, EmbeddedVectorStore(
+        embedding_model="emb", collection="travel", path=os.environ["TEST_STORE_PATH"]))
+    return agent

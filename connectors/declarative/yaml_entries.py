@@ -1,0 +1,104 @@
+"""Reading typed values out of a YAML definition's entries, each error naming the file,
+line and column of what is wrong (``located.py`` keeps the places). Example::
+
+    name = text(entry, "name", required=True)     # "support"
+    tools = seq(entry, "tools")                     # an empty list when absent
+    fn = imported(entry, "function")                # "pkg.module:attr", imported
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eddies.connectors.declarative.located import DefinitionError, Map, Seq, where
+from eddies.connectors.declarative.references import import_target, read_env
+
+
+def keys(entry: Map, allowed: set[str], what: str) -> None:
+    """Refuse a key of ``entry`` (``what``) not in ``allowed``."""
+    for key in entry:
+        if key not in allowed:
+            at = entry.key_at.get(key, entry.where)
+            raise DefinitionError(f"{at}: {key!r} is not a key of {what} (its keys: "
+                                  f"{', '.join(sorted(allowed))})")
+
+
+def entry_at(parent: Seq, i: int, item: Any, allowed: set[str] | None, what: str,
+             named: bool = True) -> Map:
+    """``item`` (item ``i`` of ``parent``), a mapping (``what``) of ``allowed`` keys (None:
+    any), with a name unless not ``named``."""
+    if not isinstance(item, Map):
+        raise DefinitionError(f"{where(parent, i)}: {what} is a mapping")
+    if allowed is not None:
+        keys(item, allowed, what)
+    if named and "name" not in item:
+        raise DefinitionError(f"{item.where}: {what} needs a name")
+    return item
+
+
+def python_only(entry: Map) -> None:
+    """Refuse a ``type`` other than python (or mcp, a2a, read elsewhere)."""
+    kind = entry.get("type", "python")
+    if kind not in ("python", "mcp", "a2a"):
+        raise DefinitionError(f"{where(entry, 'type')}: type {kind!r}: only python is supported here")
+
+
+def text(entry: Map, key: str, required: bool = False) -> Any:
+    """Text ``key`` (``${NAME}`` read from the environment), or None when absent."""
+    value = entry.get(key)
+    if value is None:
+        if required:
+            raise DefinitionError(f"{entry.where}: {key!r} is required")
+        return None
+    if not isinstance(value, str):
+        raise DefinitionError(f"{where(entry, key)}: {key}: expected text, got {value!r}")
+    return read_env(value, where(entry, key))
+
+
+def integer(entry: Map, key: str, default: int | None = None) -> int | None:
+    """Whole number ``key``, or ``default`` when absent."""
+    value = entry.get(key, default)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise DefinitionError(f"{where(entry, key)}: {key}: expected a whole number, got {value!r}")
+    return value
+
+
+def seq(entry: Map, key: str, required: bool = False) -> Seq:
+    """List ``key`` (empty when absent)."""
+    value = entry.get(key)
+    if value is None:
+        if required:
+            raise DefinitionError(f"{entry.where}: {key!r} is required")
+        empty = Seq()
+        empty.where, empty.item_where = entry.where, []
+        return empty
+    if not isinstance(value, Seq):
+        raise DefinitionError(f"{where(entry, key)}: {key}: expected a list, got {value!r}")
+    return value
+
+
+def mapping(entry: Map, key: str) -> Map:
+    """Mapping ``key`` (empty when absent)."""
+    value = entry.get(key)
+    if value is None:
+        empty = Map()
+        empty.where, empty.key_where, empty.key_at = entry.where, {}, {}
+        return empty
+    if not isinstance(value, Map):
+        raise DefinitionError(f"{where(entry, key)}: {key}: expected a mapping, got {value!r}")
+    return value
+
+
+def imported(entry: Map, key: str, required: bool = False) -> Any:
+    """What ``key`` names (``module:attr``), imported; None when absent."""
+    name = text(entry, key, required)
+    return None if name is None else import_text(entry, key, name)
+
+
+def import_text(entry: Map, key: str, name: str) -> Any:
+    """What ``name`` (the text of ``key``) names, imported."""
+    return import_target(name, where(entry, key), key)
+
+
+__all__ = ["entry_at", "import_text", "imported", "integer", "keys", "mapping", "python_only", "seq",
+           "text"]

@@ -1,0 +1,61 @@
+"""Performing EMBEDDING and VECTOR_STORE calls: texts embedded by an EMBEDDING_MODEL
+setup's connection, and a vector store's operations with the vectors they need.
+
+A query embeds its text, then searches; an add or update embeds its documents' contents,
+then writes them. A document added without an id gets ``CALL_ID:N`` (N its place in the
+call), the same on every attempt of the call, so a repeated attempt replaces what an
+interrupted one wrote instead of adding it again. Example::
+
+    vectors, usage = embed(plan, "emb", ["a text"])
+    value = vector_store_call(plan, request, {"op": "query", "text": "a bed", "limit": 3, ...})
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eddies.engine import AgentPlan
+from eddies.engine.embeddings import EmbeddingModelSetup
+from eddies.engine.resources import ResourceType
+from eddies.engine.vector_stores import OPERATIONS, store_value
+from eddies.events import DurableCallRequest
+
+
+def embed(plan: AgentPlan, setup_name: str, texts: list[str]) -> tuple[list[list[float]], dict[str, Any]]:
+    """The vectors of ``texts`` by EMBEDDING_MODEL ``setup_name``, and their usage."""
+    setup: EmbeddingModelSetup = plan.resource(setup_name, ResourceType.EMBEDDING_MODEL)
+    conn = plan.resource(setup.connection, ResourceType.EMBEDDING_MODEL_CONNECTION)
+    if not texts:
+        return [], {}
+    vectors, usage = conn.embed(texts, model=setup.model, dimensions=setup.dimensions,
+                                **setup.arguments)
+    return vectors, dict(usage or {})
+
+
+def vector_store_call(plan: AgentPlan, req: DurableCallRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Perform a VECTOR_STORE request (its decoded ``kwargs``); its outcome's value."""
+    store = plan.resource(req.target, ResourceType.VECTOR_STORE)
+    op, collection = kwargs.get("op"), kwargs["collection"]
+    if op not in OPERATIONS:
+        raise ValueError(f"{req.target}: {op!r} is not a vector store operation")
+    usage: dict[str, Any] = {}
+    if op == "query":
+        [vector], usage = embed(plan, store.embedding_model, [kwargs["text"]])
+        found = store.query(collection, vector, kwargs["limit"], kwargs.get("filters") or None)
+        return store_value(found, usage)
+    if op in ("add", "update"):
+        docs = [dict(d) for d in kwargs["documents"]]
+        for n, doc in enumerate(docs):
+            if doc.get("id") is None:
+                doc["id"] = f"{req.call_id}:{n}"
+            doc.pop("score", None)
+        vectors, usage = embed(plan, store.embedding_model, [str(d["content"]) for d in docs])
+        write = store.add if op == "add" else store.update
+        return store_value(write(collection, docs, vectors), usage)
+    if op == "get":
+        return store_value(store.get(collection, kwargs.get("ids"), kwargs.get("filters") or None,
+                                     kwargs.get("limit")), usage)
+    return store_value(store.delete(collection, kwargs.get("ids"), kwargs.get("filters") or None), usage)
+
+
+__all__ = ["embed", "vector_store_call"]

@@ -1,0 +1,1 @@
+"""Vector stores: the embedded one (no server), with the filter language they share."""

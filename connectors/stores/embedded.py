@@ -1,0 +1,277 @@
+"""The embedded vector store: no server, exact search, in the worker's process.
+
+Each collection holds its documents' unit vectors in one numpy matrix: a query is one
+matrix-vector product and a partial sort (exact cosine similarity), after its filters
+chose the documents whose metadata matches (a pass over the collection's metadata in
+Python: a filtered query of a big collection costs more than a plain one). With
+``path``, every change is appended to ``PATH/COLLECTION.jsonl`` (the vectors as base64
+float32) and a store opened on the same path reads them back; without, it lives in
+memory. One process writes a path: for a fleet of workers that share documents, use a
+server-backed store. Example::
+
+    store = EmbeddedVectorStore(embedding_model="emb", collection="travel", path="/var/lib/docs")
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, store)
+    store.query("travel", vector, limit=3, filters={"city": "Lisbon"})   # direct, not durable
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from eddies.connectors.stores.filters import check, matches
+
+
+class _Collection:
+    """One collection's documents: ids, contents, metadata, and their vectors' matrix."""
+
+    def __init__(self, np: Any) -> None:
+        self.np = np
+        self.ids: list[str] = []
+        self.contents: list[str] = []
+        self.metadata: list[dict[str, Any]] = []
+        self.rows: dict[str, int] = {}
+        self.matrix: Any = None  # (capacity, dims) float32; the first len(ids) rows used
+
+    def upsert(self, ids: Sequence[str], contents: Sequence[str],
+               metadata: Sequence[Mapping[str, Any]], vectors: Any) -> None:
+        np = self.np
+        vectors = np.asarray(vectors, dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = vectors / np.where(norms == 0, 1, norms)
+        if self.matrix is None:
+            self.matrix = np.zeros((max(16, len(ids)), vectors.shape[1]), dtype=np.float32)
+        elif vectors.shape[1] != self.matrix.shape[1]:
+            raise ValueError(f"vectors of {vectors.shape[1]} dimensions for a collection of "
+                             f"{self.matrix.shape[1]}")
+        for i, doc_id in enumerate(ids):
+            row = self.rows.get(doc_id)
+            if row is None:
+                row = len(self.ids)
+                if row == len(self.matrix):  # grown by half: appends stay amortised O(1)
+                    grown = np.zeros((row + row // 2 + 1, self.matrix.shape[1]), dtype=np.float32)
+                    grown[:row] = self.matrix
+                    self.matrix = grown
+                self.rows[doc_id] = row
+                self.ids.append(doc_id)
+                self.contents.append(contents[i])
+                self.metadata.append(dict(metadata[i]))
+            else:
+                self.contents[row] = contents[i]
+                self.metadata[row] = dict(metadata[i])
+            self.matrix[row] = vectors[i]
+
+    def remove(self, ids: Iterable[str]) -> int:
+        removed = 0
+        for doc_id in ids:
+            row = self.rows.pop(doc_id, None)
+            if row is None:
+                continue
+            last = len(self.ids) - 1
+            if row != last:  # the last row takes the removed one's place
+                moved = self.ids[last]
+                self.ids[row], self.contents[row], self.metadata[row] = (
+                    moved, self.contents[last], self.metadata[last])
+                self.matrix[row] = self.matrix[last]
+                self.rows[moved] = row
+            self.ids.pop()
+            self.contents.pop()
+            self.metadata.pop()
+            removed += 1
+        return removed
+
+    def document(self, row: int, score: float | None = None) -> dict[str, Any]:
+        return {"id": self.ids[row], "content": self.contents[row],
+                "metadata": dict(self.metadata[row]), "score": score}
+
+    def selected(self, filters: Mapping[str, Any]) -> list[int]:
+        return [row for row, meta in enumerate(self.metadata) if matches(meta, filters)]
+
+
+class EmbeddedVectorStore:
+    """A VECTOR_STORE resource kept in this process (and, with ``path``, in files there);
+    ``embedding_model`` names the EMBEDDING_MODEL resource that embeds its texts,
+    ``collection`` the collection an operation that names none uses."""
+
+    def __init__(self, *, embedding_model: str, collection: str = "default",
+                 path: str | os.PathLike[str] | None = None) -> None:
+        import numpy as np
+
+        self.embedding_model = embedding_model
+        self.collection = collection
+        self.path = None if path is None else Path(path)
+        self._np = np
+        self._lock = threading.Lock()
+        self._collections: dict[str, _Collection] = {}
+        if self.path is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            for log in sorted(self.path.glob("*.jsonl")):
+                self._read_log(log.stem, log)
+
+    # --- collections -------------------------------------------------------------------
+    def collections(self) -> list[str]:
+        """The collections that hold documents (or were made)."""
+        with self._lock:
+            return sorted(self._collections)
+
+    def create_collection(self, name: str) -> None:
+        """Make collection ``name`` (idempotent; an operation on a new name makes it too)."""
+        with self._lock:
+            self._get(name)
+
+    def delete_collection(self, name: str) -> bool:
+        """Drop collection ``name`` and its documents; whether it existed."""
+        with self._lock:
+            existed = self._collections.pop(name, None) is not None
+            if self.path is not None:
+                (self.path / f"{name}.jsonl").unlink(missing_ok=True)
+            return existed
+
+    def count(self, collection: str | None = None) -> int:
+        """How many documents ``collection`` holds."""
+        with self._lock:
+            col = self._collections.get(collection or self.collection)
+            return 0 if col is None else len(col.ids)
+
+    # --- documents ---------------------------------------------------------------------
+    def add(self, collection: str, documents: Sequence[Mapping[str, Any]], vectors: Any) -> list[str]:
+        """Add (or replace, by id) ``documents`` (``{"id", "content", "metadata"}``, each
+        with an id) with their ``vectors``; their ids."""
+        ids = [str(d["id"]) for d in documents]
+        contents = [str(d["content"]) for d in documents]
+        metas = [dict(d.get("metadata") or {}) for d in documents]
+        _json_only(metas)
+        with self._lock:
+            self._get(collection).upsert(ids, contents, metas, vectors)
+            self._log(collection, {"op": "upsert", "ids": ids, "contents": contents,
+                                   "metadata": metas, "vectors": self._encode(vectors)})
+        return ids
+
+    def update(self, collection: str, documents: Sequence[Mapping[str, Any]], vectors: Any) -> int:
+        """Replace the documents of these ids that exist; how many."""
+        with self._lock:
+            col = self._collections.get(collection)
+            keep = [i for i, d in enumerate(documents) if col is not None and str(d["id"]) in col.rows]
+        if not keep:
+            return 0
+        vectors = self._np.asarray(vectors)[keep]
+        self.add(collection, [documents[i] for i in keep], vectors)
+        return len(keep)
+
+    def query(self, collection: str, vector: Sequence[float], limit: int = 5,
+              filters: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The ``limit`` documents nearest to ``vector`` that match ``filters``, nearest
+        first, each with its cosine similarity as ``score``."""
+        np = self._np
+        if filters:
+            check(filters)
+        with self._lock:
+            col = self._collections.get(collection)
+            if col is None or not col.ids:
+                return []
+            q = np.asarray(vector, dtype=np.float32)
+            if q.shape[0] != col.matrix.shape[1]:
+                raise ValueError(f"a query vector of {q.shape[0]} dimensions for collection "
+                                 f"{collection!r} of {col.matrix.shape[1]}")
+            q = q / (np.linalg.norm(q) or 1.0)
+            rows = np.asarray(col.selected(filters), dtype=np.int64) if filters else None
+            if rows is not None and not len(rows):
+                return []
+            matrix = col.matrix[: len(col.ids)] if rows is None else col.matrix[rows]
+            scores = matrix @ q
+            k = min(limit, len(scores))
+            top = np.argpartition(-scores, k - 1)[:k]
+            top = top[np.argsort(-scores[top], kind="stable")]
+            return [col.document(int(i if rows is None else rows[i]), round(float(scores[i]), 6))
+                    for i in top]
+
+    def get(self, collection: str, ids: Sequence[str] | None = None,
+            filters: Mapping[str, Any] | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """The documents of ``ids`` (those that exist, in that order), else those that match
+        ``filters`` (all without), at most ``limit``."""
+        if filters:
+            check(filters)
+        with self._lock:
+            col = self._collections.get(collection)
+            if col is None:
+                return []
+            if ids is not None:
+                rows = [col.rows[i] for i in ids if i in col.rows]
+                if filters:
+                    rows = [r for r in rows if matches(col.metadata[r], filters)]
+            else:
+                rows = col.selected(filters or {})
+            return [col.document(r) for r in rows[:limit]]
+
+    def delete(self, collection: str, ids: Sequence[str] | None = None,
+               filters: Mapping[str, Any] | None = None) -> int:
+        """Delete the documents of ``ids`` (or those that match ``filters``); how many."""
+        if filters:
+            check(filters)
+        with self._lock:
+            col = self._collections.get(collection)
+            if col is None:
+                return 0
+            chosen = list(ids) if ids is not None else [col.ids[r] for r in col.selected(filters or {})]
+            if ids is not None and filters:
+                chosen = [i for i in chosen if i in col.rows and matches(col.metadata[col.rows[i]], filters)]
+            removed = col.remove(chosen)
+            if removed:
+                self._log(collection, {"op": "remove", "ids": chosen})
+            return removed
+
+    # --- files -------------------------------------------------------------------------
+    def _get(self, name: str) -> _Collection:
+        """Collection ``name``, made if it is new."""
+        col = self._collections.get(name)
+        if col is None:
+            if not name or "/" in name or name.startswith("."):
+                raise ValueError(f"a collection's name is not empty and holds no '/': {name!r}")
+            col = self._collections[name] = _Collection(self._np)
+        return col
+
+    def _encode(self, vectors: Any) -> list[str]:
+        arr = self._np.asarray(vectors, dtype=self._np.float32)
+        return [base64.b64encode(row.tobytes()).decode() for row in arr]
+
+    def _log(self, collection: str, entry: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        with open(self.path / f"{collection}.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry, separators=(",", ":")) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def _read_log(self, collection: str, log: Path) -> None:
+        np = self._np
+        col = self._get(collection)
+        with open(log, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    if not line.endswith("\n"):  # the last write, cut short by a crash
+                        break
+                    raise ValueError(f"{log}:{n}: not a record of this store") from None
+                if entry["op"] == "upsert":
+                    vectors = np.stack([np.frombuffer(base64.b64decode(v), dtype=np.float32)
+                                        for v in entry["vectors"]])
+                    col.upsert(entry["ids"], entry["contents"], entry["metadata"], vectors)
+                else:
+                    col.remove(entry["ids"])
+
+
+def _json_only(metadata: list[dict[str, Any]]) -> None:
+    """Metadata is journaled and filtered as JSON: refuse what JSON cannot hold."""
+    try:
+        json.dumps(metadata)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"a document's metadata must be JSON: {err}") from None
+
+
+__all__ = ["EmbeddedVectorStore"]

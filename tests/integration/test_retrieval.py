@@ -1,0 +1,56 @@
+"""Embedding models and vector stores in the Kafka worker: an action's add and query are
+durable calls whose outcomes travel as Avro through the topics; the documents a query
+found are in the session's history, so a replay from the topics returns them after the
+store changed, and calls neither the store nor the embedding model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from eddies.connectors.inspect.replay import load_history, replay
+from eddies.connectors.runtime.client import send_input
+from eddies.connectors.runtime.settings import Settings
+from eddies.engine import AgentPlan
+from eddies.events import CallKind, DurableCallResult
+from tests.integration.workers import answers, start_worker, stop_worker, wait_until
+
+pytestmark = pytest.mark.integration
+
+DOCS = [{"content": "Hostels in Lisbon from 18 euros a night", "metadata": {"price": 18}},
+        {"content": "A boutique hotel in Lisbon's Alfama", "metadata": {"price": 140}},
+        {"content": "Guesthouses in Porto by the river", "metadata": {"price": 35}}]
+
+
+def test_a_worker_adds_and_queries_and_a_replay_returns_what_it_found(
+        settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "store"
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, "tests.integration.agents:librarian", log,
+                          TEST_STORE_PATH=str(store))
+    try:
+        send_input(settings, "s1", json.dumps({"add": DOCS}))
+        wait_until("the documents added", lambda: len(answers(settings)) == 1, worker, log, 90)
+        send_input(settings, "s1", json.dumps({"ask": "a cheap bed in Lisbon",
+                                                "filters": {"price": {"$lt": 100}}}))
+        wait_until("the answer", lambda: len(answers(settings)) == 2, worker, log, 90)
+    finally:
+        stop_worker(worker)
+    added, found = (a.payload.output for a in answers(settings))  # type: ignore[union-attr]
+    assert len(added) == 3 and len(set(added)) == 3
+    assert found == [DOCS[0]["content"], DOCS[2]["content"]]
+    history = load_history(settings, "s1")
+    kinds = [ev.payload.kind for _, ev in history if isinstance(ev.payload, DurableCallResult)]
+    assert kinds == [CallKind.VECTOR_STORE, CallKind.VECTOR_STORE]
+
+    # The store is gone; a replay from the topics still returns what the query found.
+    shutil.rmtree(store)
+    monkeypatch.setenv("TEST_STORE_PATH", str(tmp_path / "empty"))
+    from tests.integration.agents import librarian
+
+    report = replay(AgentPlan.compile(librarian()), history, "s1")
+    assert report.ok
+    assert not any((tmp_path / "empty").iterdir())  # nothing was written to or asked of it

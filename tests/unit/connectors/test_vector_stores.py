@@ -1,0 +1,225 @@
+"""Vector stores: the embedded store's operations, filters, collections and files; every
+operation an action asks for is a durable call (VECTOR_STORE), so a replay returns the
+documents the run got even after the store changed, without a call to the store or the
+embedding model, and an add made again writes its documents once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eddies import (
+    Agent,
+    AgentPlan,
+    Document,
+    EmbeddedVectorStore,
+    EmbeddingModelSetup,
+    InputEvent,
+    LocalRunner,
+    OfflineEmbeddingModel,
+    OutputEvent,
+    PlanError,
+    ResourceType,
+    action,
+)
+from eddies.connectors.declarative.located import DefinitionError
+from eddies.connectors.declarative.yaml_agents import load_yaml_text
+from eddies.connectors.execution.calls import CallPerformer
+from eddies.connectors.inspect.replay import replay
+from eddies.connectors.stores.filters import check, matches
+from eddies.events import CallKind, DurableCallRequest, DurableCallResult, decode_value, encode_value
+
+CORPUS = [
+    Document("Hostels in Lisbon from 18 euros a night", {"city": "Lisbon", "price": 18}, "lisbon-hostel"),
+    Document("A boutique hotel in Lisbon's Alfama", {"city": "Lisbon", "price": 140}, "lisbon-hotel"),
+    Document("Cheap guesthouses in Porto by the river", {"city": "Porto", "price": 35}, "porto-guest"),
+    Document("Sourdough bread, step by step", {"topic": "baking"}, "bread"),
+]
+
+
+class Counting:
+    """An embedding connection that counts what it embedded."""
+
+    def __init__(self) -> None:
+        self.inner = OfflineEmbeddingModel()
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str], **kw: Any) -> Any:
+        self.texts += texts
+        return self.inner.embed(texts, **kw)
+
+
+class CountingStore(EmbeddedVectorStore):
+    """The embedded store, counting its queries."""
+
+    queries = 0
+
+    def query(self, *args: Any, **kw: Any) -> list[dict[str, Any]]:
+        CountingStore.queries += 1
+        return super().query(*args, **kw)
+
+
+class Librarian(Agent):
+    """Stocks the store on "stock", else answers with the nearest documents."""
+
+    @action(InputEvent)
+    def answer(event: InputEvent, ctx: Any) -> None:
+        docs = ctx.get_resource("docs", ResourceType.VECTOR_STORE)
+        if event.input == "stock":
+            ctx.send_event(OutputEvent(output=docs.add([*CORPUS[:3], "Sourdough bread, step by step"])))
+            return
+        ask = event.input
+        hits = docs.query(ask["text"], limit=ask.get("limit", 2), filters=ask.get("filters"))
+        ctx.send_event(OutputEvent(output=[[h.id, h.content] for h in hits]))
+
+
+def _agent(store: EmbeddedVectorStore, conn: Any = None) -> Librarian:
+    agent = Librarian("librarian")
+    agent.add_resource("emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION, conn or OfflineEmbeddingModel())
+    agent.add_resource("emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("emb_conn"))
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, store)
+    return agent
+
+
+def _vectors(texts: list[str]) -> list[list[float]]:
+    return OfflineEmbeddingModel().embed(texts)[0]
+
+
+def _stocked(path: Path | None = None) -> EmbeddedVectorStore:
+    store = EmbeddedVectorStore(embedding_model="emb", collection="travel", path=path)
+    store.add("travel", [d.to_dict() for d in CORPUS], _vectors([d.content for d in CORPUS]))
+    return store
+
+
+def test_the_embedded_store_queries_filters_gets_updates_and_deletes() -> None:
+    store = _stocked()
+    [q] = _vectors(["a cheap bed in Lisbon"])
+    assert [d["id"] for d in store.query("travel", q, 2)] == ["lisbon-hostel", "lisbon-hotel"]
+    hits = store.query("travel", q, 5, {"price": {"$lt": 100}})
+    assert [d["id"] for d in hits] == ["lisbon-hostel", "porto-guest"]
+    assert hits[0]["score"] > hits[1]["score"] and hits[0]["metadata"] == {"city": "Lisbon", "price": 18}
+    assert [d["id"] for d in store.query("travel", q, 5, {"$or": [{"topic": "baking"},
+                                                                   {"city": {"$in": ["Porto"]}}]})] \
+        == ["porto-guest", "bread"]
+    assert store.query("travel", q, 5, {"city": "Oslo"}) == []
+    got = store.get("travel", ["bread", "nope", "porto-guest"])
+    assert [d["id"] for d in got] == ["bread", "porto-guest"]
+    got = store.get("travel", filters={"city": "Lisbon"})
+    assert [d["id"] for d in got] == ["lisbon-hostel", "lisbon-hotel"]
+    moved = {"id": "bread", "content": "Rye bread in Lisbon", "metadata": {"city": "Lisbon"}}
+    assert store.update("travel", [moved, {"id": "nope", "content": "x"}],
+                        _vectors([moved["content"], "x"])) == 1
+    assert store.get("travel", ["bread"])[0]["content"] == "Rye bread in Lisbon"
+    assert store.delete("travel", filters={"city": "Lisbon"}) == 3
+    assert [d["id"] for d in store.get("travel")] == ["porto-guest"]
+    assert store.delete("travel", ["porto-guest", "porto-guest"]) == 1 and store.count() == 0
+
+
+def test_collections_are_apart_and_made_and_dropped() -> None:
+    store = _stocked()
+    store.add("other", [{"id": "x", "content": "Lisbon"}], _vectors(["Lisbon"]))
+    assert store.collections() == ["other", "travel"] and store.count("other") == 1
+    [q] = _vectors(["Lisbon"])
+    assert [d["id"] for d in store.query("other", q, 5)] == ["x"]
+    assert store.delete_collection("other") and store.collections() == ["travel"]
+    assert store.query("other", q, 5) == []
+    with pytest.raises(ValueError, match="vectors of 3 dimensions for a collection of 256"):
+        store.add("travel", [{"id": "y", "content": "y"}], [[0.1, 0.2, 0.3]])
+
+
+def test_a_store_with_a_path_reads_its_documents_back(tmp_path: Path) -> None:
+    store = _stocked(tmp_path)
+    store.delete("travel", ["bread"])
+    [q] = _vectors(["cheap guesthouse in Porto"])
+    before = store.query("travel", q, 3)
+    with open(tmp_path / "travel.jsonl", "a") as fh:
+        fh.write('{"op": "upsert", "ids": ["cut sh')  # a write a crash cut short
+    again = EmbeddedVectorStore(embedding_model="emb", collection="travel", path=tmp_path)
+    assert again.count() == 3 and again.query("travel", q, 3) == before
+
+
+def test_filters_are_checked_before_anything_is_read() -> None:
+    for bad, message in [({"price": {"$less": 3}}, "filters.price: \\$less is not an operator"),
+                         ({"$or": []}, "filters.\\$or: expected a non-empty list"),
+                         ({"$not": {}}, "filters: \\$not is not an operator here"),
+                         ({"city": {"$in": "Lisbon"}}, "filters.city.\\$in: expected a list")]:
+        with pytest.raises(ValueError, match=message):
+            check(bad)
+    assert matches({"price": 3}, {"price": {"$gte": 3, "$lt": 4}})
+    assert not matches({"price": "cheap"}, {"price": {"$lt": 4}})  # no order across types
+    assert not matches({}, {"price": {"$gt": 0}})
+
+
+def test_a_replay_returns_the_recorded_documents_after_the_store_changed() -> None:
+    conn, store = Counting(), CountingStore(embedding_model="emb", collection="travel")
+    runner = LocalRunner(_agent(store, conn))
+    ids = runner.run([("s1", "stock")])[0]
+    assert ids[:3] == ["lisbon-hostel", "lisbon-hotel", "porto-guest"]
+    assert ids[3].endswith(":3")  # given from the call's id: the same on every attempt
+    ask = {"text": "a cheap bed in Lisbon", "filters": {"price": {"$lt": 100}}}
+    [hits] = runner.run([("s1", ask)])
+    assert hits == [["lisbon-hostel", CORPUS[0].content], ["porto-guest", CORPUS[2].content]]
+    results = [e.payload for e in runner.history if isinstance(e.payload, DurableCallResult)]
+    assert [r.kind for r in results] == [CallKind.VECTOR_STORE] * 2
+    assert decode_value(results[1].value)["extra_args"]["usage"]["prompt_tokens"] > 0
+
+    store.delete("travel", filters={"price": {"$gt": 0}})  # the store changes
+    store.add("travel", [{"id": "new", "content": "A new cheap bed in Lisbon"}], _vectors(["x"]))
+    conn.texts.clear()
+    queries = CountingStore.queries
+    report = replay(runner.plan, list(enumerate(runner.history)), "s1")
+    assert report.ok
+    assert conn.texts == [] and CountingStore.queries == queries  # nothing asked of either
+
+
+def test_an_add_made_again_writes_its_documents_once() -> None:
+    store = EmbeddedVectorStore(embedding_model="emb", collection="travel")
+    performer = CallPerformer(AgentPlan.compile(_agent(store)))
+    args = encode_value({"args": [], "kwargs": {
+        "op": "add", "collection": "travel", "documents": [{"content": "a"}, {"content": "b"}]}})
+    request = DurableCallRequest("s1:r1:i1:c0", CallKind.VECTOR_STORE, "docs", args, True)
+    first = performer.perform(request)
+    again = performer.perform(request)  # a crash lost the first attempt's outcome
+    assert first == again and first["result"] == ["s1:r1:i1:c0:0", "s1:r1:i1:c0:1"]
+    assert store.count() == 2
+
+
+def test_a_vector_store_needs_an_embedding_model_and_the_operations() -> None:
+    agent = Librarian("wrong")
+    agent.add_resource("docs", ResourceType.VECTOR_STORE,
+                       EmbeddedVectorStore(embedding_model="nope", collection="c"))
+    with pytest.raises(PlanError, match="embedding_model 'nope' is not an EMBEDDING_MODEL"):
+        LocalRunner(agent)
+    agent = Librarian("wrong2")
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, object())
+    with pytest.raises(PlanError, match="a VECTOR_STORE needs a collection and the methods"):
+        LocalRunner(agent)
+
+
+YAML = """\
+agents:
+  - name: librarian
+    actions:
+      - {name: answer, function: "tests.unit.connectors.test_vector_stores:answer",
+         trigger_conditions: [input]}
+    embedding_model_connections:
+      - {name: emb_conn, clazz: offline}
+    embedding_model_setups:
+      - {name: emb, connection: emb_conn}
+    vector_stores:
+      - {name: docs, clazz: embedded, embedding_model: emb, collection: travel}
+"""
+answer = Librarian.answer
+
+
+def test_vector_stores_in_yaml() -> None:
+    agent = load_yaml_text(YAML)
+    runner = LocalRunner(agent)
+    runner.run([("s1", "stock")])
+    assert runner.run([("s1", {"text": "a guesthouse in Porto", "limit": 1})]) == [
+        [["porto-guest", CORPUS[2].content]]]
+    with pytest.raises(DefinitionError, match="<yaml>:11:56: embedding model 'nope' is not declared "
+                                              "in embedding_model_setups"):
+        load_yaml_text(YAML.replace("embedding_model: emb", "embedding_model: nope"))
