@@ -33,6 +33,7 @@ from .remote_tools import AnyTool
 from .resources import ChatModelSetup, ResourceType
 from .subagents import Result, SubagentSetup, subagent_call
 from .tool_args import ToolArgumentError, problem
+from .vector_stores import query_spec, result, search_tool_spec
 
 
 class ChatModelHandle:
@@ -160,6 +161,16 @@ async def call_tools(site: CallSite, model: str, calls: list[ToolCall]) -> list[
             asked = dict(tc.arguments) if schema else prompt  # its input: what its schema asks for
             ready.append((i, subagent_call(tc.name, setup, asked, None, None)))
             continue
+        if kind is ResourceType.VECTOR_STORE:  # a search, as a tool
+            wrong = (problem(search_tool_spec(tc.name, obj).parameters, dict(tc.arguments))
+                     if isinstance(tc.arguments, Mapping) else "arguments must be an object")
+            if wrong is not None:
+                results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(
+                    "ToolArgumentError", f"tool {tc.name!r}: {wrong}", category=ErrorCategory.PERMANENT))
+                continue
+            ready.append((i, query_spec(tc.name, obj, tc.arguments["query"],
+                                        tc.arguments.get("max_results", 5))))
+            continue
         tool = plan.tool(tc.name)
         try:
             arguments = prepared(site, tool, tc.arguments)
@@ -181,6 +192,10 @@ async def call_tools(site: CallSite, model: str, calls: list[ToolCall]) -> list[
         outcomes = await CallAwaitable(site, [spec for _, spec in batch], batch=True)
         for (i, spec), outcome in zip(batch, outcomes, strict=True):
             tc = calls[i]
+            if spec.kind is CallKind.VECTOR_STORE and outcome.error is None:
+                # The documents, not the usage of the query's embedding.
+                results[i] = ToolResult(tc.id, tc.name, result(outcome.value))
+                continue
             if spec.kind is not CallKind.SIGNAL:
                 results[i] = _tool_result(tc, outcome)
                 continue

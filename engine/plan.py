@@ -14,15 +14,16 @@ from typing import Any
 
 from eddies.events import CallKind, Event
 
+from . import chat, retrieval
 from .agent import ActionSpec, Agent, PlanError, Resource
 from .budgets import Budget, budgets
-from .chat import builtin_actions
 from .embeddings import EmbeddingModelSetup
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool, RemoteTool, remote_names, remote_tools
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
 from .scope_paths import agent_of
 from .subagents import PROMPT_SCHEMA, SubagentSetup
+from .vector_stores import search_tool_spec
 
 #: Engine options read from ``Agent(config=...)``, with their defaults.
 OPTIONS: dict[str, Any] = {
@@ -72,7 +73,7 @@ class AgentPlan:
         configuration under its own."""
         specs = list(agent.actions)
         if agent.builtin_actions:
-            specs.extend(builtin_actions())
+            specs.extend([*chat.builtin_actions(), *retrieval.builtin_actions()])
         actions: dict[str, ActionSpec] = {}
         by_type: dict[str, list[ActionSpec]] = {}
         for spec in specs:
@@ -207,13 +208,21 @@ class AgentPlan:
             own = round(entry[1].timeout_of(kwargs) * 1000) + SUBAGENT_GRACE_MS
         return own if own is not None else self.timeouts.get(kind)
 
+    def _tool_spec(self, name: str) -> ToolSpec:
+        """What a model is told of tool ``name``: a tool's own spec, a sub-agent's prompt, a
+        vector store's search."""
+        rtype, obj = self.resources[name]
+        if rtype is ResourceType.AGENT:
+            return subagent_spec(name, obj)
+        if rtype is ResourceType.VECTOR_STORE:
+            return search_tool_spec(name, obj)
+        return self.tool(name).spec
+
     def tool_specs(self, model: str) -> list[ToolSpec]:
         """Specs of the tools the chat model ``model`` may call (a new list each time)."""
         specs = self._tool_specs.get(model)
         if specs is None:
-            specs = self._tool_specs[model] = [
-                subagent_spec(t, self.resources[t][1]) if self.resources[t][0] is ResourceType.AGENT
-                else self.tool(t).spec for t in self.offered_tools(model)]
+            specs = self._tool_specs[model] = [self._tool_spec(t) for t in self.offered_tools(model)]
         return list(specs)
 
 
@@ -327,8 +336,10 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
             )
         for tool in obj.tools:
             entry = out.get(tool)
-            if entry is None or entry[0] not in (ResourceType.TOOL, ResourceType.AGENT):
-                raise PlanError(f"resource {name!r}: tool {tool!r} is not a TOOL or AGENT resource")
+            if entry is None or entry[0] not in (ResourceType.TOOL, ResourceType.AGENT,
+                                                 ResourceType.VECTOR_STORE):
+                raise PlanError(f"resource {name!r}: tool {tool!r} is not a TOOL, AGENT or "
+                                "VECTOR_STORE resource")
     return out
 
 

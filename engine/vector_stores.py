@@ -21,43 +21,31 @@ Example (in an action)::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from eddies.events import CallKind
+from eddies.events import CallKind, Document
 
 from .calls import CallAwaitable, CallSite, CallSpec
+from .resources import ToolSpec
 
 
-@dataclass(frozen=True)
-class Document:
-    """A text with its metadata; ``id`` None: the store gives one (deterministic, from the
-    call: the same on every attempt); ``score``: its nearness to a query (cosine
-    similarity, higher is nearer), in a query's answer only."""
+def document_of(value: Any) -> Document:
+    """A Document from a Document, a text, or its JSON form (``{"content", "metadata",
+    "id", "score"}``)."""
+    if isinstance(value, Document):
+        return value
+    if isinstance(value, str):
+        return Document(value)
+    if isinstance(value, Mapping) and isinstance(value.get("content"), str):
+        return Document(value["content"], dict(value.get("metadata") or {}), value.get("id"),
+                        value.get("score"))
+    raise TypeError(f"a document is a Document, a str or a {{'content': ...}} mapping, got "
+                    f"{value!r:.80}")
 
-    content: str
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    id: str | None = None
-    score: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (as journaled)."""
-        out = asdict(self)
-        out["metadata"] = dict(self.metadata)
-        return out
-
-    @classmethod
-    def of(cls, value: Any) -> Document:
-        """A Document from a Document, a text, or its JSON form."""
-        if isinstance(value, Document):
-            return value
-        if isinstance(value, str):
-            return cls(value)
-        if isinstance(value, Mapping) and isinstance(value.get("content"), str):
-            return cls(value["content"], dict(value.get("metadata") or {}), value.get("id"),
-                       value.get("score"))
-        raise TypeError(f"a document is a Document, a str or a {{'content': ...}} mapping, got "
-                        f"{value!r:.80}")
+def document_dict(doc: Document) -> dict[str, Any]:
+    """The JSON form of ``doc`` (as journaled)."""
+    return {"content": doc.content, "metadata": dict(doc.metadata), "id": doc.id, "score": doc.score}
 
 
 class VectorStore(Protocol):
@@ -95,20 +83,20 @@ class VectorStoreHandle:
         """The ``limit`` documents nearest to ``text`` that match ``filters`` (see
         :func:`eddies.connectors.stores.filters.matches`), nearest first."""
         spec = self._query(text, limit, filters, collection)
-        return [Document.of(d) for d in result(self._site.call_now(spec))]
+        return [document_of(d) for d in result(self._site.call_now(spec))]
 
     async def query_async(self, text: str, *, limit: int = 5,
                           filters: Mapping[str, Any] | None = None,
                           collection: str | None = None) -> list[Document]:
         """Awaitable form of :meth:`query`, for ``async def`` actions."""
         spec = self._query(text, limit, filters, collection)
-        return [Document.of(d) for d in result(await CallAwaitable(self._site, [spec], batch=False))]
+        return [document_of(d) for d in result(await CallAwaitable(self._site, [spec], batch=False))]
 
     def add(self, documents: Sequence[Document | str | Mapping[str, Any]], *,
             collection: str | None = None) -> list[str]:
         """Add (or replace, by id) ``documents``; their ids. A document without an id is
         given one made from this call's id, so a repeated attempt writes it once."""
-        docs = [Document.of(d).to_dict() for d in documents]
+        docs = [document_dict(document_of(d)) for d in documents]
         return list(result(self._site.call_now(self._spec("add", collection, documents=docs))))
 
     def get(self, ids: Sequence[str] | None = None, *, filters: Mapping[str, Any] | None = None,
@@ -116,15 +104,15 @@ class VectorStoreHandle:
         """The documents of ``ids`` (those that exist), or those matching ``filters``."""
         spec = self._spec("get", collection, ids=None if ids is None else list(ids),
                           filters=dict(filters or {}), limit=limit)
-        return [Document.of(d) for d in result(self._site.call_now(spec))]
+        return [document_of(d) for d in result(self._site.call_now(spec))]
 
     def update(self, documents: Sequence[Document | Mapping[str, Any]], *,
                collection: str | None = None) -> int:
         """Replace the content and metadata of documents that exist (by id); how many."""
-        docs = [Document.of(d) for d in documents]
+        docs = [document_of(d) for d in documents]
         if any(d.id is None for d in docs):
             raise ValueError(f"{self.name}.update: every document needs its id")
-        spec = self._spec("update", collection, documents=[d.to_dict() for d in docs])
+        spec = self._spec("update", collection, documents=[document_dict(d) for d in docs])
         return int(result(self._site.call_now(spec)))
 
     def delete(self, ids: Sequence[str] | None = None, *, filters: Mapping[str, Any] | None = None,
@@ -138,18 +126,51 @@ class VectorStoreHandle:
 
     def _query(self, text: str, limit: int, filters: Mapping[str, Any] | None,
                collection: str | None) -> CallSpec:
-        if not isinstance(text, str):
-            raise TypeError(f"{self.name}.query: the text must be a str, got {type(text).__name__}")
-        if type(limit) is not int or limit <= 0:
-            raise ValueError(f"{self.name}.query: limit must be a positive int, got {limit!r}")
-        return self._spec("query", collection, text=text, limit=limit, filters=dict(filters or {}))
+        return query_spec(self.name, self.store, text, limit, filters, collection)
 
     def _spec(self, op: str, collection: str | None, **arguments: Any) -> CallSpec:
-        # Reads and writes by id change nothing when done twice; an add without ids gets
-        # ids from the call's own (the executor's), the same on every attempt.
-        return CallSpec(CallKind.VECTOR_STORE, self.name, (),
-                        {"op": op, "collection": collection or self.store.collection, **arguments},
-                        idempotent=True)
+        return store_spec(self.name, self.store, op, collection, **arguments)
+
+
+def store_spec(name: str, store: VectorStore, op: str, collection: str | None,
+               **arguments: Any) -> CallSpec:
+    """The durable call of operation ``op`` on VECTOR_STORE ``name``."""
+    # Reads and writes by id change nothing when done twice; an add without ids gets ids
+    # from the call's own (the executor's), the same on every attempt.
+    return CallSpec(CallKind.VECTOR_STORE, name, (),
+                    {"op": op, "collection": collection or store.collection, **arguments},
+                    idempotent=True)
+
+
+def query_spec(name: str, store: VectorStore, text: str, limit: int,
+               filters: Mapping[str, Any] | None = None, collection: str | None = None) -> CallSpec:
+    """The durable call of a query of VECTOR_STORE ``name`` (a TypeError or ValueError
+    names a wrong argument)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name}.query: the text must be a str, got {type(text).__name__}")
+    if type(limit) is not int or limit <= 0:
+        raise ValueError(f"{name}.query: limit must be a positive int, got {limit!r}")
+    return store_spec(name, store, "query", collection, text=text, limit=limit,
+                      filters=dict(filters or {}))
+
+
+#: How many documents a model may ask a store for in one search.
+MOST_RESULTS_FOR_A_MODEL = 20
+
+
+def search_tool_spec(name: str, store: VectorStore) -> ToolSpec:
+    """How a model is offered VECTOR_STORE ``name`` (named in its setup's ``tools``): a
+    search taking a ``query`` and, optionally, how many results."""
+    description = getattr(store, "description", None) or (
+        f"Search the {name} documents: the passages nearest to a query, nearest first, with "
+        "their metadata.")
+    return ToolSpec(name, description, {
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "What to look for."},
+                       "max_results": {"type": "integer", "minimum": 1,
+                                       "maximum": MOST_RESULTS_FOR_A_MODEL,
+                                       "description": "How many passages (default 5)."}},
+        "required": ["query"], "additionalProperties": False})
 
 
 def store_value(result: Any, usage: Mapping[str, Any]) -> dict[str, Any]:
@@ -164,4 +185,6 @@ def result(value: Any) -> Any:
     return value["result"]
 
 
-__all__ = ["OPERATIONS", "Document", "VectorStore", "VectorStoreHandle", "result", "store_value"]
+__all__ = ["MOST_RESULTS_FOR_A_MODEL", "OPERATIONS", "Document", "VectorStore", "VectorStoreHandle",
+           "document_dict", "document_of", "query_spec", "result", "search_tool_spec", "store_spec",
+           "store_value"]

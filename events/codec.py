@@ -31,7 +31,10 @@ from .payloads import (
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
+    ContextRetrievalRequestEvent,
+    ContextRetrievalResponseEvent,
     CustomEvent,
+    Document,
     DurableCallRequest,
     DurableCallResult,
     ErrorCategory,
@@ -89,6 +92,11 @@ def _message(m: ChatMessage) -> Record:
         "tool_call_id": m.tool_call_id,
         "extra_args": encode_value(m.extra_args, "ChatMessage.extra_args"),
     }
+
+
+def _document(d: Document) -> Record:
+    return {"content": d.content, "metadata": encode_value(d.metadata, "Document.metadata"),
+            "id": d.id, "score": d.score}
 
 
 def _usage(u: TokenUsage | None) -> Record | None:
@@ -202,6 +210,18 @@ def _approval(p: Any) -> Record:
             "deadline": p.deadline}
 
 
+def _retrieval_req(p: Any) -> Record:
+    filters = p.filters
+    return {"query": p.query, "vector_store": p.vector_store, "max_results": p.max_results,
+            "filters": None if filters is None else encode_value(filters, "filters"),
+            "collection": p.collection}
+
+
+def _retrieval_resp(p: Any) -> Record:
+    return {"request_id": p.request_id, "query": p.query,
+            "documents": [_document(d) for d in p.documents]}
+
+
 def _custom(p: Any) -> Record:
     return {"type_name": p.type_name, "attributes": encode_value(p.attributes, p.type_name)}
 
@@ -220,6 +240,8 @@ _WRITERS: dict[type, tuple[str, Callable[[Any], Record]]] = {
     CustomEvent: ("eddies.CustomEvent", _custom),
     SignalEvent: ("eddies.SignalEvent", _signal),
     ApprovalRequestEvent: ("eddies.ApprovalRequestEvent", _approval),
+    ContextRetrievalRequestEvent: ("eddies.ContextRetrievalRequestEvent", _retrieval_req),
+    ContextRetrievalResponseEvent: ("eddies.ContextRetrievalResponseEvent", _retrieval_resp),
 }
 
 
@@ -322,6 +344,11 @@ def _message_in(r: Record) -> ChatMessage:
     )
 
 
+def _document_in(r: Record) -> Document:
+    return Document(r["content"], decode_value(r["metadata"], "Document.metadata"), r["id"],
+                    r["score"])
+
+
 def _custom_in(r: Record) -> Event:
     type_name = r["type_name"]
     attributes = decode_value(r["attributes"], type_name)
@@ -395,6 +422,13 @@ _READERS: dict[str, Callable[[Record], Event]] = {
     "eddies.ApprovalRequestEvent": lambda r: ApprovalRequestEvent(
         r["signal"], r["tool"], r["tool_call_id"],
         decode_value(r["arguments"], "ApprovalRequestEvent.arguments"), r["deadline"],
+    ),
+    "eddies.ContextRetrievalRequestEvent": lambda r: ContextRetrievalRequestEvent(
+        r["query"], r["vector_store"], r["max_results"],
+        None if r["filters"] is None else decode_value(r["filters"], "filters"), r["collection"],
+    ),
+    "eddies.ContextRetrievalResponseEvent": lambda r: ContextRetrievalResponseEvent(
+        r["request_id"], r["query"], [_document_in(d) for d in r["documents"]],
     ),
 }
 
@@ -475,15 +509,18 @@ def _object_binding() -> ObjectBinding:
     classes: dict[str, type] = {name: kind for kind, (name, _) in _WRITERS.items()}
     classes.update({"eddies.AgentEvent": AgentEvent, "eddies.ChatMessage": ChatMessage,
                     "eddies.ToolCall": ToolCall, "eddies.ToolResult": ToolResult,
-                    "eddies.ErrorInfo": ErrorInfo, "eddies.TokenUsage": TokenUsage})
+                    "eddies.ErrorInfo": ErrorInfo, "eddies.TokenUsage": TokenUsage,
+                    "eddies.Document": Document})
     convert: dict[str, Callable[[Any], Any]] = {
         f"eddies.{r}.{f}": _value_field(r, f) for r, f in [
             ("InputEvent", "input"), ("OutputEvent", "output"), ("ChatMessage", "extra_args"),
             ("ToolCall", "arguments"), ("ToolResult", "result"), ("SubagentCallEvent", "input"),
             ("SubagentResultEvent", "output"), ("SignalEvent", "value"),
-            ("ApprovalRequestEvent", "arguments"),
+            ("ApprovalRequestEvent", "arguments"), ("Document", "metadata"),
         ]
     }
+    convert["eddies.ContextRetrievalRequestEvent.filters"] = lambda p: (
+        None if p.filters is None else encode_value(p.filters, "filters"))
     convert["eddies.ChatRequestEvent.output_schema"] = lambda p: (
         None if p.output_schema is None else encode_value(p.output_schema, "output_schema"))
     convert["eddies.CustomEvent.attributes"] = lambda p: encode_value(p.attributes, p.type_name)

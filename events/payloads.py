@@ -62,6 +62,8 @@ BUILTIN_TYPES = frozenset(
         "CustomEvent",
         "SignalEvent",
         "ApprovalRequestEvent",
+        "ContextRetrievalRequestEvent",
+        "ContextRetrievalResponseEvent",
     }
 )
 
@@ -350,3 +352,44 @@ class ApprovalRequestEvent(Event):
     tool_call_id: str = ""
     arguments: dict[str, Any] = field(default_factory=dict)
     deadline: int | None = None
+
+
+@dataclass(slots=True)
+class Document:
+    """A text with its metadata, as a vector store holds it. ``id`` None: not given yet
+    (the store gives one); ``score``: its nearness to a query (cosine similarity, higher
+    is nearer), in a query's answer only. Example: ``Document("Hostels in Lisbon",
+    {"city": "Lisbon"})``."""
+
+    content: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    score: float | None = None
+
+
+@dataclass(slots=True)
+class ContextRetrievalRequestEvent(Event):
+    """Find the documents of VECTOR_STORE resource ``vector_store`` nearest to ``query``
+    (at most ``max_results``, matching ``filters``); the built-in retrieval action answers
+    with a :class:`ContextRetrievalResponseEvent`, its query a durable call. Example:
+    ``ctx.send_event(ContextRetrievalRequestEvent("a cheap bed", "docs", max_results=5))``."""
+
+    event_type: ClassVar[str] = "ContextRetrievalRequestEvent"
+    _builtin: ClassVar[bool] = True
+    query: str = ""
+    vector_store: str = ""
+    max_results: int = 3
+    filters: dict[str, Any] | None = None
+    collection: str | None = None
+
+
+@dataclass(slots=True)
+class ContextRetrievalResponseEvent(Event):
+    """The documents found for the ContextRetrievalRequestEvent whose event_id is
+    ``request_id``, nearest first."""
+
+    event_type: ClassVar[str] = "ContextRetrievalResponseEvent"
+    _builtin: ClassVar[bool] = True
+    request_id: str = ""
+    query: str = ""
+    documents: list[Document] = field(default_factory=list)

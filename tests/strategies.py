@@ -14,7 +14,10 @@ from eddies.events import (
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
+    ContextRetrievalRequestEvent,
+    ContextRetrievalResponseEvent,
     CustomEvent,
+    Document,
     DurableCallRequest,
     DurableCallResult,
     ErrorCategory,
@@ -84,11 +87,17 @@ payloads = st.one_of(
     st.builds(CustomEvent, st.text(min_size=1, max_size=20).filter(lambda s: s not in _TAKEN), json_objects),
     st.builds(SignalEvent, text, json_values),
     st.builds(ApprovalRequestEvent, text, text, text, json_objects, st.none() | st.integers(0, 2**40)),
+    st.builds(ContextRetrievalRequestEvent, text, text, st.integers(1, 100), st.none() | json_objects,
+              st.none() | text),
+    st.builds(ContextRetrievalResponseEvent, text, text, st.lists(st.builds(
+        Document, text, json_objects, st.none() | text,
+        st.none() | st.floats(-1, 1, allow_nan=False)), max_size=3)),
 )
 
 _TAKEN = {"InputEvent", "OutputEvent", "ChatRequestEvent", "ChatResponseEvent", "ToolRequestEvent",
           "ToolResponseEvent", "SubagentCallEvent", "SubagentResultEvent", "DurableCallRequest",
-          "DurableCallResult", "CustomEvent", "SignalEvent", "ApprovalRequestEvent", "Reviewed"}
+          "DurableCallResult", "CustomEvent", "SignalEvent", "ApprovalRequestEvent",
+          "ContextRetrievalRequestEvent", "ContextRetrievalResponseEvent", "Reviewed"}
 
 
 def _envelope(payload: Any, eid: str, sid: str, seq: int, run: int, scope: list[str],

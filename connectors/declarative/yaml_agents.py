@@ -332,7 +332,8 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, str], inherits: bool 
         _python(entry)
         tools = _list(entry, "tools")
         for k, t in enumerate(tools):
-            known = declared.get(t, ("",))[0] in ("tools", "subagents") or t == GENERAL_PURPOSE
+            known = (declared.get(t, ("",))[0] in ("tools", "subagents", "vector_stores")
+                     or t == GENERAL_PURPOSE)
             if not known and not (inherits and t not in declared):
                 raise DefinitionError(f"{where(tools, k)}: tool {t!r} is not declared in tools (or "
                                       "subagents)")

@@ -5,6 +5,7 @@ embedding model, and an add made again writes its documents once."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from eddies import (
     Agent,
     AgentPlan,
+    ChatModelSetup,
     Document,
     EmbeddedVectorStore,
     EmbeddingModelSetup,
@@ -21,7 +23,9 @@ from eddies import (
     OfflineEmbeddingModel,
     OutputEvent,
     PlanError,
+    ReActAgent,
     ResourceType,
+    ScriptedChatModel,
     action,
 )
 from eddies.connectors.declarative.located import DefinitionError
@@ -29,7 +33,19 @@ from eddies.connectors.declarative.yaml_agents import load_yaml_text
 from eddies.connectors.execution.calls import CallPerformer
 from eddies.connectors.inspect.replay import replay
 from eddies.connectors.stores.filters import check, matches
-from eddies.events import CallKind, DurableCallRequest, DurableCallResult, decode_value, encode_value
+from eddies.engine.vector_stores import document_dict
+from eddies.events import (
+    CallKind,
+    ChatMessage,
+    ContextRetrievalRequestEvent,
+    ContextRetrievalResponseEvent,
+    DurableCallRequest,
+    DurableCallResult,
+    MessageRole,
+    ToolCall,
+    decode_value,
+    encode_value,
+)
 
 CORPUS = [
     Document("Hostels in Lisbon from 18 euros a night", {"city": "Lisbon", "price": 18}, "lisbon-hostel"),
@@ -89,7 +105,7 @@ def _vectors(texts: list[str]) -> list[list[float]]:
 
 def _stocked(path: Path | None = None) -> EmbeddedVectorStore:
     store = EmbeddedVectorStore(embedding_model="emb", collection="travel", path=path)
-    store.add("travel", [d.to_dict() for d in CORPUS], _vectors([d.content for d in CORPUS]))
+    store.add("travel", [document_dict(d) for d in CORPUS], _vectors([d.content for d in CORPUS]))
     return store
 
 
@@ -223,3 +239,63 @@ def test_vector_stores_in_yaml() -> None:
     with pytest.raises(DefinitionError, match="<yaml>:11:56: embedding model 'nope' is not declared "
                                               "in embedding_model_setups"):
         load_yaml_text(YAML.replace("embedding_model: emb", "embedding_model: nope"))
+
+
+class Asker(Agent):
+    """Sends a retrieval request for its input; answers with what the built-in action found."""
+
+    @action(InputEvent)
+    def ask(event: InputEvent, ctx: Any) -> None:
+        ctx.send_event(ContextRetrievalRequestEvent(event.input, "docs", max_results=2,
+                                                    filters={"price": {"$lt": 100}}))
+
+    @action(ContextRetrievalResponseEvent)
+    def answer(event: ContextRetrievalResponseEvent, ctx: Any) -> None:
+        ctx.send_event(OutputEvent(output={"query": event.query,
+                                           "found": [d.id for d in event.documents]}))
+
+
+def _with_store(agent: Agent, store: EmbeddedVectorStore) -> Agent:
+    agent.add_resource("emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION, OfflineEmbeddingModel())
+    agent.add_resource("emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("emb_conn"))
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, store)
+    return agent
+
+
+def test_the_builtin_retrieval_action_answers_a_request_with_the_documents_found() -> None:
+    store = _stocked()
+    runner = LocalRunner(_with_store(Asker("asker"), store))
+    [out] = runner.run([("s1", "a cheap bed in Lisbon")])
+    assert out == {"query": "a cheap bed in Lisbon", "found": ["lisbon-hostel", "porto-guest"]}
+    [request] = [e for e in runner.history if isinstance(e.payload, ContextRetrievalRequestEvent)]
+    [response] = [e.payload for e in runner.history
+                  if isinstance(e.payload, ContextRetrievalResponseEvent)]
+    assert response.request_id == request.event_id
+    assert response.documents[0].metadata == {"city": "Lisbon", "price": 18}
+    assert response.documents[0].score is not None and response.documents[0].score > 0
+    assert [e.action for e in runner.history if e.payload is response] == ["eddies.context_retrieval"]
+    store.delete("travel", filters={"price": {"$gt": 0}})
+    assert replay(runner.plan, list(enumerate(runner.history)), "s1").ok
+
+
+def test_a_model_searches_a_store_offered_as_a_tool() -> None:
+    seen: list[str] = []
+
+    def searcher(messages: list[ChatMessage], tools: list[Any]) -> ChatMessage:
+        results = [m.content for m in messages if m.role is MessageRole.TOOL]
+        if results:
+            seen.extend(results)
+            return ChatMessage(MessageRole.ASSISTANT, "done")
+        assert [t.name for t in tools] == ["docs"]
+        assert tools[0].parameters["required"] == ["query"]
+        return ChatMessage(MessageRole.ASSISTANT, "", [
+            ToolCall("1", "docs", {"query": "guesthouse by the river", "max_results": 1}),
+            ToolCall("2", "docs", {"max_results": 1})])
+
+    agent = _with_store(ReActAgent("rag", model="llm"), _stocked())
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(searcher))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", tools=["docs"]))
+    LocalRunner(agent).run([("s1", "where by the river?")])
+    found, refused = seen
+    assert [d["id"] for d in json.loads(found)] == ["porto-guest"]
+    assert "ToolArgumentError" in refused and "query" in refused

@@ -23,7 +23,8 @@ from tests.agents import Echo, add
 def test_actions_are_collected_by_trigger_in_order() -> None:
     plan = AgentPlan.compile(Echo())
     assert [a.name for a in plan.actions_for("InputEvent")] == ["start"]
-    assert {a.name for a in plan.actions.values()} == {"start", "eddies.chat_model", "eddies.tool_call"}
+    assert {a.name for a in plan.actions.values()} == {
+        "start", "eddies.chat_model", "eddies.tool_call", "eddies.context_retrieval"}
     assert plan.agent_name == "Echo"
 
 

@@ -161,3 +161,13 @@ def test_invalid_json_in_a_value_field_is_a_decode_error() -> None:
     rec["payload"] = ("eddies.InputEvent", {"input": "{not json"})
     with pytest.raises(DecodeError, match="InputEvent.input"):
         from_record(rec)
+
+
+def test_the_docs_name_the_envelope_schemas_fingerprint() -> None:
+    """docs/guide/downstream.md gives consumers the fingerprint to check: the current one."""
+    from pathlib import Path
+
+    from eddies.events.schemas import envelope_fingerprint
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "guide" / "downstream.md").read_text()
+    assert f"Today:\n`{envelope_fingerprint()}`" in text
