@@ -8,6 +8,10 @@
 - A tagline writer (:func:`tagline_agent`), a built-in reflection loop: a drafter writes,
   a critic reviews; the first draft is sent back (``REVISE: ...``), the second, written
   from the critic's feedback, is approved.
+- A trip planner (:func:`planner_agent`) that calls the last two as sub-agents.
+- A travel guide (:func:`rag_agent`), the built-in RAG agent: the passages of a shipped
+  corpus nearest to the question, from the embedded vector store and the offline
+  embedding model, then an answer that cites them.
 
 Every model and tool call is a durable call, so a session's history is the trace that
 ``eddies demo`` prints, and a replay recomputes it without calling anything.
@@ -22,6 +26,7 @@ from typing import Any
 from eddies.engine import (
     Agent,
     ChatModelSetup,
+    EmbeddingModelSetup,
     FunctionTool,
     McpServer,
     McpTool,
@@ -33,10 +38,13 @@ from eddies.engine import (
     ToolSpec,
     action,
 )
+from eddies.engine.rag import RagAgent, RagOptions
+from eddies.engine.vector_stores import document_dict, document_of
 from eddies.events import (
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
+    Document,
     InputEvent,
     MessageRole,
     OutputEvent,
@@ -280,3 +288,55 @@ def planner_agent(model: Any = None) -> ReActAgent:
 def one_turn_agent() -> Calculator:
     """The calculator without tools: input -> one model call -> output (for benchmarks)."""
     return calculator_agent(tools=False)
+
+
+RAG_PROMPTS = [("frank", "Where can I sleep cheaply in Lisbon?")]
+_PASSAGE = re.compile(r"^\[(\d+)\] \(([^)]*)\) (.+)$", re.M)
+_WORD = re.compile(r"[a-z]{4,}")
+
+
+def guide_corpus() -> list[Document]:
+    """The travel guide shipped with Eddies (``eddies/corpus/travel-guide.jsonl``): a
+    dozen passages on a few cities, each with its source, city and topic."""
+    from importlib.resources import files
+
+    text = (files("eddies") / "corpus" / "travel-guide.jsonl").read_text(encoding="utf-8")
+    return [document_of(json.loads(line)) for line in text.splitlines() if line.strip()]
+
+
+def rag_model(messages: list[ChatMessage], tools: list[ToolSpec]) -> str:
+    """The guide's offline model: it answers with the first sentence of the passage that
+    shares the most words with the question (the nearest among equals), citing it."""
+    asked = messages[-1].content
+    question = set(_WORD.findall(asked.rsplit("Question:", 1)[-1].lower()))
+    scored = []
+    for n, source, content in _PASSAGE.findall(asked):
+        shared = len(question & set(_WORD.findall(f"{source} {content}".lower())))
+        scored.append((shared, -int(n), content))
+    if not scored or max(scored)[0] == 0:
+        return "The passages do not say."
+    _, n, content = max(scored)
+    return f"{content.split('; ')[0].rstrip('.')} [{-n}]."
+
+
+def rag_agent(model: Any = None) -> RagAgent:
+    """The travel guide: a RagAgent over the shipped corpus (:func:`guide_corpus`) in the
+    embedded vector store, embedded by the offline embedding model, answering on
+    :func:`rag_model` (the offline scripted model) with the passages it cites."""
+    from eddies.connectors.models.embeddings import OfflineEmbeddingModel
+    from eddies.connectors.models.scripted import ScriptedChatModel
+    from eddies.connectors.stores.embedded import EmbeddedVectorStore
+
+    embedder = OfflineEmbeddingModel()
+    store = EmbeddedVectorStore(embedding_model="embedder", collection="travel-guide")
+    corpus = guide_corpus()
+    vectors, _ = embedder.embed([d.content for d in corpus])
+    store.add("travel-guide", [document_dict(d) for d in corpus], vectors)
+    agent = RagAgent("guide", model="llm", vector_store="guide", options=RagOptions(max_results=3))
+    agent.add_resource("offline_embedder", ResourceType.EMBEDDING_MODEL_CONNECTION, embedder)
+    agent.add_resource("embedder", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("offline_embedder"))
+    agent.add_resource("guide", ResourceType.VECTOR_STORE, store)
+    agent.add_resource("guide_model", ResourceType.CHAT_MODEL_CONNECTION,
+                       model or ScriptedChatModel(rag_model))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("guide_model"))
+    return agent

@@ -21,6 +21,7 @@ from .embeddings import EmbeddingModelConnection, EmbeddingModelSetup
 from .journal import Journal
 from .machine import SessionMachine, UnsupportedEventError
 from .plan import AgentPlan, PlanError
+from .rag import RagAgent, RagOptions
 from .react import ReActAgent, ReActOptions
 from .reflection import ReflectionAgent, ReflectionOptions
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool
@@ -52,6 +53,8 @@ __all__ = [
     "Metrics",
     "Outcome",
     "PlanError",
+    "RagAgent",
+    "RagOptions",
     "ReActAgent",
     "ReActOptions",
     "ReflectionAgent",

@@ -1,8 +1,9 @@
 """Agents declared in YAML, in the shape of Apache Flink Agents' YAML API: an ``agents``
 list, each with its actions and resources (prompts, tools, chat and embedding model
 connections and setups, vector stores, MCP servers) referring to each other by name, and
-Eddies' built-in agents (``type: react`` or ``reflection``) with their options. Unknown keys, wrong types and
-dangling references are errors naming the file, line and column. Example::
+Eddies' built-in agents (``type: react``, ``reflection`` or ``rag``) with their options.
+Unknown keys, wrong types and dangling references are errors naming the file, line and
+column. Example::
 
     agents:
       - name: support
@@ -56,6 +57,8 @@ from eddies.engine import (
     FunctionTool,
     McpServer,
     McpTool,
+    RagAgent,
+    RagOptions,
     ReActAgent,
     ReActOptions,
     ReflectionAgent,
@@ -82,7 +85,8 @@ EMBEDDING_CONNECTIONS = {"openai": "eddies.connectors.models.embeddings:LiteLLME
 VECTOR_STORES = {"embedded": "eddies.connectors.stores.embedded:EmbeddedVectorStore"}
 _AGENT_KEYS = {"name", "description", "version", "type", "config", "actions", "prompts", "tools",
                "chat_model_connections", "chat_model_setups", "embedding_model_connections",
-               "embedding_model_setups", "vector_stores", "mcp_servers", "a2a_servers", "model", "prompt",
+               "embedding_model_setups", "vector_stores", "vector_store", "mcp_servers", "a2a_servers",
+               "model", "prompt",
                "options", "drafter", "critic", "drafter_prompt", "critic_prompt", "output_schema",
                "subagents", "subagent_compatible"}
 _SECTIONS = ("prompts", "mcp_servers", "a2a_servers", "tools", "subagents", "chat_model_connections",
@@ -165,12 +169,19 @@ def _agent(agents: Seq, index: int, path: tuple[str, ...] = ()) -> Agent:
             drafter_prompt=_prompt_ref(spec, "drafter_prompt", prompts) if "drafter_prompt" in spec else None,
             critic_prompt=_prompt_ref(spec, "critic_prompt", prompts) if "critic_prompt" in spec else None,
             options=_options(spec, ReflectionOptions), version=version, config=dict(config))
+    elif kind == "rag":
+        _only(spec, {"model", "vector_store", "prompt", "options"}, kind)
+        agent = RagAgent(
+            name, model=_text(spec, "model", required=True),
+            vector_store=_text(spec, "vector_store", required=True),
+            prompt=_prompt_ref(spec, "prompt", prompts) if "prompt" in spec else None,
+            options=_options(spec, RagOptions), version=version, config=dict(config))
     elif kind == "workflow":
         _only(spec, set(), kind)
         agent = Agent(name, version, dict(config))
     else:
         raise DefinitionError(f"{where(spec, 'type')}: type {kind!r} is not one of workflow, react, "
-                              "reflection")
+                              "reflection, rag")
     if "description" in spec:
         agent.description = _text(spec, "description")
     if "subagent_compatible" in spec:
@@ -223,7 +234,7 @@ def _subagent(agents: Seq, entry: Map, path: tuple[str, ...]) -> Any:
 def _only(spec: Map, allowed: set[str], kind: str) -> None:
     """Keys that belong to another type of agent are errors."""
     for key in ("model", "prompt", "options", "output_schema", "drafter", "critic", "drafter_prompt",
-                "critic_prompt"):
+                "critic_prompt", "vector_store"):
         if key in spec and key not in allowed:
             raise DefinitionError(f"{where(spec, key)}: {key!r} is not an option of a {kind} agent")
 

@@ -35,7 +35,8 @@ def call_text(name: str, args: list[Any], kwargs: dict[str, Any]) -> str:
 
 
 def request_text(p: DurableCallRequest) -> str:
-    """``TOOL add(a=1, b=2)``, ``CHAT_MODEL llm``, ``EMBEDDING emb 3 texts: "first"``."""
+    """``TOOL add(a=1, b=2)``, ``CHAT_MODEL llm``, ``EMBEDDING emb 3 texts: "first"``,
+    ``VECTOR_STORE docs query "a cheap bed"``."""
     detail = f"{p.kind.value} {p.target}"
     if p.kind is CallKind.TOOL:
         try:
@@ -49,11 +50,22 @@ def request_text(p: DurableCallRequest) -> str:
             detail += f" {len(texts)} text{'s' * (len(texts) != 1)}: {json.dumps(texts[0])}"
         except (ValueError, AttributeError, KeyError, TypeError, IndexError):
             pass
+    elif p.kind is CallKind.VECTOR_STORE:
+        try:
+            asked = json.loads(p.args)["kwargs"]
+            detail += f" {asked['op']}"
+            if asked["op"] == "query":
+                detail += f" {json.dumps(asked['text'])}"
+            elif asked.get("documents") is not None:
+                detail += f" {len(asked['documents'])} documents"
+        except (ValueError, AttributeError, KeyError, TypeError):
+            pass
     return cut(detail, 70)
 
 
 def result_text(p: DurableCallResult, n: int = 60) -> str:
-    """``OK 3``, ``OK asks for add(a=1)``, ``OK 3 vectors of 256``, ``FAILED ValueError: ...``."""
+    """``OK 3``, ``OK asks for add(a=1)``, ``OK 3 vectors of 256``, ``OK 2 documents: a, b``,
+    ``FAILED ValueError: ...``."""
     if p.error is not None:
         return cut(f"{p.status.value} {p.error.type}: {p.error.message}", n)
     value = p.value
@@ -70,6 +82,15 @@ def result_text(p: DurableCallResult, n: int = 60) -> str:
             vectors = json.loads(p.value)["embeddings"]
             value = f"{len(vectors)} vector{'s' * (len(vectors) != 1)} of {len(vectors[0])}"
         except (ValueError, AttributeError, KeyError, TypeError, IndexError):
+            pass
+    elif p.kind is CallKind.VECTOR_STORE:  # the documents' ids
+        try:
+            found = json.loads(p.value)["result"]
+            if isinstance(found, list) and all(isinstance(d, dict) for d in found):
+                value = f"{len(found)} documents: " + ", ".join(str(d.get("id")) for d in found)
+            else:
+                value = json.dumps(found)
+        except (ValueError, AttributeError, KeyError, TypeError):
             pass
     return cut(f"{p.status.value} {value}", n)
 

@@ -37,10 +37,12 @@ from eddies.events import (
 )
 
 #: Node kinds.
-RUN, MODEL, TOOL, SUBAGENT, TIMER, CALL, OUTPUT, EVENT = (
-    "run", "model", "tool", "subagent", "timer", "call", "output", "event")
+RUN, MODEL, TOOL, SUBAGENT, TIMER, CALL, OUTPUT, EVENT, RETRIEVAL, EMBEDDING = (
+    "run", "model", "tool", "subagent", "timer", "call", "output", "event", "retrieval",
+    "embedding")
 _KINDS = {CallKind.CHAT_MODEL: MODEL, CallKind.TOOL: TOOL, CallKind.SUBAGENT: SUBAGENT,
-          CallKind.TIMER: TIMER, CallKind.SIGNAL: TIMER}
+          CallKind.TIMER: TIMER, CallKind.SIGNAL: TIMER, CallKind.VECTOR_STORE: RETRIEVAL,
+          CallKind.EMBEDDING: EMBEDDING}
 
 
 @dataclass
@@ -202,7 +204,8 @@ class _Builder:
         p = ev.payload
         if isinstance(p, DurableCallRequest):
             kind = _KINDS.get(p.kind, CALL)
-            label = p.target if kind in (MODEL, TIMER) else request_text(p).removeprefix("TOOL ")
+            label = (p.target if kind in (MODEL, TIMER)
+                     else request_text(p).removeprefix("TOOL ").removeprefix(f"{p.kind.value} "))
             if kind == TIMER and p.not_before is not None:
                 label += f" (due in {(p.not_before - ev.timestamp) / 1000:g} s)"
             node = self._node(kind, label, ev, call_id=p.call_id, status="pending", attempts=p.attempt)
@@ -232,8 +235,12 @@ class _Builder:
             return
         node.status = {CallStatus.OK: "ok", CallStatus.UNKNOWN: "unknown"}.get(p.status, "error")
         node.outcome = result_text(p)
-        if p.kind is CallKind.CHAT_MODEL and p.error is None:
+        if p.kind in _REPORTING_USAGE and p.error is None:
             _read_usage(node, p.value)
+
+
+#: The calls whose outcomes report tokens (a model's, or an embedding's that a call took).
+_REPORTING_USAGE = frozenset({CallKind.CHAT_MODEL, CallKind.EMBEDDING, CallKind.VECTOR_STORE})
 
 
 def _read_usage(node: TraceNode, value: str) -> None:

@@ -23,8 +23,9 @@ def demo(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answers.")] = 60.0,
 ) -> None:
     """Run the bundled agents end to end on Kafka with offline models: a calculator, a
-    ReAct travel helper, a reflection (drafter and critic) tagline writer, and a trip
-    planner that calls the last two as sub-agents."""
+    ReAct travel helper, a reflection (drafter and critic) tagline writer, a trip planner
+    that calls the last two as sub-agents, and a travel guide that answers from a shipped
+    corpus with citations (retrieval from the embedded vector store)."""
     import dataclasses
 
     from eddies import demo as d
@@ -32,27 +33,34 @@ def demo(
     settings = settings_or_exit(config, app="demo", bootstrap_servers=bootstrap_servers)
     with kafka_settings(settings, check=False) as s:  # Worker.start checks the broker
         parts = [
-            (s, d.calculator_agent(), d.PROMPTS, "1/4 calculator",
+            (s, d.calculator_agent(), d.PROMPTS, "1/5 calculator",
              "An agent of two actions: the model calls the add tool, then answers."),
             (dataclasses.replace(s, app="demo-travel"), d.travel_agent(), d.TRAVEL_PROMPTS,
-             "2/4 travel helper", "A ReActAgent: the model asks for the weather of each city "
+             "2/5 travel helper", "A ReActAgent: the model asks for the weather of each city "
              "and its local time (a tool of the MCP time server, over stdio), all in parallel, "
              "then answers from the results."),
             (dataclasses.replace(s, app="demo-tagline"), d.tagline_agent(), d.TAGLINE_PROMPTS,
-             "3/4 tagline writer", "A ReflectionAgent: a drafter writes, a critic reviews; "
+             "3/5 tagline writer", "A ReflectionAgent: a drafter writes, a critic reviews; "
              "drafts go back with its feedback until it approves one."),
             (dataclasses.replace(s, app="demo-planner"), d.planner_agent(), d.PLANNER_PROMPTS,
-             "4/4 trip planner", "A ReActAgent whose model calls two sub-agents as tools, in "
+             "4/5 trip planner", "A ReActAgent whose model calls two sub-agents as tools, in "
              "parallel: the travel helper and the tagline writer, each in a child scope of the "
              "session (its events shown under its call, marked | name)."),
+            (dataclasses.replace(s, app="demo-guide"), d.rag_agent(), d.RAG_PROMPTS,
+             "5/5 travel guide", "A RagAgent: the passages of a small travel guide shipped with "
+             "Eddies nearest to the question, from the embedded vector store (offline "
+             "embeddings), then the model's answer citing them; the query is a durable call "
+             "whose documents the replay takes from the history."),
         ]
         ok = [_demo_part(on, agent, prompts, title, about, timeout)
               for on, agent, prompts, title, about in parts]
-        last, session = parts[-1][0], parts[-1][2][0][0]
-        console.rule(f"[bold]The trace tree of session {escape(session)}[/bold] (app {escape(last.app)})")
-        console.print(f"eddies trace --session {session} --app {last.app}: each run, its model, "
-                      "tool and sub-agent calls with latency and tokens, from causation ids.")
-        ok.append(_demo_tree(last, session))
+        for on, _, prompts, _, _ in (parts[3], parts[4]):
+            session = prompts[0][0]
+            console.rule(f"[bold]The trace tree of session {escape(session)}[/bold] (app {escape(on.app)})")
+            console.print(f"eddies trace --session {session} --app {on.app}: each run, its model, "
+                          "tool, retrieval and sub-agent calls with latency and tokens, from "
+                          "causation ids.")
+            ok.append(_demo_tree(on, session))
     console.print("To run them against a broker that outlives one command:\n"
                   "  eddies broker                       # terminal 1; prints the address\n"
                   "  export EDDIES_BOOTSTRAP_SERVERS=...  # then, in terminal 2:\n"
@@ -62,7 +70,8 @@ def demo(
                   "  eddies replay --session alice --app demo\n"
                   "  eddies worker --app travel --agent eddies.demo:travel_agent &\n"
                   "  eddies worker --app tagline --agent eddies.demo:tagline_agent &\n"
-                  "  eddies worker --app planner --agent eddies.demo:planner_agent &",
+                  "  eddies worker --app planner --agent eddies.demo:planner_agent &\n"
+                  "  eddies worker --app guide --agent eddies.demo:rag_agent &",
                   highlight=False, markup=False)
     if not all(ok):
         err_console.print(f"[red]{ok.count(False)} of {len(ok)} demo parts failed[/red]")

@@ -1,4 +1,4 @@
-"""``eddies demo`` as a user runs it: on the embedded broker, all four parts answer and
+"""``eddies demo`` as a user runs it: on the embedded broker, all five parts answer and
 replay, and the command exits 0."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_demo_runs_its_four_parts() -> None:
+def test_the_demo_runs_its_five_parts() -> None:
     env = {k: v for k, v in os.environ.items()  # no EDDIES_ setting: the embedded broker
            if not k.startswith("EDDIES_") or k == "EDDIES_RESULT_KEY"}
     env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true", COLUMNS="200")
@@ -24,7 +24,8 @@ def test_the_demo_runs_its_four_parts() -> None:
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     out = proc.stdout
-    for part in ("1/4 calculator", "2/4 travel helper", "3/4 tagline writer", "4/4 trip planner"):
+    for part in ("1/5 calculator", "2/5 travel helper", "3/5 tagline writer", "4/5 trip planner",
+                 "5/5 travel guide"):
         assert part in out
     assert "<- alice (run 2): The result is 15." in out
     [travel] = [line for line in out.splitlines() if line.startswith("<- carol (run 1): ")]
@@ -37,7 +38,12 @@ def test_the_demo_runs_its_four_parts() -> None:
     assert planned.endswith("Tagline: Starts at dawn: the trip to Tokyo worth waking up for."), planned
     assert "SubagentCallEvent" in out and "SubagentResultEvent" in out
     assert "| travel InputEvent" in out and "| tagline ReflectionCritique" in out  # nested under the call
-    for session in ("alice", "carol", "dave", "erin"):
+    # The guide answers citing the passage it used; its trace and tree show the retrieval.
+    assert "<- frank (run 1):" in out and "citations: [{'n': 1, 'id': 'lisbon-hostels'" in out
+    assert 'VECTOR_STORE guide query "Where can I sleep cheaply in Lisbon?"' in out
+    assert "OK 3 documents: lisbon-hostels" in out
+    assert 'retrieval guide query "Where can I sleep cheaply in Lisbon?"' in out  # the tree
+    for session in ("alice", "carol", "dave", "erin", "frank"):
         assert f"Replay of session {session!r}" in out
-    assert out.count("replay: ids match") == 4
+    assert out.count("replay: ids match") == 5
     assert "DIFFERS" not in out and "MISMATCH" not in out
