@@ -106,6 +106,9 @@ class EmbeddedVectorStore:
         self.collection = collection
         self.path = None if path is None else Path(path)
         self._np = np
+        # One operation at a time, queries too: a query is a matrix-vector product bound by
+        # memory bandwidth, on every core BLAS has; queries side by side on a worker's call
+        # threads measured 3x slower than one after another (bench/retrieval.py).
         self._lock = threading.Lock()
         self._collections: dict[str, _Collection] = {}
         if self.path is not None:
@@ -142,26 +145,17 @@ class EmbeddedVectorStore:
     def add(self, collection: str, documents: Sequence[Mapping[str, Any]], vectors: Any) -> list[str]:
         """Add (or replace, by id) ``documents`` (``{"id", "content", "metadata"}``, each
         with an id) with their ``vectors``; their ids."""
-        ids = [str(d["id"]) for d in documents]
-        contents = [str(d["content"]) for d in documents]
-        metas = [dict(d.get("metadata") or {}) for d in documents]
-        _json_only(metas)
         with self._lock:
-            self._get(collection).upsert(ids, contents, metas, vectors)
-            self._log(collection, {"op": "upsert", "ids": ids, "contents": contents,
-                                   "metadata": metas, "vectors": self._encode(vectors)})
-        return ids
+            return self._write(collection, documents, vectors)
 
     def update(self, collection: str, documents: Sequence[Mapping[str, Any]], vectors: Any) -> int:
         """Replace the documents of these ids that exist; how many."""
         with self._lock:
             col = self._collections.get(collection)
             keep = [i for i, d in enumerate(documents) if col is not None and str(d["id"]) in col.rows]
-        if not keep:
-            return 0
-        vectors = self._np.asarray(vectors)[keep]
-        self.add(collection, [documents[i] for i in keep], vectors)
-        return len(keep)
+            if keep:
+                self._write(collection, [documents[i] for i in keep], self._np.asarray(vectors)[keep])
+            return len(keep)
 
     def query(self, collection: str, vector: Sequence[float], limit: int = 5,
               filters: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -234,6 +228,16 @@ class EmbeddedVectorStore:
                 raise ValueError(f"a collection's name is not empty and holds no '/': {name!r}")
             col = self._collections[name] = _Collection(self._np)
         return col
+
+    def _write(self, collection: str, documents: Sequence[Mapping[str, Any]], vectors: Any) -> list[str]:
+        ids = [str(d["id"]) for d in documents]
+        contents = [str(d["content"]) for d in documents]
+        metas = [dict(d.get("metadata") or {}) for d in documents]
+        _json_only(metas)
+        self._get(collection).upsert(ids, contents, metas, vectors)
+        self._log(collection, {"op": "upsert", "ids": ids, "contents": contents, "metadata": metas,
+                               "vectors": self._encode(vectors)})
+        return ids
 
     def _encode(self, vectors: Any) -> list[str]:
         arr = self._np.asarray(vectors, dtype=self._np.float32)

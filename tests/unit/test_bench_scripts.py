@@ -33,3 +33,14 @@ def test_engine_bench_workloads_answer_every_input() -> None:
     make_agent, make_input = module.WORKLOADS["reflection-2-drafts"]
     [out] = LocalRunner(make_agent()).run([("s", make_input(0))])
     assert out["status"] == "APPROVED" and out["iterations"] == 2
+
+
+def test_retrieval_bench_answers_every_question_directly_and_durably(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("bench_retrieval", BENCH / "retrieval.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.build(str(tmp_path), 300)
+    questions = module.texts(20, 2)
+    for measured in (module.direct(str(tmp_path), questions), module.in_process(str(tmp_path), questions)):
+        assert measured["calls_s"] > 0 and measured["p50_ms"] > 0
