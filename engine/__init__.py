@@ -19,6 +19,7 @@ from .durable import (
 )
 from .embeddings import EmbeddingModelConnection, EmbeddingModelSetup
 from .journal import Journal
+from .long_term_memory import MemorySet, MemorySetSetup
 from .machine import SessionMachine, UnsupportedEventError
 from .plan import AgentPlan, PlanError
 from .rag import RagAgent, RagOptions
@@ -50,6 +51,8 @@ __all__ = [
     "McpServer",
     "McpTool",
     "Memory",
+    "MemorySet",
+    "MemorySetSetup",
     "Metrics",
     "Outcome",
     "PlanError",

@@ -33,6 +33,7 @@ from .calls import (
 from .durable import DurableCall, function_name
 from .embeddings import EmbeddingModelHandle
 from .handles import ChatModelHandle, ToolHandle, call_tools
+from .long_term_memory import LongTermMemory
 from .memory import Memory, Metrics
 from .resources import ResourceType
 from .step import Step
@@ -73,6 +74,12 @@ class RunnerContext:
     def sensory_memory(self) -> Memory:
         """Per-run memory, cleared when the run ends (JSON values); a sub-agent has its own."""
         return self._step.sensory_memory
+
+    @property
+    def long_term_memory(self) -> LongTermMemory:
+        """The agent's memory sets, across sessions, by a key the action chooses:
+        ``ctx.long_term_memory.get_memory_set("facts", key=user_id).search("diet")``."""
+        return LongTermMemory(self._step)
 
     @property
     def metrics(self) -> Metrics:

@@ -18,6 +18,7 @@ from . import chat, retrieval
 from .agent import ActionSpec, Agent, PlanError, Resource
 from .budgets import Budget, budgets
 from .embeddings import EmbeddingModelSetup
+from .long_term_memory import MemorySetSetup
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool, RemoteTool, remote_names, remote_tools
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
@@ -315,6 +316,13 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
         if name in own and isinstance(obj, McpTool | A2aTool):
             _add_remote_tools(out, name, obj)
     for name, (rtype, obj) in out.items():
+        if rtype is ResourceType.MEMORY_SET and name in own:
+            store = out.get(getattr(obj, "vector_store", None) or "")
+            if not isinstance(obj, MemorySetSetup):
+                raise PlanError(f"resource {name!r}: a MEMORY_SET must be a MemorySetSetup")
+            if store is None or store[0] is not ResourceType.VECTOR_STORE:
+                raise PlanError(f"resource {name!r}: vector_store {obj.vector_store!r} is not a "
+                                "VECTOR_STORE resource of this agent")
         if rtype is ResourceType.VECTOR_STORE and name in own:
             emb = out.get(getattr(obj, "embedding_model", None) or "")
             if emb is None or emb[0] is not ResourceType.EMBEDDING_MODEL:

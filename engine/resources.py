@@ -31,6 +31,7 @@ class ResourceType(enum.StrEnum):
     EMBEDDING_MODEL = "embedding_model"
     EMBEDDING_MODEL_CONNECTION = "embedding_model_connection"
     VECTOR_STORE = "vector_store"
+    MEMORY_SET = "memory_set"
     PROMPT = "prompt"
     MCP_SERVER = "mcp_server"
     A2A_SERVER = "a2a_server"

@@ -1,7 +1,7 @@
 """Agents declared in YAML, in the shape of Apache Flink Agents' YAML API: an ``agents``
 list, each with its actions and resources (prompts, tools, chat and embedding model
-connections and setups, vector stores, MCP servers) referring to each other by name, and
-Eddies' built-in agents (``type: react``, ``reflection`` or ``rag``) with their options.
+connections and setups, vector stores, memory sets, MCP servers) referring to each other
+by name, and Eddies' built-in agents (``type: react``, ``reflection`` or ``rag``) with their options.
 Unknown keys, wrong types and dangling references are errors naming the file, line and
 column. Example::
 
@@ -26,6 +26,7 @@ written ``${NAME}`` is read from the environment variable NAME when the file is 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ from eddies.engine import (
     FunctionTool,
     McpServer,
     McpTool,
+    MemorySetSetup,
     RagAgent,
     RagOptions,
     ReActAgent,
@@ -85,13 +87,14 @@ EMBEDDING_CONNECTIONS = {"openai": "eddies.connectors.models.embeddings:LiteLLME
 VECTOR_STORES = {"embedded": "eddies.connectors.stores.embedded:EmbeddedVectorStore"}
 _AGENT_KEYS = {"name", "description", "version", "type", "config", "actions", "prompts", "tools",
                "chat_model_connections", "chat_model_setups", "embedding_model_connections",
-               "embedding_model_setups", "vector_stores", "vector_store", "mcp_servers", "a2a_servers",
+               "embedding_model_setups", "vector_stores", "vector_store", "memory_sets", "mcp_servers",
+               "a2a_servers",
                "model", "prompt",
                "options", "drafter", "critic", "drafter_prompt", "critic_prompt", "output_schema",
                "subagents", "subagent_compatible"}
 _SECTIONS = ("prompts", "mcp_servers", "a2a_servers", "tools", "subagents", "chat_model_connections",
              "chat_model_setups", "embedding_model_connections", "embedding_model_setups",
-             "vector_stores")
+             "vector_stores", "memory_sets")
 _SUBAGENT_KEYS = {"name", "agent_ref", "target_module", "target_clazz", "arguments", "description"}
 _MCP_SERVER_KEYS = {"name", "clazz", "type", "endpoint", "url", "command", "args", "env", "headers",
                     "api_key_env"}
@@ -372,6 +375,17 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, str], inherits: bool 
             ref(item, "embedding_model", "embedding_model_setups", "embedding model")
         name, store = _connection(spec["vector_stores"], i, item, VECTOR_STORES, "a vector store")
         agent.add_resource(name, ResourceType.VECTOR_STORE, store)
+    for i, item in enumerate(_list(spec, "memory_sets")):
+        entry = _entry(spec["memory_sets"], i, item,
+                       {"name", "vector_store", "retention_days", "description"}, "a memory set")
+        days = entry.get("retention_days")
+        if days is not None and (isinstance(days, bool) or not isinstance(days, int | float) or days <= 0):
+            raise DefinitionError(f"{where(entry, 'retention_days')}: retention_days: expected a positive "
+                                  f"number, got {days!r}")
+        memory = MemorySetSetup(ref(entry, "vector_store", "vector_stores", "vector store"),
+                                retention=None if days is None else timedelta(days=days),
+                                description=_text(entry, "description") or "")
+        agent.add_resource(_text(entry, "name", required=True), ResourceType.MEMORY_SET, memory)
 
 
 def _connection(parent: Seq, i: int, item: Any, aliases: dict[str, str], what: str

@@ -369,3 +369,47 @@ def librarian() -> Librarian:
     agent.add_resource("docs", ResourceType.VECTOR_STORE, EmbeddedVectorStore(
         embedding_model="emb", collection="travel", path=os.environ["TEST_STORE_PATH"]))
     return agent
+
+
+class DyingStore:
+    """An embedded store whose process is SIGKILLed right after its first write (once: the
+    file TEST_DIE_MARK records it), before the call's outcome can be journaled."""
+
+    def __new__(cls, **kwargs: Any) -> Any:
+        import signal as signals
+
+        from eddies import EmbeddedVectorStore
+
+        class Dying(EmbeddedVectorStore):
+            def add(self, collection: str, documents: Any, vectors: Any) -> list[str]:
+                ids = super().add(collection, documents, vectors)
+                mark = Path(os.environ["TEST_DIE_MARK"])
+                if not mark.exists():
+                    mark.write_text(str(os.getpid()))
+                    os.kill(os.getpid(), signals.SIGKILL)
+                return ids
+
+        return Dying(**kwargs)
+
+
+class Rememberer(Agent):
+    """{"user", "remember": [...]}: the user's memory set remembers them (their ids out)."""
+
+    @action(InputEvent)
+    def remember(event: InputEvent, ctx: Any) -> None:
+        asked = json.loads(event.input)
+        facts = ctx.long_term_memory.get_memory_set("facts", key=asked["user"])
+        ctx.send_event(OutputEvent(output=facts.add(asked["remember"])))
+
+
+def rememberer() -> Rememberer:
+    """The Rememberer on a DyingStore kept in TEST_STORE_PATH."""
+    from eddies import EmbeddingModelSetup, MemorySetSetup, OfflineEmbeddingModel
+
+    agent = Rememberer("rememberer")
+    agent.add_resource("emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION, OfflineEmbeddingModel())
+    agent.add_resource("emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("emb_conn"))
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, DyingStore(
+        embedding_model="emb", collection="default", path=os.environ["TEST_STORE_PATH"]))
+    agent.add_resource("facts", ResourceType.MEMORY_SET, MemorySetSetup("docs"))
+    return agent

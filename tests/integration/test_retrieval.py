@@ -54,3 +54,33 @@ def test_a_worker_adds_and_queries_and_a_replay_returns_what_it_found(
     report = replay(AgentPlan.compile(librarian()), history, "s1")
     assert report.ok
     assert not any((tmp_path / "empty").iterdir())  # nothing was written to or asked of it
+
+
+def test_a_worker_killed_between_a_memory_write_and_its_outcome_writes_the_memory_once(
+        settings: Settings, tmp_path: Path) -> None:
+    from eddies import EmbeddedVectorStore
+
+    store, mark, log = tmp_path / "store", tmp_path / "died", tmp_path / "worker.log"
+    env = {"TEST_STORE_PATH": str(store), "TEST_DIE_MARK": str(mark)}
+    first = start_worker(settings, "tests.integration.agents:rememberer", log, **env)
+    try:
+        send_input(settings, "s1", json.dumps({"user": "ana", "remember": ["Ana is vegetarian",
+                                                                           "Ana likes tea"]}))
+        first.wait(90)  # it wrote the memory, then was killed before the outcome
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == -9 and mark.exists()
+    assert answers(settings) == []
+    second = start_worker(settings, "tests.integration.agents:rememberer", log, **env)
+    try:
+        wait_until("the answer", lambda: answers(settings), second, log, 90)
+    finally:
+        stop_worker(second)
+    [answer] = answers(settings)
+    ids = answer.payload.output  # type: ignore[union-attr]
+    assert len(ids) == 2
+    kept = EmbeddedVectorStore(embedding_model="emb", path=store).get("memory.rememberer.facts")
+    assert sorted(d["id"] for d in kept) == sorted(ids)  # once: the second write replaced the first
+    writes = (store / "memory.rememberer.facts.jsonl").read_text().splitlines()
+    assert len(writes) == 2 and all(json.loads(w)["ids"] == ids for w in writes)
