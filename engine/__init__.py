@@ -22,6 +22,7 @@ from .journal import Journal
 from .long_term_memory import MemorySet, MemorySetSetup
 from .machine import SessionMachine, UnsupportedEventError
 from .plan import AgentPlan, PlanError
+from .prompts import Prompt
 from .rag import RagAgent, RagOptions
 from .react import ReActAgent, ReActOptions
 from .reflection import ReflectionAgent, ReflectionOptions
@@ -56,6 +57,7 @@ __all__ = [
     "Metrics",
     "Outcome",
     "PlanError",
+    "Prompt",
     "RagAgent",
     "RagOptions",
     "ReActAgent",

@@ -24,6 +24,7 @@ from eddies.events import (
 )
 
 from .agent import ActionSpec
+from .prompts import opening_messages
 from .resources import ResourceType
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ async def chat_model_action(
         # objects they were saved as: both encode to the same call arguments.
         messages: list[ChatMessage | dict[str, Any]] = list(event.messages)
         if prompt and not any(m.role is MessageRole.SYSTEM for m in event.messages):
-            messages.insert(0, ChatMessage(MessageRole.SYSTEM, prompt))
+            messages[:0] = opening_messages(ctx.step.plan.resources, ctx.config, prompt)
         rounds = 0
         usage = TokenUsage(cost_usd=0.0)
     else:

@@ -19,6 +19,7 @@ from .agent import ActionSpec, Agent, PlanError, Resource
 from .budgets import Budget, budgets
 from .embeddings import EmbeddingModelSetup
 from .long_term_memory import MemorySetSetup
+from .prompts import Prompt, check_prompt
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool, RemoteTool, remote_names, remote_tools
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
@@ -126,6 +127,9 @@ class AgentPlan:
         check = getattr(agent, "check_plan", None)
         if callable(check):
             check(plan)
+        for name, (rtype, obj) in resources.items():
+            if rtype is ResourceType.CHAT_MODEL:
+                check_prompt(plan, f"resource {name!r}", obj.prompt)
         here = (*path, agent.name)
         for name, (rtype, obj) in resources.items():
             if rtype is ResourceType.AGENT and isinstance(obj, Agent):
@@ -302,6 +306,9 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
                 and not callable(getattr(obj, "embed", None))):
             raise PlanError(f"resource {res.name!r}: an EMBEDDING_MODEL_CONNECTION needs an embed() "
                             "method")
+        if res.type is ResourceType.PROMPT and not isinstance(obj, Prompt | str):
+            raise PlanError(f"resource {res.name!r}: a PROMPT must be a Prompt (Prompt.from_text, "
+                            "Prompt.from_messages) or a text")
         if res.type is ResourceType.VECTOR_STORE:
             lacks = [m for m in ("query", "add", "get", "update", "delete")
                      if not callable(getattr(obj, m, None))]

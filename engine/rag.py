@@ -27,6 +27,7 @@ from eddies.events import ChatMessage, Document, InputEvent, MessageRole, Output
 
 from .agent import Agent, PlanError
 from .options import from_mapping
+from .prompts import check_prompt, opening_messages
 from .resources import ResourceType
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ class RagAgent(Agent):
             if entry is None or entry[0] is not rtype:
                 raise PlanError(f"RagAgent {self.name!r}: {key} {config[key]!r} is not a "
                                 f"{rtype.name} resource")
+        check_prompt(plan, f"RagAgent {self.name!r}", config["prompt"])
 
 
 def passages_text(passages: list[Document], first: int = 1) -> str:
@@ -124,7 +126,7 @@ async def rag_action(event: InputEvent, ctx: RunnerContext) -> None:
     store = ctx.get_resource(config["vector_store"], ResourceType.VECTOR_STORE)
     llm = ctx.get_resource(config["model"], ResourceType.CHAT_MODEL)
     passages: list[Document] = []
-    messages = [ChatMessage(MessageRole.SYSTEM, config["prompt"])]
+    messages = opening_messages(ctx.step.plan.resources, ctx.config, config["prompt"])
     query, searches = question, 0
     while True:
         found = await store.query_async(query, limit=options.max_results, filters=filters)

@@ -42,6 +42,7 @@ from .agent import Agent, PlanError
 from .durable import DurableCallError
 from .options import from_mapping
 from .plan_view import PlanView
+from .prompts import check_prompt, opening_messages
 from .resources import ResourceType
 from .tokens import BUDGET_ARG, REPORT_KEY, split, summarised, summary_request
 
@@ -160,6 +161,7 @@ class ReActAgent(Agent):
         """Called by ``AgentPlan.compile``: the model must be a CHAT_MODEL resource."""
         config = plan.actions[ACTION].config
         check_model(plan, f"ReActAgent {self.name!r}", config["model"], config["options"])
+        check_prompt(plan, f"ReActAgent {self.name!r}", config["prompt"])
 
 
 #: The name of the built-in sub-agent an agent with a chat model gets (unless it has its own).
@@ -203,7 +205,7 @@ async def react_action(event: InputEvent, ctx: RunnerContext) -> None:
     schema = config["output_schema"]
     parse = None if schema is None else (lambda text: parse_output(text, schema))
     llm: ChatModelHandle = ctx.get_resource(model, ResourceType.CHAT_MODEL)
-    value = await under_policy(ctx, opts, lambda: answer(llm, _opening(event, config, llm), opts, parse))
+    value = await under_policy(ctx, opts, lambda: answer(llm, _opening(event, config, llm, ctx), opts, parse))
     ctx.send_event(OutputEvent(output=value), checked=schema is None)
 
 
@@ -295,14 +297,19 @@ async def _summarise(llm: ChatModelHandle, messages: list[ChatMessage],
     return summarised(messages, reply.content)
 
 
-def _opening(event: InputEvent, config: Any, llm: ChatModelHandle) -> list[ChatMessage]:
+def _opening(event: InputEvent, config: Any, llm: ChatModelHandle, ctx: RunnerContext
+             ) -> list[ChatMessage]:
     prompt = config["prompt"] if config["prompt"] is not None else llm.setup.prompt
+    opening = opening_messages(ctx.step.plan.resources, ctx.config, prompt)
     schema = config["output_schema"]
     if schema is not None:
         shape = json.dumps(schema.model_json_schema(), sort_keys=True)
-        prompt = f"{prompt or ''}\n\nAnswer with a JSON object that matches this JSON schema: {shape}".strip()
+        ask = f"Answer with a JSON object that matches this JSON schema: {shape}"
+        if opening and opening[0].role is MessageRole.SYSTEM:
+            opening[0] = ChatMessage(MessageRole.SYSTEM, f"{opening[0].content}\n\n{ask}")
+        else:
+            opening.insert(0, ChatMessage(MessageRole.SYSTEM, ask))
     question = event.input if isinstance(event.input, str) else json.dumps(event.input)
-    opening = [ChatMessage(MessageRole.SYSTEM, prompt)] if prompt else []
     return [*opening, ChatMessage(MessageRole.USER, question)]
 
 

@@ -1,0 +1,83 @@
+"""Prompts as resources: templates of text or messages, formatted with the values given;
+a chat model setup, a ReActAgent or a RagAgent names one, and it opens the conversation
+formatted with the agent's config; a placeholder the config lacks fails compilation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from eddies import (
+    ChatModelSetup,
+    LocalRunner,
+    PlanError,
+    Prompt,
+    ReActAgent,
+    ResourceType,
+    ScriptedChatModel,
+)
+from eddies.demo import calculator_agent
+from eddies.events import ChatMessage, MessageRole
+
+
+def test_a_prompt_formats_its_placeholders_and_names_a_missing_one() -> None:
+    prompt = Prompt.from_messages([{"role": "system", "content": "You help {user} of {company}."},
+                                   ChatMessage(MessageRole.USER, "Say {{hi}} to {user}.")])
+    assert prompt.variables == {"user", "company"}
+    assert [m.content for m in prompt.format_messages(user="Ana", company="Acme")] == [
+        "You help Ana of Acme.", "Say {hi} to Ana."]
+    assert Prompt.from_text("Be {tone}.").format(tone="brief") == "Be brief."
+    with pytest.raises(KeyError, match="without a value: company"):
+        prompt.format(user="Ana")
+    with pytest.raises(ValueError, match="placeholder \\{0\\} is not a name"):
+        Prompt.from_text("positional {0}")
+    with pytest.raises(ValueError, match="a prompt has at least one message"):
+        Prompt.from_messages([])
+
+
+def _seen(model: ScriptedChatModel) -> list[list[ChatMessage]]:
+    seen: list[list[ChatMessage]] = []
+    inner = model.chat
+
+    def chat(messages: list[ChatMessage], **kw: Any) -> ChatMessage:
+        seen.append(list(messages))
+        return inner(messages, **kw)
+
+    model.chat = chat  # type: ignore[method-assign]
+    return seen
+
+
+def test_a_react_agents_prompt_resource_opens_the_conversation_with_the_config() -> None:
+    model = ScriptedChatModel(lambda messages, tools: "ok")
+    seen = _seen(model)
+    agent = ReActAgent("support", model="llm", prompt="support_prompt", config={"company": "Acme"})
+    agent.add_resource("support_prompt", ResourceType.PROMPT, Prompt.from_messages([
+        {"role": "system", "content": "You answer for {company}."},
+        {"role": "user", "content": "Answer briefly."}]))
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, model)
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn"))
+    assert LocalRunner(agent).run([("s1", "hi")]) == ["ok"]
+    assert [(m.role, m.content) for m in seen[0]] == [
+        (MessageRole.SYSTEM, "You answer for Acme."), (MessageRole.USER, "Answer briefly."),
+        (MessageRole.USER, "hi")]
+
+
+def test_a_chat_model_setups_prompt_resource_and_a_missing_placeholder() -> None:
+    model = ScriptedChatModel()
+    seen = _seen(model)
+    agent = calculator_agent(model)
+    agent.config["tone"] = "brief"
+    agent.add_resource("calc_prompt", ResourceType.PROMPT, Prompt.from_text("Be {tone}."))
+    agent.resources = [r for r in agent.resources if r.name != "llm"]
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", prompt="calc_prompt",
+                                                                      tools=["add"]))
+    LocalRunner(agent).run([("s1", '{"a": 1, "b": 2}')])
+    assert seen[0][0] == ChatMessage(MessageRole.SYSTEM, "Be brief.")
+    del agent.config["tone"]
+    with pytest.raises(PlanError, match="resource 'llm': prompt 'calc_prompt' has placeholders the "
+                                        "agent's config does not hold: tone"):
+        LocalRunner(agent)
+    agent.add_resource("bad", ResourceType.PROMPT, 3)
+    with pytest.raises(PlanError, match="a PROMPT must be a Prompt"):
+        LocalRunner(agent)
