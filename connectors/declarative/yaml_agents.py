@@ -195,6 +195,11 @@ def _agent(agents: Seq, index: int, path: tuple[str, ...] = ()) -> Agent:
     for i, action in enumerate(_list(spec, "actions")):
         agent.actions.append(_action(spec["actions"], i, action))
     _resources(spec, agent, prompts, inherits=bool(path))
+    if kind == "rag" and not path:  # (a sub-agent's store may be its caller's)
+        stores = {e.get("name") for e in _list(spec, "vector_stores") if isinstance(e, Map)}
+        if spec["vector_store"] not in stores:
+            raise DefinitionError(f"{where(spec, 'vector_store')}: vector store "
+                                  f"{spec['vector_store']!r} is not declared in vector_stores")
     for i, item in enumerate(_list(spec, "subagents")):
         entry = _entry(spec["subagents"], i, item, _SUBAGENT_KEYS, "a sub-agent")
         agent.add_resource(_text(entry, "name", required=True), ResourceType.AGENT,

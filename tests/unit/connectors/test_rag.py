@@ -162,3 +162,21 @@ agents:
               OfflineEmbeddingModel().embed([d.content for d in corpus])[0])
     [out] = runner.run(RAG_PROMPTS)
     assert [c["id"] for c in out["citations"]] == ["lisbon-hostels"]
+
+
+def test_a_rag_agents_store_is_checked_where_the_yaml_names_it() -> None:
+    from eddies.connectors.declarative.located import DefinitionError
+    from eddies.connectors.declarative.yaml_agents import load_yaml_text
+
+    with pytest.raises(DefinitionError, match="<yaml>:5:19: vector store 'nope' is not declared"):
+        load_yaml_text("""\
+agents:
+  - name: guide
+    type: rag
+    model: llm
+    vector_store: nope
+    chat_model_connections:
+      - {name: conn, clazz: scripted}
+    chat_model_setups:
+      - {name: llm, connection: conn}
+""")
