@@ -4,10 +4,12 @@
 ``python -m tests.mcp_servers ledger PORT LOG [DELAY_S]``: a tool ``record(entry)`` that
 appends ``<idempotency key> <entry>`` to LOG (after DELAY_S), so tests see every call the
 server got and the key each carried; ``slow_once(entry, seconds)`` records too, and
-sleeps on the first call with a key only; ``fail(reason)`` reports an error (``is_error``).
+sleeps on the first call with a key only; ``fail(reason)`` reports an error (``is_error``);
+``brochure()`` answers with a caption, an image, an embedded text resource and a link.
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations (Context).
+import base64
 import sys
 import time
 from pathlib import Path
@@ -16,6 +18,7 @@ IDEMPOTENCY_META = "io.eddies/idempotency-key"
 
 
 def ledger(port: int, log: Path, delay: float) -> None:
+    from mcp import types
     from mcp.server.mcpserver import Context, MCPServer
 
     server = MCPServer("ledger")
@@ -40,6 +43,15 @@ def ledger(port: int, log: Path, delay: float) -> None:
             seen.add(key)
             time.sleep(seconds)
         return f"recorded {entry}"
+
+    @server.tool(description="A picture, a guide's page and a link, beside a caption.")
+    def brochure() -> list[types.ContentBlock]:
+        return [types.TextContent(type="text", text="Our brochure:"),
+                types.ImageContent(data=base64.b64encode(b"\x89PNG" + b"0" * 91).decode(),
+                                   mimeType="image/png"),
+                types.EmbeddedResource(resource=types.TextResourceContents(
+                    uri="file:///guide/lisbon.txt", text="Hostels in Alfama from 18 euros.")),
+                types.ResourceLink(name="map", uri="https://example.invalid/map.pdf")]
 
     @server.tool(description="Always fails, with the reason given.")
     def fail(reason: str) -> str:

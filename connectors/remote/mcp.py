@@ -209,7 +209,7 @@ def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], k
 async def _call(server: McpServer, name: str, arguments: dict[str, Any], key: str) -> Any:
     session = await _POOL.session(server)
     result = await session.call_tool(name, arguments, meta={IDEMPOTENCY_META: key})
-    text = "\n".join(getattr(c, "text", "") for c in result.content if getattr(c, "text", None))
+    text = "\n".join(part for part in map(content_text, result.content) if part)
     if result.is_error:
         raise McpToolError(text or f"tool {name} failed")
     if result.structured_content is not None:
@@ -222,10 +222,44 @@ async def _call(server: McpServer, name: str, arguments: dict[str, Any], key: st
         return text
 
 
+def content_text(block: Any) -> str:
+    """One content block of a tool's result as the text a session keeps: a text as it is,
+    an embedded text resource under its uri, and what is not text (an image, audio, a
+    binary resource, a link) as a line that says what it was, so that nothing the server
+    sent vanishes without a word. Example: ``[image image/png, 95 bytes: not passed on]``."""
+    kind = getattr(block, "type", None)
+    if kind == "text":
+        return str(block.text)
+    if kind in ("image", "audio"):
+        return f"[{kind} {block.mime_type}, {_decoded_size(block.data)} bytes: not passed on]"
+    if kind == "resource":
+        res = block.resource
+        text = getattr(res, "text", None)
+        if text is not None:
+            return f"[resource {res.uri}]\n{text}"
+        return (f"[resource {res.uri} ({res.mime_type or 'binary'}), "
+                f"{_decoded_size(getattr(res, 'blob', ''))} bytes: not passed on]")
+    if kind == "resource_link":
+        return f"[resource link {block.name}: {block.uri}]"
+    return f"[{kind} content: not passed on]"
+
+
+def _decoded_size(base64_text: str) -> int:
+    return len(base64_text) * 3 // 4 - base64_text[-2:].count("=")
+
+
 def close() -> None:
     """Close this process's MCP sessions."""
     _POOL.close()
 
 
-__all__ = ["IDEMPOTENCY_META", "ConfigurationError", "McpConnectionError", "McpToolError", "call_tool",
-           "close", "discover_tools"]
+__all__ = [
+    "IDEMPOTENCY_META",
+    "ConfigurationError",
+    "McpConnectionError",
+    "McpToolError",
+    "call_tool",
+    "close",
+    "content_text",
+    "discover_tools",
+]

@@ -226,3 +226,17 @@ def test_an_api_key_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyP
     written = b"".join(encode(e) for e in runner.history) + str(failed.value).encode()
     written += "".join(r.getMessage() for r in caplog.records).encode()
     assert SECRET.encode() not in written
+
+
+def test_what_is_not_text_in_a_tools_result_is_said_not_dropped(tmp_path: Path) -> None:
+    proc, url = start_server("ledger", str(tmp_path / "ledger.log"))
+    llm = OpenAIServer(responder=calls_then_answers("brochure", {})).start()
+    try:
+        [answer] = LocalRunner(agent(McpServer(url=url), llm, ["brochure"])).run([("s1", "show")])
+    finally:
+        stop(proc)
+        llm.stop()
+    assert json.loads(answer.removeprefix("Got: ")) == (
+        "Our brochure:\n[image image/png, 95 bytes: not passed on]\n"
+        "[resource file:///guide/lisbon.txt]\nHostels in Alfama from 18 euros.\n"
+        "[resource link map: https://example.invalid/map.pdf]")
