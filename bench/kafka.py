@@ -100,12 +100,13 @@ def calculator_with_idempotent_tool() -> object:
     return calculator_agent(tool=FunctionTool(add, idempotent=True))
 
 
-def start_worker(bootstrap: str, app: str) -> subprocess.Popen[bytes]:
+def start_worker(bootstrap: str, app: str, agent: str = AGENT, **env: str) -> subprocess.Popen[bytes]:
+    """``eddies worker`` of ``agent`` on ``app``, with ``env`` added to its environment."""
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
-               EDDIES_LOG_LEVEL="INFO")
+               EDDIES_LOG_LEVEL="INFO", **env)
     return subprocess.Popen(
         [sys.executable, "-m", "eddies", "worker", "--app", app, "--bootstrap-servers", bootstrap,
-         "--partitions", str(PARTITIONS), "--agent", AGENT],
+         "--partitions", str(PARTITIONS), "--agent", agent],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
         stderr=open(os.environ.get("BENCH_WORKER_LOG", os.devnull), "ab"),
     )

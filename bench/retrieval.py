@@ -24,8 +24,6 @@ import importlib.util
 import os
 import random
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -136,14 +134,8 @@ def in_process(path: str, questions: list[str]) -> dict[str, float]:
 
 def worker(bootstrap: str, path: str, questions: list[str], samples: int) -> dict[str, float]:
     names = kb.fresh_app(bootstrap)
-    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
-               BENCH_STORE_PATH=path)
-    with open(os.environ.get("BENCH_WORKER_LOG", os.devnull), "ab") as log:  # the child keeps it
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "eddies", "worker", "--app", names.app, "--bootstrap-servers",
-             bootstrap, "--partitions", str(kb.PARTITIONS), "--agent",
-             "bench.retrieval:retrieval_agent"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    proc = kb.start_worker(bootstrap, names.app, "bench.retrieval:retrieval_agent",
+                           BENCH_STORE_PATH=path)
     reader = kb.output_reader(bootstrap, names)
     prod = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 0})
 

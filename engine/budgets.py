@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from eddies.events import CallKind
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -64,10 +66,22 @@ def budgets(config: Any) -> dict[str, Budget]:
     return out
 
 
+#: The calls whose outcomes report the tokens and cost they took (``extra_args["usage"]``):
+#: a chat model's reply, an embedding's, a vector store operation's (its texts' embedding).
+SPENDING_KINDS = frozenset({CallKind.CHAT_MODEL, CallKind.EMBEDDING, CallKind.VECTOR_STORE})
+
+
+def reported_usage(value: Any) -> Mapping[str, Any] | None:
+    """What a model reply (or an outcome of :data:`SPENDING_KINDS`) reports of its tokens and
+    cost: its ``extra_args["usage"]``, if it has one."""
+    usage = value.get("extra_args", {}).get("usage") if isinstance(value, Mapping) else None
+    return usage if isinstance(usage, Mapping) else None
+
+
 def spent(value: Any) -> tuple[int, float]:
     """Tokens and cost a model reply reports (its ``extra_args["usage"]``)."""
-    usage = value.get("extra_args", {}).get("usage") if isinstance(value, Mapping) else None
-    if not isinstance(usage, Mapping):
+    usage = reported_usage(value)
+    if usage is None:
         return 0, 0.0
     tokens = int(usage.get("prompt_tokens", 0) or 0) + int(usage.get("completion_tokens", 0) or 0)
     cost = usage.get("cost_usd")

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from eddies.events import CallKind
 
+from .budgets import reported_usage
 from .calls import CallAwaitable, CallSite, CallSpec
 
 
@@ -95,8 +96,7 @@ class EmbeddingModelHandle:
                         idempotent=self.setup.idempotent)
 
     def _vectors(self, texts: str | list[str], value: Any) -> Any:
-        usage = value.get("extra_args", {}).get("usage") if isinstance(value, Mapping) else None
-        self.usage = dict(usage) if isinstance(usage, Mapping) else {}
+        self.usage = dict(reported_usage(value) or {})
         vectors = value["embeddings"]
         return vectors[0] if isinstance(texts, str) else vectors
 

@@ -26,7 +26,7 @@ from eddies.events import (
 )
 from eddies.events.ids import call_digest, call_id, scope_of_call
 
-from .budgets import spent
+from .budgets import SPENDING_KINDS, spent
 from .durable import JournalMismatchError
 from .envelopes import emit
 from .halts import halted
@@ -47,8 +47,6 @@ from .state import (
 
 #: An idempotent call whose outcome keeps coming back unknown is re-run at most this often.
 MAX_ATTEMPTS = 5
-#: The kinds of calls whose replies report tokens and cost that budgets count.
-SPENDING = frozenset({"CHAT_MODEL", "EMBEDDING", "VECTOR_STORE"})
 #: Signals nothing waited for are kept for the next wait, up to this many per name.
 MAX_KEPT_SIGNALS = 64
 #: The target of a run's deadline timer (``request_timeout_ms``).
@@ -115,7 +113,7 @@ class CallOutcomes:
         elif result.status is CallStatus.OK:
             rec.status = OK
             rec.value = result.value
-            if self._plan.budgets and rec.kind in SPENDING:
+            if self._plan.budgets and rec.kind in SPENDING_KINDS:
                 over = self._spend(state, run, result.value)
                 if over is not None:
                     self._end_run(state, run, ev, ErrorInfo(

@@ -25,7 +25,7 @@ from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
 from .scope_paths import agent_of
 from .subagents import PROMPT_SCHEMA, SubagentSetup
-from .vector_stores import search_tool_spec
+from .vector_stores import OPERATIONS, search_tool_spec
 
 #: Engine options read from ``Agent(config=...)``, with their defaults.
 OPTIONS: dict[str, Any] = {
@@ -306,15 +306,16 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
                 and not callable(getattr(obj, "embed", None))):
             raise PlanError(f"resource {res.name!r}: an EMBEDDING_MODEL_CONNECTION needs an embed() "
                             "method")
+        if res.type is ResourceType.MEMORY_SET and not isinstance(obj, MemorySetSetup):
+            raise PlanError(f"resource {res.name!r}: a MEMORY_SET must be a MemorySetSetup")
         if res.type is ResourceType.PROMPT and not isinstance(obj, Prompt | str):
             raise PlanError(f"resource {res.name!r}: a PROMPT must be a Prompt (Prompt.from_text, "
                             "Prompt.from_messages) or a text")
         if res.type is ResourceType.VECTOR_STORE:
-            lacks = [m for m in ("query", "add", "get", "update", "delete")
-                     if not callable(getattr(obj, m, None))]
+            lacks = [m for m in OPERATIONS if not callable(getattr(obj, m, None))]
             if lacks or not isinstance(getattr(obj, "collection", None), str):
                 raise PlanError(f"resource {res.name!r}: a VECTOR_STORE needs a collection and "
-                                f"the methods query, add, get, update, delete (it lacks "
+                                f"the methods {', '.join(OPERATIONS)} (it lacks "
                                 f"{', '.join(lacks) or 'collection'})")
         out[res.name] = (res.type, obj)
     own = set(out)
@@ -324,9 +325,7 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
             _add_remote_tools(out, name, obj)
     for name, (rtype, obj) in out.items():
         if rtype is ResourceType.MEMORY_SET and name in own:
-            store = out.get(getattr(obj, "vector_store", None) or "")
-            if not isinstance(obj, MemorySetSetup):
-                raise PlanError(f"resource {name!r}: a MEMORY_SET must be a MemorySetSetup")
+            store = out.get(obj.vector_store)
             if store is None or store[0] is not ResourceType.VECTOR_STORE:
                 raise PlanError(f"resource {name!r}: vector_store {obj.vector_store!r} is not a "
                                 "VECTOR_STORE resource of this agent")

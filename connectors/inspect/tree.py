@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eddies.connectors.inspect.summary import cut, detail_text, request_text, result_text
+from eddies.engine.budgets import SPENDING_KINDS, reported_usage
 from eddies.engine.scopes import agent_of
 from eddies.events import (
     AgentEvent,
@@ -235,20 +236,16 @@ class _Builder:
             return
         node.status = {CallStatus.OK: "ok", CallStatus.UNKNOWN: "unknown"}.get(p.status, "error")
         node.outcome = result_text(p)
-        if p.kind in _REPORTING_USAGE and p.error is None:
+        if p.kind in SPENDING_KINDS and p.error is None:
             _read_usage(node, p.value)
-
-
-#: The calls whose outcomes report tokens (a model's, or an embedding's that a call took).
-_REPORTING_USAGE = frozenset({CallKind.CHAT_MODEL, CallKind.EMBEDDING, CallKind.VECTOR_STORE})
 
 
 def _read_usage(node: TraceNode, value: str) -> None:
     try:
-        usage = (json.loads(value).get("extra_args") or {}).get("usage")
-    except (ValueError, AttributeError):
+        usage = reported_usage(json.loads(value))
+    except ValueError:
         return
-    if not isinstance(usage, dict):
+    if usage is None:
         return
     node.prompt_tokens += int(usage.get("prompt_tokens", 0) or 0)
     node.completion_tokens += int(usage.get("completion_tokens", 0) or 0)

@@ -54,6 +54,7 @@ from eddies.connectors.runtime.routing import Router
 from eddies.connectors.runtime.settings import ConfigError
 from eddies.connectors.runtime.sink import SourceRecord
 from eddies.engine import SessionState
+from eddies.engine.budgets import SPENDING_KINDS, reported_usage
 from eddies.engine.state import TERMINAL, RunState
 from eddies.events import (
     AgentEvent,
@@ -354,8 +355,8 @@ class WorkerMetrics:
         tally.observe(("eddies_call_duration_seconds", kind.value, req.target), seconds, CALL_BUCKETS)
         if kind is CallKind.CHAT_MODEL and type(returned) is ChatMessage:
             self._spent(req.target, returned.extra_args.get("usage"))
-        elif kind in (CallKind.EMBEDDING, CallKind.VECTOR_STORE) and type(returned) is dict:
-            self._spent(req.target, returned.get("extra_args", {}).get("usage"))
+        elif kind in SPENDING_KINDS and type(returned) is dict:
+            self._spent(req.target, reported_usage(returned))
 
     def _spent(self, target: str, used: Any) -> None:
         """The tokens and cost a model call (chat or embedding) reported, as reported
