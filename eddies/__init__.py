@@ -75,7 +75,9 @@ if TYPE_CHECKING:
     from eddies.connectors.models.embeddings import LiteLLMEmbeddingModel, OfflineEmbeddingModel
     from eddies.connectors.models.scripted import ScriptedChatModel
     from eddies.connectors.remote.external_subagents import A2ASubagentSetup, HttpSubagentSetup
+    from eddies.connectors.skills.toolset import Skills
     from eddies.connectors.stores.embedded import EmbeddedVectorStore
+    from eddies.connectors.stores.pgvector import PgVectorStore
 
 __version__ = "0.1.0"
 
@@ -86,8 +88,10 @@ _LAZY = {
     "LiteLLMEmbeddingModel": "eddies.connectors.models.embeddings",
     "LocalRunner": "eddies.connectors.local",
     "OfflineEmbeddingModel": "eddies.connectors.models.embeddings",
+    "PgVectorStore": "eddies.connectors.stores.pgvector",
     "RunFailedError": "eddies.connectors.local",
     "ScriptedChatModel": "eddies.connectors.models.scripted",
+    "Skills": "eddies.connectors.skills.toolset",
 }
 
 
@@ -133,6 +137,7 @@ __all__ = [
     "OfflineEmbeddingModel",
     "Outcome",
     "OutputEvent",
+    "PgVectorStore",
     "PlanError",
     "Prompt",
     "RagAgent",
@@ -149,6 +154,7 @@ __all__ = [
     "SessionMachine",
     "SessionState",
     "SignalEvent",
+    "Skills",
     "Subagent",
     "SubagentSetup",
     "SubagentTimeoutError",

@@ -186,8 +186,11 @@ class AgentPlan:
             for t in entry[1].tools:  # a sub-agent (an AGENT resource) stands for itself
                 if t not in self.resources:  # a sub-agent of the caller whose setup this is
                     continue
-                obj = self.resources[t][1]
-                out.extend(remote_names(obj) if isinstance(obj, McpTool | A2aTool) else (t,))
+                rtype, obj = self.resources[t]
+                if rtype is ResourceType.SKILLS:  # stands for its tools
+                    out.extend(tool.name for tool in obj.tools())
+                else:
+                    out.extend(remote_names(obj) if isinstance(obj, McpTool | A2aTool) else (t,))
             names = self._offered[model] = tuple(out)
         return names
 
@@ -311,6 +314,9 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
         if res.type is ResourceType.PROMPT and not isinstance(obj, Prompt | str):
             raise PlanError(f"resource {res.name!r}: a PROMPT must be a Prompt (Prompt.from_text, "
                             "Prompt.from_messages) or a text")
+        if res.type is ResourceType.SKILLS and not callable(getattr(obj, "tools", None)):
+            raise PlanError(f"resource {res.name!r}: a SKILLS resource needs a tools() method "
+                            "(eddies.connectors.skills.Skills)")
         if res.type is ResourceType.VECTOR_STORE:
             lacks = [m for m in OPERATIONS if not callable(getattr(obj, m, None))]
             if lacks or not isinstance(getattr(obj, "collection", None), str):
@@ -320,9 +326,11 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
         out[res.name] = (res.type, obj)
     own = set(out)
     out = {**{k: v for k, v in inherited.items() if k not in own}, **out}
-    for name, (_, obj) in list(out.items()):
+    for name, (rtype, obj) in list(out.items()):
         if name in own and isinstance(obj, McpTool | A2aTool):
             _add_remote_tools(out, name, obj)
+        if name in own and rtype is ResourceType.SKILLS:
+            _add_skill_tools(out, name, obj)
     for name, (rtype, obj) in out.items():
         if rtype is ResourceType.MEMORY_SET and name in own:
             store = out.get(obj.vector_store)
@@ -351,10 +359,21 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
         for tool in obj.tools:
             entry = out.get(tool)
             if entry is None or entry[0] not in (ResourceType.TOOL, ResourceType.AGENT,
-                                                 ResourceType.VECTOR_STORE):
-                raise PlanError(f"resource {name!r}: tool {tool!r} is not a TOOL, AGENT or "
-                                "VECTOR_STORE resource")
+                                                 ResourceType.VECTOR_STORE, ResourceType.SKILLS):
+                raise PlanError(f"resource {name!r}: tool {tool!r} is not a TOOL, AGENT, "
+                                "VECTOR_STORE or SKILLS resource")
     return out
+
+
+def _add_skill_tools(out: dict[str, tuple[ResourceType, Any]], name: str, skills: Any) -> None:
+    """The tools of SKILLS resource ``name`` (load_skill, bash) as TOOLs of their own."""
+    for tool in skills.tools():
+        if not isinstance(tool, FunctionTool):
+            raise PlanError(f"resource {name!r}: its tools() must give FunctionTools, got {tool!r:.60}")
+        if tool.name in out:
+            raise PlanError(f"resource {name!r}: its tool {tool.name!r} has the name of a resource "
+                            "of this agent (one SKILLS resource per agent)")
+        out[tool.name] = (ResourceType.TOOL, tool)
 
 
 def _add_remote_tools(out: dict[str, tuple[ResourceType, Any]], name: str,

@@ -84,7 +84,8 @@ EMBEDDING_CONNECTIONS = {"openai": "eddies.connectors.models.embeddings:LiteLLME
                          "litellm": "eddies.connectors.models.embeddings:LiteLLMEmbeddingModel",
                          "offline": "eddies.connectors.models.embeddings:OfflineEmbeddingModel"}
 #: ``clazz`` aliases of vector stores.
-VECTOR_STORES = {"embedded": "eddies.connectors.stores.embedded:EmbeddedVectorStore"}
+VECTOR_STORES = {"embedded": "eddies.connectors.stores.embedded:EmbeddedVectorStore",
+                 "pgvector": "eddies.connectors.stores.pgvector:PgVectorStore"}
 _AGENT_KEYS = {"name", "description", "version", "type", "config", "actions", "prompts", "tools",
                "chat_model_connections", "chat_model_setups", "embedding_model_connections",
                "embedding_model_setups", "vector_stores", "vector_store", "memory_sets", "mcp_servers",

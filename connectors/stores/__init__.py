@@ -1,1 +1,2 @@
-"""Vector stores: the embedded one (no server), with the filter language they share."""
+"""Vector stores: the embedded one (no server) and Postgres with pgvector, with the filter
+language they share."""

@@ -358,38 +358,51 @@ class Librarian(Agent):
         ctx.send_event(OutputEvent(output=[h.content for h in hits]))
 
 
+def test_store(collection: str) -> Any:
+    """The store the test chose: Postgres at TEST_STORE_DSN (tables TEST_STORE_PREFIX...),
+    else the embedded store kept in the directory TEST_STORE_PATH."""
+    from eddies import EmbeddedVectorStore, PgVectorStore
+
+    if os.environ.get("TEST_STORE_DSN"):
+        return PgVectorStore(embedding_model="emb", collection=collection,
+                             dsn=os.environ["TEST_STORE_DSN"],
+                             table_prefix=os.environ["TEST_STORE_PREFIX"])
+    return EmbeddedVectorStore(embedding_model="emb", collection=collection,
+                               path=os.environ["TEST_STORE_PATH"])
+
+
 def librarian() -> Librarian:
-    """The Librarian on the offline embedding model and an embedded store kept in the
-    directory TEST_STORE_PATH."""
-    from eddies import EmbeddedVectorStore, EmbeddingModelSetup, OfflineEmbeddingModel
+    """The Librarian on the offline embedding model and the test's store (test_store)."""
+    from eddies import EmbeddingModelSetup, OfflineEmbeddingModel
 
     agent = Librarian("librarian")
     agent.add_resource("emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION, OfflineEmbeddingModel())
     agent.add_resource("emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("emb_conn"))
-    agent.add_resource("docs", ResourceType.VECTOR_STORE, EmbeddedVectorStore(
-        embedding_model="emb", collection="travel", path=os.environ["TEST_STORE_PATH"]))
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, test_store("travel"))
     return agent
 
 
 class DyingStore:
-    """An embedded store whose process is SIGKILLed right after its first write (once: the
-    file TEST_DIE_MARK records it), before the call's outcome can be journaled."""
+    """The test's store (test_store), whose process is SIGKILLed right after its first
+    write (once: the file TEST_DIE_MARK records it), before the call's outcome can be
+    journaled."""
 
-    def __new__(cls, **kwargs: Any) -> Any:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.embedding_model, self.collection = inner.embedding_model, inner.collection
+
+    def add(self, collection: str, documents: Any, vectors: Any) -> list[str]:
         import signal as signals
 
-        from eddies import EmbeddedVectorStore
+        ids: list[str] = self.inner.add(collection, documents, vectors)
+        mark = Path(os.environ["TEST_DIE_MARK"])
+        if not mark.exists():
+            mark.write_text(str(os.getpid()))
+            os.kill(os.getpid(), signals.SIGKILL)
+        return ids
 
-        class Dying(EmbeddedVectorStore):
-            def add(self, collection: str, documents: Any, vectors: Any) -> list[str]:
-                ids = super().add(collection, documents, vectors)
-                mark = Path(os.environ["TEST_DIE_MARK"])
-                if not mark.exists():
-                    mark.write_text(str(os.getpid()))
-                    os.kill(os.getpid(), signals.SIGKILL)
-                return ids
-
-        return Dying(**kwargs)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 class Rememberer(Agent):
@@ -403,13 +416,12 @@ class Rememberer(Agent):
 
 
 def rememberer() -> Rememberer:
-    """The Rememberer on a DyingStore kept in TEST_STORE_PATH."""
+    """The Rememberer on a DyingStore."""
     from eddies import EmbeddingModelSetup, MemorySetSetup, OfflineEmbeddingModel
 
     agent = Rememberer("rememberer")
     agent.add_resource("emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION, OfflineEmbeddingModel())
     agent.add_resource("emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("emb_conn"))
-    agent.add_resource("docs", ResourceType.VECTOR_STORE, DyingStore(
-        embedding_model="emb", collection="default", path=os.environ["TEST_STORE_PATH"]))
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, DyingStore(test_store("default")))
     agent.add_resource("facts", ResourceType.MEMORY_SET, MemorySetSetup("docs"))
     return agent

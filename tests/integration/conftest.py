@@ -12,6 +12,7 @@ import pytest
 
 from eddies.connectors.kafka.broker import EmbeddedBroker
 from eddies.connectors.runtime.settings import Settings, load_settings
+from tests.postgres import postgres_dsn  # noqa: F401  (a fixture)
 
 
 def _docker_reason() -> str | None:

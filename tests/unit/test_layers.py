@@ -109,7 +109,7 @@ CONNECTOR_LAYERS: tuple[tuple[str, ...], ...] = (
     ("journal",),                  # the journal topic's records and the fold that reads them
     ("runtime",),                  # the per-record path, settings, topics, the Kafka client
     ("declarative", "execution"),  # agents from YAML and SQL; performing calls
-    ("models", "stores"),          # chat and embedding models; vector stores
+    ("models", "stores", "skills"),  # chat and embedding models; vector stores; skills
     ("remote",),                   # MCP, A2A, HTTP sub-agents, environment secrets
 )
 

@@ -109,42 +109,6 @@ def _stocked(path: Path | None = None) -> EmbeddedVectorStore:
     return store
 
 
-def test_the_embedded_store_queries_filters_gets_updates_and_deletes() -> None:
-    store = _stocked()
-    [q] = _vectors(["a cheap bed in Lisbon"])
-    assert [d["id"] for d in store.query("travel", q, 2)] == ["lisbon-hostel", "lisbon-hotel"]
-    hits = store.query("travel", q, 5, {"price": {"$lt": 100}})
-    assert [d["id"] for d in hits] == ["lisbon-hostel", "porto-guest"]
-    assert hits[0]["score"] > hits[1]["score"] and hits[0]["metadata"] == {"city": "Lisbon", "price": 18}
-    assert [d["id"] for d in store.query("travel", q, 5, {"$or": [{"topic": "baking"},
-                                                                   {"city": {"$in": ["Porto"]}}]})] \
-        == ["porto-guest", "bread"]
-    assert store.query("travel", q, 5, {"city": "Oslo"}) == []
-    got = store.get("travel", ["bread", "nope", "porto-guest"])
-    assert [d["id"] for d in got] == ["bread", "porto-guest"]
-    got = store.get("travel", filters={"city": "Lisbon"})
-    assert [d["id"] for d in got] == ["lisbon-hostel", "lisbon-hotel"]
-    moved = {"id": "bread", "content": "Rye bread in Lisbon", "metadata": {"city": "Lisbon"}}
-    assert store.update("travel", [moved, {"id": "nope", "content": "x"}],
-                        _vectors([moved["content"], "x"])) == 1
-    assert store.get("travel", ["bread"])[0]["content"] == "Rye bread in Lisbon"
-    assert store.delete("travel", filters={"city": "Lisbon"}) == 3
-    assert [d["id"] for d in store.get("travel")] == ["porto-guest"]
-    assert store.delete("travel", ["porto-guest", "porto-guest"]) == 1 and store.count() == 0
-
-
-def test_collections_are_apart_and_made_and_dropped() -> None:
-    store = _stocked()
-    store.add("other", [{"id": "x", "content": "Lisbon"}], _vectors(["Lisbon"]))
-    assert store.collections() == ["other", "travel"] and store.count("other") == 1
-    [q] = _vectors(["Lisbon"])
-    assert [d["id"] for d in store.query("other", q, 5)] == ["x"]
-    assert store.delete_collection("other") and store.collections() == ["travel"]
-    assert store.query("other", q, 5) == []
-    with pytest.raises(ValueError, match="vectors of 3 dimensions for a collection of 256"):
-        store.add("travel", [{"id": "y", "content": "y"}], [[0.1, 0.2, 0.3]])
-
-
 def test_a_store_with_a_path_reads_its_documents_back(tmp_path: Path) -> None:
     store = _stocked(tmp_path)
     store.delete("travel", ["bread"])
@@ -163,9 +127,16 @@ def test_filters_are_checked_before_anything_is_read() -> None:
                          ({"city": {"$in": "Lisbon"}}, "filters.city.\\$in: expected a list")]:
         with pytest.raises(ValueError, match=message):
             check(bad)
+    with pytest.raises(ValueError, match=r"filters.price.\$lt: expected a number, a string or a "
+                                         "boolean, got None"):
+        check({"price": {"$lt": None}})
     assert matches({"price": 3}, {"price": {"$gte": 3, "$lt": 4}})
-    assert not matches({"price": "cheap"}, {"price": {"$lt": 4}})  # no order across types
+    assert not matches({"price": "cheap"}, {"price": {"$lt": 4}})  # no order across kinds
     assert not matches({}, {"price": {"$gt": 0}})
+    assert matches({}, {"price": None}) and not matches({"price": 0}, {"price": None})
+    # JSON's equality: a boolean is not a number (Python's True == 1 is not a match)
+    assert not matches({"on": True}, {"on": 1}) and not matches({"on": 1}, {"on": {"$in": [True]}})
+    assert matches({"n": 1}, {"n": 1.0}) and not matches({"on": True}, {"on": {"$gt": 0}})
 
 
 def test_a_replay_returns_the_recorded_documents_after_the_store_changed() -> None:
@@ -198,7 +169,8 @@ def test_an_add_made_again_writes_its_documents_once() -> None:
     request = DurableCallRequest("s1:r1:i1:c0", CallKind.VECTOR_STORE, "docs", args, True)
     first = performer.perform(request)
     again = performer.perform(request)  # a crash lost the first attempt's outcome
-    assert first == again and first["result"] == ["s1:r1:i1:c0:0", "s1:r1:i1:c0:1"]
+    # the same ids (the embedding's usage may differ: it carries the call's latency)
+    assert first["result"] == again["result"] == ["s1:r1:i1:c0:0", "s1:r1:i1:c0:1"]
     assert store.count() == 2
 
 

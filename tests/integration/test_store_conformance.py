@@ -1,0 +1,186 @@
+"""Every vector store does the same: the embedded one and Postgres with pgvector (a real
+server, tests/postgres.py) answer the same operations with the same documents, and their
+metadata filters agree with each other on generated documents and filters."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eddies import EmbeddedVectorStore, OfflineEmbeddingModel
+from eddies.connectors.stores.filters import matches
+
+pytestmark = pytest.mark.integration
+
+DOCS = [
+    {"id": "lisbon-hostel", "content": "Hostels in Lisbon from 18 euros a night",
+     "metadata": {"city": "Lisbon", "price": 18}},
+    {"id": "lisbon-hotel", "content": "A boutique hotel in Lisbon's Alfama",
+     "metadata": {"city": "Lisbon", "price": 140}},
+    {"id": "porto-guest", "content": "Cheap guesthouses in Porto by the river",
+     "metadata": {"city": "Porto", "price": 35}},
+    {"id": "bread", "content": "Sourdough bread, step by step", "metadata": {"topic": "baking"}},
+]
+_MODEL = OfflineEmbeddingModel()
+
+
+def _vectors(texts: list[str]) -> list[list[float]]:
+    return _MODEL.embed(texts)[0]
+
+
+Store = Any
+MakeStore = Callable[[], Store]
+
+
+@pytest.fixture(params=["embedded", "pgvector"])
+def make_store(request: pytest.FixtureRequest) -> MakeStore:
+    """Makes an empty store of the kind under test (its own tables on the shared server)."""
+    if request.param == "embedded":
+        return lambda: EmbeddedVectorStore(embedding_model="emb", collection="travel")
+    from eddies import PgVectorStore
+
+    dsn = request.getfixturevalue("postgres_dsn")
+    made: list[Any] = []
+
+    def make() -> Store:
+        made.append(PgVectorStore(embedding_model="emb", collection="travel", dsn=dsn,
+                                  table_prefix=f"t{uuid.uuid4().hex[:8]}_"))
+        return made[-1]
+
+    request.addfinalizer(lambda: [s.close() for s in made])
+    return make
+
+
+def _stocked(make_store: MakeStore) -> Store:
+    store = make_store()
+    store.add("travel", DOCS, _vectors([d["content"] for d in DOCS]))
+    return store
+
+
+def test_a_store_queries_filters_gets_updates_and_deletes(make_store: MakeStore) -> None:
+    store = _stocked(make_store)
+    [q] = _vectors(["a cheap bed in Lisbon"])
+    assert [d["id"] for d in store.query("travel", q, 2)] == ["lisbon-hostel", "lisbon-hotel"]
+    hits = store.query("travel", q, 5, {"price": {"$lt": 100}})
+    assert [d["id"] for d in hits] == ["lisbon-hostel", "porto-guest"]
+    assert hits[0]["score"] > hits[1]["score"] and hits[0]["metadata"] == {"city": "Lisbon", "price": 18}
+    assert abs(hits[0]["score"] - 0.654) < 0.01  # cosine similarity, the same in every store
+    assert [d["id"] for d in store.query("travel", q, 5, {"$or": [{"topic": "baking"},
+                                                                   {"city": {"$in": ["Porto"]}}]})] \
+        == ["porto-guest", "bread"]
+    assert store.query("travel", q, 5, {"city": "Oslo"}) == []
+    got = store.get("travel", ["bread", "nope", "porto-guest"])
+    assert [d["id"] for d in got] == ["bread", "porto-guest"]
+    got = store.get("travel", filters={"city": "Lisbon"})
+    assert [d["id"] for d in got] == ["lisbon-hostel", "lisbon-hotel"]
+    assert [d["id"] for d in store.get("travel", filters={"city": "Lisbon"}, limit=1)] == ["lisbon-hostel"]
+    moved = {"id": "bread", "content": "Rye bread in Lisbon", "metadata": {"city": "Lisbon"}}
+    assert store.update("travel", [moved, {"id": "nope", "content": "x"}],
+                        _vectors([moved["content"], "x"])) == 1
+    assert store.get("travel", ["bread"])[0]["content"] == "Rye bread in Lisbon"
+    assert store.get("travel", ["nope"]) == []  # an update adds nothing
+    again = {**DOCS[2], "content": "Guesthouses in Porto, again"}
+    assert store.add("travel", [again], _vectors([again["content"]])) == ["porto-guest"]
+    assert store.count() == 4  # an add of an id it holds replaces the document
+    assert store.delete("travel", filters={"city": "Lisbon"}) == 3
+    assert [d["content"] for d in store.get("travel")] == ["Guesthouses in Porto, again"]
+    assert store.delete("travel", ["porto-guest", "porto-guest"]) == 1 and store.count() == 0
+
+
+def test_collections_are_apart_and_made_and_dropped(make_store: MakeStore) -> None:
+    store = _stocked(make_store)
+    store.add("other", [{"id": "x", "content": "Lisbon"}], _vectors(["Lisbon"]))
+    assert store.collections() == ["other", "travel"] and store.count("other") == 1
+    [q] = _vectors(["Lisbon"])
+    assert [d["id"] for d in store.query("other", q, 5)] == ["x"]
+    assert store.delete_collection("other") and store.collections() == ["travel"]
+    assert not store.delete_collection("other")
+    assert store.query("other", q, 5) == [] and store.get("other") == []
+    assert store.delete("other", ["x"]) == 0 and store.update("other", [{"id": "x", "content": "y"}],
+                                                              _vectors(["y"])) == 0
+    with pytest.raises(ValueError, match="dimensions"):
+        store.add("travel", [{"id": "y", "content": "y"}], [[0.1, 0.2, 0.3]])
+    with pytest.raises(ValueError, match=r"filters\.price: \$less is not an operator"):
+        store.query("travel", q, 5, {"price": {"$less": 3}})
+    with pytest.raises(TypeError, match="metadata must be JSON"):
+        store.add("travel", [{"id": "z", "content": "z", "metadata": {"at": object()}}], _vectors(["z"]))
+
+
+def test_a_second_store_on_the_same_place_sees_the_documents(make_store: MakeStore,
+                                                             request: pytest.FixtureRequest) -> None:
+    if "embedded" in request.node.callspec.id:
+        pytest.skip("the embedded store shares through its path (test_vector_stores.py)")
+    from eddies import PgVectorStore
+
+    first = _stocked(make_store)
+    other = PgVectorStore(embedding_model="emb", collection="travel", dsn=first.dsn,
+                          table_prefix=first.table_prefix)
+    try:
+        [q] = _vectors(["bread"])
+        assert other.query("travel", q, 1)[0]["id"] == "bread"  # another worker's view
+        first.delete_collection("travel")  # dropped under the other's feet
+        assert other.query("travel", q, 1) == [] and other.count() == 0
+        assert other.add("travel", DOCS[:1], _vectors([DOCS[0]["content"]])) == ["lisbon-hostel"]
+    finally:
+        other.close()
+
+
+def test_a_postgres_store_declared_in_yaml(postgres_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from eddies import LocalRunner
+    from eddies.connectors.declarative.yaml_agents import load_yaml_text
+    from tests.unit.connectors.test_vector_stores import YAML
+
+    monkeypatch.setenv("TEST_PG_DSN", postgres_dsn)  # a secret stays out of the file
+    yaml = YAML.replace("clazz: embedded,", 'clazz: pgvector, dsn: "${TEST_PG_DSN}", table_prefix: '
+                        f"t{uuid.uuid4().hex[:8]}_,")
+    assert "pgvector" in yaml
+    runner = LocalRunner(load_yaml_text(yaml))
+    runner.run([("s1", "stock")])
+    assert runner.run([("s1", {"text": "a guesthouse in Porto", "limit": 1})]) == [
+        [["porto-guest", "Cheap guesthouses in Porto by the river"]]]
+
+
+# Metadata values of every JSON kind the filters compare, with the clashes that matter:
+# a boolean beside numbers, an int beside a float, a missing key beside null.
+_VALUES = st.one_of(st.integers(-3, 3), st.sampled_from([1.5, -0.5, 2.0]), st.booleans(),
+                    st.none(), st.sampled_from(["a", "b", "B", "é", "", "10", "9"]))
+_KEYS = st.sampled_from(["k", "n", "s"])
+_METADATA = st.dictionaries(_KEYS, _VALUES, max_size=3)
+_ORDERED = st.one_of(st.integers(-3, 3), st.sampled_from([1.5, -0.5]), st.booleans(),
+                     st.sampled_from(["a", "B", "é", "10"]))
+_COMPARISON = st.one_of(
+    st.tuples(st.sampled_from(["$eq", "$ne"]), _VALUES),
+    st.tuples(st.sampled_from(["$gt", "$gte", "$lt", "$lte"]), _ORDERED),
+    st.tuples(st.sampled_from(["$in", "$nin"]), st.lists(_VALUES, max_size=3)))
+_LEAF = st.one_of(
+    st.builds(lambda k, v: {k: v}, _KEYS, _VALUES),
+    st.builds(lambda k, c: {k: {c[0]: c[1]}}, _KEYS, _COMPARISON))
+_FILTERS = st.recursive(_LEAF, lambda inner: st.one_of(
+    st.builds(lambda parts: {"$and": parts}, st.lists(inner, min_size=1, max_size=3)),
+    st.builds(lambda parts: {"$or": parts}, st.lists(inner, min_size=1, max_size=3))), max_leaves=5)
+
+
+def test_postgres_filters_mean_what_the_embedded_store_s_mean(postgres_dsn: str) -> None:
+    from eddies import PgVectorStore
+
+    store = PgVectorStore(embedding_model="emb", collection="f", dsn=postgres_dsn,
+                          table_prefix=f"t{uuid.uuid4().hex[:8]}_")
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(docs=st.lists(_METADATA, min_size=1, max_size=8), filters=_FILTERS)
+    def agree(docs: list[dict[str, Any]], filters: dict[str, Any]) -> None:
+        store.delete("f")
+        rows = [{"id": str(i), "content": "x", "metadata": m} for i, m in enumerate(docs)]
+        store.add("f", rows, [[1.0, float(i)] for i in range(len(rows))])
+        expected = [r["id"] for r in rows if matches(r["metadata"], filters)]
+        assert [d["id"] for d in store.get("f", filters=filters)] == expected, (docs, filters)
+
+    try:
+        agree()
+    finally:
+        store.close()
