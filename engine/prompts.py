@@ -27,6 +27,9 @@ from .agent import PlanError
 from .plan_view import PlanView
 from .resources import ResourceType
 
+#: The placeholder a ReActAgent fills with its input (Flink Agents' name for it).
+INPUT_PLACEHOLDER = "input"
+
 
 @dataclass(frozen=True)
 class Prompt:
@@ -89,30 +92,36 @@ class Prompt:
 
 
 def opening_messages(resources: Mapping[str, tuple[ResourceType, Any]], config: Mapping[str, Any],
-                     prompt: str | None) -> list[ChatMessage]:
+                     prompt: str | None, **values: Any) -> list[ChatMessage]:
     """The messages that open a conversation for ``prompt``: a PROMPT resource's, formatted
-    with ``config`` (one given as plain text: that text), or the text as one system message
-    (none for no prompt)."""
+    with ``config`` and ``values`` (one given as plain text: that text), or the text as one
+    system message (none for no prompt)."""
     if not prompt:
         return []
     entry = resources.get(prompt)
     if entry is not None and entry[0] is ResourceType.PROMPT:
         found: Prompt | str = entry[1]
         if isinstance(found, Prompt):
-            return found.format_messages(**config)
+            return found.format_messages(**{**config, **values})
         prompt = found  # a PROMPT resource given as plain text: no placeholders
     return [ChatMessage(MessageRole.SYSTEM, prompt)]
 
 
-def check_prompt(plan: PlanView, who: str, prompt: str | None) -> None:
-    """PlanError when ``prompt`` names a PROMPT resource with a placeholder the agent's
-    config does not hold."""
-    entry = plan.resources.get(prompt) if prompt else None
+def prompt_variables(resources: Mapping[str, tuple[ResourceType, Any]], prompt: str | None) -> frozenset[str]:
+    """The placeholders of the PROMPT resource ``prompt`` names (none for a text)."""
+    entry = resources.get(prompt) if prompt else None
     if entry is not None and entry[0] is ResourceType.PROMPT and isinstance(entry[1], Prompt):
-        missing = sorted(entry[1].variables - set(plan.config))
-        if missing:
-            raise PlanError(f"{who}: prompt {prompt!r} has placeholders the agent's config does not "
-                            f"hold: {', '.join(missing)}")
+        return entry[1].variables
+    return frozenset()
 
 
-__all__ = ["Prompt", "check_prompt", "opening_messages"]
+def check_prompt(plan: PlanView, who: str, prompt: str | None, given: Iterable[str] = ()) -> None:
+    """PlanError when ``prompt`` names a PROMPT resource with a placeholder neither the
+    agent's config nor ``given`` (what the agent fills in itself, e.g. ``input``) holds."""
+    missing = sorted(prompt_variables(plan.resources, prompt) - set(plan.config) - set(given))
+    if missing:
+        raise PlanError(f"{who}: prompt {prompt!r} has placeholders the agent's config does not "
+                        f"hold: {', '.join(missing)}")
+
+
+__all__ = ["INPUT_PLACEHOLDER", "Prompt", "check_prompt", "opening_messages", "prompt_variables"]

@@ -42,7 +42,7 @@ from .agent import Agent, PlanError
 from .durable import DurableCallError
 from .options import from_mapping
 from .plan_view import PlanView
-from .prompts import check_prompt, opening_messages
+from .prompts import INPUT_PLACEHOLDER, check_prompt, opening_messages, prompt_variables
 from .resources import ResourceType
 from .tokens import BUDGET_ARG, REPORT_KEY, split, summarised, summary_request
 
@@ -161,7 +161,7 @@ class ReActAgent(Agent):
         """Called by ``AgentPlan.compile``: the model must be a CHAT_MODEL resource."""
         config = plan.actions[ACTION].config
         check_model(plan, f"ReActAgent {self.name!r}", config["model"], config["options"])
-        check_prompt(plan, f"ReActAgent {self.name!r}", config["prompt"])
+        check_prompt(plan, f"ReActAgent {self.name!r}", config["prompt"], given=(INPUT_PLACEHOLDER,))
 
 
 #: The name of the built-in sub-agent an agent with a chat model gets (unless it has its own).
@@ -300,7 +300,12 @@ async def _summarise(llm: ChatModelHandle, messages: list[ChatMessage],
 def _opening(event: InputEvent, config: Any, llm: ChatModelHandle, ctx: RunnerContext
              ) -> list[ChatMessage]:
     prompt = config["prompt"] if config["prompt"] is not None else llm.setup.prompt
-    opening = opening_messages(ctx.step.plan.resources, ctx.config, prompt)
+    question = event.input if isinstance(event.input, str) else json.dumps(event.input)
+    resources = ctx.step.plan.resources
+    # As in Flink Agents: a prompt that places {input} carries the question where it says;
+    # otherwise the question follows the prompt's messages.
+    placed = INPUT_PLACEHOLDER in prompt_variables(resources, prompt)
+    opening = opening_messages(resources, ctx.config, prompt, **{INPUT_PLACEHOLDER: question})
     schema = config["output_schema"]
     if schema is not None:
         shape = json.dumps(schema.model_json_schema(), sort_keys=True)
@@ -309,8 +314,7 @@ def _opening(event: InputEvent, config: Any, llm: ChatModelHandle, ctx: RunnerCo
             opening[0] = ChatMessage(MessageRole.SYSTEM, f"{opening[0].content}\n\n{ask}")
         else:
             opening.insert(0, ChatMessage(MessageRole.SYSTEM, ask))
-    question = event.input if isinstance(event.input, str) else json.dumps(event.input)
-    return [*opening, ChatMessage(MessageRole.USER, question)]
+    return opening if placed else [*opening, ChatMessage(MessageRole.USER, question)]
 
 
 _FENCED = re.compile(r"```[a-zA-Z]*\s*\n(.*?)```", re.S)

@@ -25,19 +25,28 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from eddies.connectors.declarative.located import DefinitionError, located, read_definition
-from eddies.connectors.declarative.references import env_name, import_target, read_env
-from eddies.connectors.declarative.sql_options import With, checked_options, json_list, option_at, read_text
+from eddies.connectors.declarative.located import DefinitionError, read_definition
+from eddies.connectors.declarative.references import import_target
+from eddies.connectors.declarative.sql_options import With, checked_options, option_at
 from eddies.connectors.declarative.sql_parse import Name, Option, Statement, parse_sql
-from eddies.connectors.declarative.sql_subagents import HttpEndpoint, external_agent
+from eddies.connectors.declarative.sql_resources import (
+    SCRIPTED,
+    EmbeddingModel,
+    Tool,
+    connection,
+    embedding_model,
+    function,
+    implicit_connection,
+    model_connection,
+    prompt,
+)
+from eddies.connectors.declarative.sql_resources import tool as made_tool
+from eddies.connectors.declarative.sql_subagents import external_agent
 from eddies.engine import (
-    A2aServer,
-    A2aTool,
     Agent,
     ChatModelSetup,
-    FunctionTool,
-    McpServer,
-    McpTool,
+    RagAgent,
+    RagOptions,
     ReActAgent,
     ReActOptions,
     ReflectionAgent,
@@ -45,17 +54,17 @@ from eddies.engine import (
     ResourceType,
     SubagentSetup,
 )
+from eddies.engine.prompts import Prompt
 from eddies.engine.react import GENERAL_PURPOSE
+from eddies.events import MessageRole
 
-#: The connection type of the offline model (tests, the demo); mcp_server, a2a and http are
-#: servers' types, and any other is a litellm provider.
-_SCRIPTED = "scripted"
 _MODEL_ARGUMENTS = ("temperature", "max_tokens", "top_p", "seed", "stop")
 #: Which clauses each statement takes.
 _CLAUSES = {
     "CONNECTION": {"WITH", "COMMENT"},
     "MODEL": {"WITH", "COMMENT", "INPUT", "OUTPUT"},
     "FUNCTION": {"AS", "LANGUAGE", "COMMENT"},
+    "PROMPT": {"AS", "WITH", "COMMENT"},
     "TOOL": {"USING FUNCTION", "USING CONNECTION", "WITH", "COMMENT"},
     "AGENT": {"USING MODEL", "USING PROMPT", "USING TOOLS", "USING AGENTS", "USING CONNECTION", "WITH",
               "COMMENT"},
@@ -119,7 +128,8 @@ class _Script:
                                       "the first)")
             named[stmt.name] = stmt
         self.objects: dict[tuple[str, str], Any] = {}
-        for kind in ("CONNECTION", "FUNCTION", "MODEL", "TOOL", "AGENT"):  # all checked, used or not
+        # Every statement is checked, used or not.
+        for kind in ("CONNECTION", "FUNCTION", "PROMPT", "MODEL", "TOOL", "AGENT"):
             for name in self.by_kind.get(kind, {}):
                 self.build(kind, name)
 
@@ -146,81 +156,37 @@ class _Script:
 
     # --- statements -------------------------------------------------------------------------
 
-    def _connection(self, stmt: Statement) -> tuple[ResourceType, Any]:
-        opts = With(stmt)
-        kind = (opts.text("type", required=True) or "").lower()
-        headers = {k: read_text(o) for k, o in opts.prefixed("headers").items()}
-        with located(stmt.at):
-            if kind == "mcp_server":
-                transport = (opts.text("transport_type") or "").lower()
-                if transport not in ("", "streamable_http", "http", "stdio"):
-                    raise DefinitionError(f"{option_at(stmt, 'transport_type')}: transport-type "
-                                          f"{transport!r} is not one of streamable_http, stdio")
-                args = opts.pop("args")
-                env = {k: read_text(o) for k, o in opts.prefixed("env").items()}
-                obj: Any = McpServer(url=opts.text("endpoint"), command=opts.text("command"),
-                                     args=json_list(args) if args else (), env=env or None,
-                                     headers=headers, api_key_env=self._key_env(opts))
-                opts.finish("type, endpoint, command, args, env.NAME, headers.NAME, api-key, transport-type")
-                return ResourceType.MCP_SERVER, obj
-            if kind == "a2a":
-                obj = A2aServer(url=opts.text("endpoint", required=True) or "", headers=headers,
-                                api_key_env=self._key_env(opts))
-                opts.finish("type, endpoint, headers.NAME, api-key")
-                return ResourceType.A2A_SERVER, obj
-            if kind == "http":  # an HTTP sub-agent's endpoint (CREATE AGENT ... USING CONNECTION)
-                obj = HttpEndpoint(opts.text("endpoint", required=True) or "", headers, self._key_env(opts))
-                opts.finish("type, endpoint, headers.NAME, api-key")
-                return ResourceType.AGENT, obj
-        return ResourceType.CHAT_MODEL_CONNECTION, self._model_connection(stmt, opts, kind)
-
-    @staticmethod
-    def _key_env(opts: With) -> str | None:
-        """The NAME of the api-key's variable: the executor reads it when it connects."""
-        written = opts.text("api_key", secret=True)
-        return None if written is None else env_name(written)
-
-    def _model_connection(self, stmt: Statement, opts: With, provider: str) -> Any:
-        """A chat model connection: the offline scripted model, or litellm for any provider."""
-        if provider == _SCRIPTED:
-            from eddies.connectors.models.scripted import ScriptedChatModel
-
-            responder = opts.pop("responder")
-            opts.finish("type, responder")
-            if responder is None:
-                return ScriptedChatModel()
-            return ScriptedChatModel(import_target(str(responder.value), responder.at, "responder"))
-        from eddies.connectors.models.litellm import LiteLLMChatModel
-
-        key = opts.text("api_key", secret=True)
-        prices = {k: opts.number(k, -1.0) for k in ("input_cost_per_token", "output_cost_per_token")}
-        conn = LiteLLMChatModel(api_base=opts.text("endpoint"), timeout=opts.number("timeout", 120.0),
-                                api_key=None if key is None else read_env(key, stmt.at),
-                                **{k: v for k, v in prices.items() if v >= 0})
-        opts.finish("type, endpoint, api-key, timeout, input_cost_per_token, output_cost_per_token")
-        return conn
+    def _connection(self, stmt: Statement) -> tuple[ResourceType | None, Any]:
+        return connection(stmt)
 
     def _function(self, stmt: Statement) -> Any:
-        if stmt.target is None:
-            raise DefinitionError(f"{stmt.at}: CREATE FUNCTION {stmt.name}: AS 'module.function' is required")
-        if stmt.language is not None and stmt.language.text.upper() != "PYTHON":
-            raise DefinitionError(f"{stmt.language.at}: language {stmt.language.text!r}: only PYTHON "
-                                  "functions run here")
-        fn = import_target(stmt.target.text, stmt.target.at, "AS", dotted=True)
-        if not callable(fn):
-            raise DefinitionError(f"{stmt.target.at}: {stmt.target.text!r} is not a function")
-        return fn
+        return function(stmt)
 
-    def _model(self, stmt: Statement) -> _Model:
+    def _prompt(self, stmt: Statement) -> Prompt:
+        return prompt(stmt)
+
+    def _model(self, stmt: Statement) -> _Model | EmbeddingModel:
         probe = With(stmt)
         provider = (probe.text("provider") or "").lower()
         opts = With(stmt, provider)
         opts.pop("provider")
-        task = opts.text("task")
-        if task is not None and task.lower() != "text_generation":
-            raise DefinitionError(f"{option_at(stmt, 'task')}: task {task!r}: agents use text_generation "
-                                  "models")
+        task = (opts.text("task") or "text_generation").lower()
+        if task not in ("text_generation", "embedding"):
+            raise DefinitionError(f"{option_at(stmt, 'task')}: task {task!r}: a model's task is "
+                                  "text_generation or embedding")
         conn_ref = opts.pop("connection")
+        if task == "embedding":
+            if conn_ref is None and not provider:
+                raise DefinitionError(f"{stmt.with_at or stmt.at}: CREATE MODEL {stmt.name}: give "
+                                      "'provider' (offline, or a provider with a connection)")
+            named = None
+            if conn_ref is not None:
+                kind, _conn = self.ref("CONNECTION", Name(str(conn_ref.value), conn_ref.at))
+                if kind is not ResourceType.CHAT_MODEL_CONNECTION:
+                    raise DefinitionError(f"{conn_ref.at}: connection {conn_ref.value!r} is not a model "
+                                          "provider's")
+                named = (str(conn_ref.value), self.by_kind["CONNECTION"][str(conn_ref.value)])
+            return embedding_model(stmt, opts, provider, named)
         if conn_ref is not None:
             kind, _conn = self.ref("CONNECTION", Name(str(conn_ref.value), conn_ref.at))
             if kind is not ResourceType.CHAT_MODEL_CONNECTION:
@@ -233,18 +199,11 @@ class _Script:
             raise DefinitionError(f"{stmt.with_at or stmt.at}: CREATE MODEL {stmt.name}: give 'provider' "
                                   "(and a connection, or its endpoint and api-key)")
         else:  # the connection is written in the model: it becomes one of its own
-            connection = f"{stmt.name}-connection"
-            implicit = With(Statement("CONNECTION", connection, stmt.at, stmt.start, options={
-                k: o for k, o in stmt.options.items()
-                if k.lower().replace("-", "_").removeprefix(provider + ".") in (
-                    "endpoint", "api_key", "timeout", "responder", "input_cost_per_token",
-                    "output_cost_per_token")}))
-            for key in implicit.left:
-                opts.pop(key)
+            connection, implicit = implicit_connection(stmt, opts, provider)
             self.objects[("CONNECTION", connection)] = (
-                ResourceType.CHAT_MODEL_CONNECTION, self._model_connection(stmt, implicit, provider))
+                ResourceType.CHAT_MODEL_CONNECTION, model_connection(stmt, implicit, provider))
         model = opts.text("model", "model_version") or ""
-        if model and provider not in (_SCRIPTED, "litellm") and not model.startswith(provider + "/"):
+        if model and provider not in (SCRIPTED, "litellm") and not model.startswith(provider + "/"):
             model = f"{provider}/{model}"  # litellm's provider/model form
         params = {k: o.value for k, o in opts.prefixed("params").items()}
         for key in _MODEL_ARGUMENTS:
@@ -258,61 +217,8 @@ class _Script:
                     f"system_prompt, params.NAME, {', '.join(_MODEL_ARGUMENTS)}, idempotent, timeout_ms")
         return _Model(setup, connection, stmt)
 
-    def _tool(self, stmt: Statement) -> tuple[Any, str | None]:
-        """The tool, and the name of the server resource it needs (None for a function)."""
-        opts = With(stmt)
-        kind = (opts.text("type", required=True) or "").lower()
-        uses_fn = stmt.using.get("FUNCTION")
-        uses_conn = stmt.using.get("CONNECTION")
-        if kind == "function":
-            if not uses_fn:
-                raise DefinitionError(f"{stmt.at}: CREATE TOOL {stmt.name}: a function tool is USING "
-                                      "FUNCTION f")
-            fn = self.ref("FUNCTION", uses_fn[0])
-            inject = {param: read_text(o).replace("short_term_memory:", "memory:")
-                      for param, o in opts.prefixed("injected_args").items()}
-            with located(stmt.at):
-                tool: Any = FunctionTool(fn, name=stmt.name, description=opts.text("description"),
-                                         idempotent=opts.flag("idempotent", False),
-                                         timeout_ms=opts.whole("timeout_ms"),
-                                         requires_approval=opts.flag("requires_approval", False),
-                                         approval_timeout_ms=opts.whole("approval_timeout_ms"), inject=inject)
-            opts.finish("type, description, idempotent, timeout_ms, requires_approval, approval_timeout_ms, "
-                        "injected_args.PARAMETER")
-            return tool, None
-        if kind not in ("mcp", "a2a"):
-            raise DefinitionError(f"{option_at(stmt, 'type')}: type {kind!r} is not one of function, mcp, "
-                                  "a2a")
-        if not uses_conn:
-            raise DefinitionError(f"{stmt.at}: CREATE TOOL {stmt.name}: an {kind} tool is USING CONNECTION c")
-        server_kind, _server = self.ref("CONNECTION", uses_conn[0])
-        if server_kind is not (ResourceType.MCP_SERVER if kind == "mcp" else ResourceType.A2A_SERVER):
-            raise DefinitionError(f"{uses_conn[0].at}: connection {uses_conn[0].text!r} is not of type "
-                                  f"{'mcp_server' if kind == 'mcp' else 'a2a'}")
-        server = uses_conn[0].text
-        with located(stmt.at):
-            if kind == "mcp":
-                allowed = [t.strip() for t in (opts.text("allowed_tools", required=True) or "").split(",")
-                           if t.strip()]
-                descriptions = {k: read_text(o) for k, o in opts.prefixed("description").items()}
-                one = opts.text("description")
-                if one is not None:
-                    if len(allowed) != 1:
-                        raise DefinitionError(f"{option_at(stmt, 'description')}: 'description' overrides "
-                                              "one tool's: write 'description.TOOL' for each")
-                    descriptions[allowed[0]] = one
-                tool = McpTool(server, allowed_tools=allowed,
-                               request_timeout=opts.number("request_timeout", 20.0),
-                               max_retries=opts.whole("max_retries", 2) or 0, descriptions=descriptions)
-                opts.finish("type, allowed_tools, request_timeout, max_retries, description, "
-                            "description.TOOL")
-            else:
-                tool = A2aTool(server, agent_card_path=opts.text("agent_card_path", required=True) or "",
-                               name=opts.text("tool_name"), description=opts.text("description"),
-                               request_timeout=opts.number("request_timeout", 60.0),
-                               max_retries=opts.whole("max_retries", 2) or 0)
-                opts.finish("type, agent_card_path, tool_name, description, request_timeout, max_retries")
-        return tool, server
+    def _tool(self, stmt: Statement) -> Tool:
+        return made_tool(stmt, self.ref)
 
     def _external(self, stmt: Statement) -> SubagentSetup:
         """``CREATE AGENT a USING CONNECTION c``: the agent behind an A2A or HTTP connection."""
@@ -348,6 +254,9 @@ class _Script:
             raise DefinitionError(f"{stmt.at}: CREATE AGENT {stmt.name}: USING MODEL m (or USING AGENTS "
                                   "drafter, critic, or USING CONNECTION c) is required")
         model = self.ref("MODEL", stmt.using["MODEL"][0])
+        if not isinstance(model, _Model):
+            raise DefinitionError(f"{stmt.using['MODEL'][0].at}: model {stmt.using['MODEL'][0].text!r} is an "
+                                  "embedding model: an agent is USING MODEL a text_generation one")
         tools = stmt.using.get("TOOLS", [])
         for tool in tools:  # a tool, or an agent called as one (a sub-agent)
             if tool.text in self.by_kind.get("AGENT", {}) and tool.text not in self.by_kind.get("TOOL", {}):
@@ -355,8 +264,11 @@ class _Script:
             elif tool.text != GENERAL_PURPOSE:
                 self.ref("TOOL", tool)
         prompt = None if stmt.prompt is None else stmt.prompt.text
+        if stmt.prompt_name is not None:  # a CREATE PROMPT's name: the agent's PROMPT resource
+            self.ref("PROMPT", stmt.prompt_name)
+            prompt = stmt.prompt_name.text
         standard = _Standard(model, prompt, tuple(t.text for t in tools), stmt.options, stmt)
-        self._react_options(standard)  # checked now, used or not
+        self._options(standard)  # checked now, used or not
         return standard
 
     # --- agents ---------------------------------------------------------------------------
@@ -396,7 +308,13 @@ class _Script:
         if isinstance(built, _Standard):
             general = With(built.statement)
             version, config, schema = self._general(general)
-            options = self._react_options(built)
+            options = self._options(built)
+            if isinstance(options, RagOptions):
+                store = self._rag_store(built)
+                agent = RagAgent(name, model=built.model.statement.name, vector_store=store,
+                                 prompt=built.prompt, options=options, version=version, config=config)
+                self._add(agent, built.model.statement.name, built, offered=False)
+                return agent
             agent = ReActAgent(name, model=built.model.statement.name, prompt=built.prompt,
                                output_schema=schema, options=options, version=version, config=config)
             self._add(agent, built.model.statement.name, built)
@@ -433,7 +351,8 @@ class _Script:
             loop_values[key] = option.value
         reflection = checked_options(ReflectionOptions, opts.left, stmt, {"loop": loop_values})
         agent = ReflectionAgent(name, drafter=drafter.statement.name, critic=critic.statement.name,
-                                drafter_prompt=drafter.prompt, critic_prompt=critic.prompt,
+                                drafter_prompt=self._prompt_text(drafter),
+                                critic_prompt=self._prompt_text(critic),
                                 options=reflection, version=version, config=config)
         self._add(agent, drafter.statement.name, drafter)
         self._add(agent, critic.statement.name, critic)
@@ -449,18 +368,40 @@ class _Script:
         opts.pop("type")
         return version, config, schema
 
-    def _react_options(self, standard: _Standard) -> ReActOptions:
+    def _options(self, standard: _Standard) -> ReActOptions | RagOptions:
         opts = With(standard.statement)
-        kind = opts.text("type")
-        if kind is not None and kind.lower() != "react":
+        kind = (opts.text("type") or "react").lower()
+        if kind not in ("react", "rag"):
             raise DefinitionError(f"{option_at(standard.statement, 'type')}: a USING MODEL agent is of type "
-                                  f"react, not {kind!r}")
+                                  f"react or rag, not {kind!r}")
         self._general(opts)
+        if kind == "rag":
+            self._rag_store(standard)
+            rag: RagOptions = checked_options(RagOptions, opts.left, standard.statement)
+            return rag
         options: ReActOptions = checked_options(ReActOptions, opts.left, standard.statement)
         return options
 
-    def _add(self, agent: Agent, setup_name: str, standard: _Standard) -> None:
-        """The model setup ``setup_name`` with the agent's tools, and every resource it needs."""
+    def _rag_store(self, standard: _Standard) -> str:
+        """The vector store a rag agent answers from: its one tool, a vector_search one."""
+        stores = [t for t in standard.tools if t in self.by_kind.get("TOOL", {})
+                  and self.build("TOOL", t).rtype is ResourceType.VECTOR_STORE]
+        if len(stores) != 1 or len(standard.tools) != 1:
+            raise DefinitionError(f"{standard.statement.at}: a rag agent is USING TOOLS one vector_search "
+                                  "tool, the store it answers from (got: "
+                                  f"{', '.join(standard.tools) or 'none'})")
+        return stores[0]
+
+    def _prompt_text(self, standard: _Standard) -> str | None:
+        """A drafter's or critic's prompt as text (a CREATE PROMPT's system messages)."""
+        if standard.prompt is None or standard.statement.prompt_name is None:
+            return standard.prompt
+        made: Prompt = self.build("PROMPT", standard.prompt)
+        return "\n\n".join(m.content for m in made.messages if m.role is MessageRole.SYSTEM)
+
+    def _add(self, agent: Agent, setup_name: str, standard: _Standard, offered: bool = True) -> None:
+        """The model setup ``setup_name`` with the agent's tools (``offered``: offered to its
+        model; a rag agent's store is not), and every resource it needs."""
         have = {r.name: r for r in agent.resources}
 
         def add(name: str, kind: ResourceType, obj: Any, at: str) -> None:
@@ -473,8 +414,11 @@ class _Script:
             have[name] = agent.resources[-1]
 
         model = standard.model
-        setup = replace(model.setup, tools=standard.tools)
+        setup = replace(model.setup, tools=standard.tools if offered else ())
         add(setup_name, ResourceType.CHAT_MODEL, setup, standard.statement.at)
+        if standard.statement.prompt_name is not None and isinstance(agent, ReActAgent | RagAgent):
+            name = standard.statement.prompt_name.text
+            add(name, ResourceType.PROMPT, self.build("PROMPT", name), self.by_kind["PROMPT"][name].at)
         kind, conn = self.objects[("CONNECTION", model.connection)]
         add(model.connection, kind, conn, model.statement.at)
         for tool_name in standard.tools:
@@ -487,11 +431,16 @@ class _Script:
                     sub.description = self.by_kind["AGENT"][tool_name].comment.text  # type: ignore[union-attr]
                 add(tool_name, ResourceType.AGENT, sub, self.by_kind["AGENT"][tool_name].at)
                 continue
-            tool, server = self.build("TOOL", tool_name)
-            add(tool_name, ResourceType.TOOL, tool, self.by_kind["TOOL"][tool_name].at)
-            if server is not None:
-                server_kind, obj = self.build("CONNECTION", server)
-                add(server, server_kind, obj, self.by_kind["CONNECTION"][server].at)
+            tool: Tool = self.build("TOOL", tool_name)
+            add(tool_name, tool.rtype, tool.obj, self.by_kind["TOOL"][tool_name].at)
+            if tool.server is not None:
+                server_kind, obj = self.build("CONNECTION", tool.server)
+                add(tool.server, server_kind, obj, self.by_kind["CONNECTION"][tool.server].at)
+            if tool.model is not None:
+                emb: EmbeddingModel = self.build("MODEL", tool.model)
+                at = self.by_kind["MODEL"][tool.model].at
+                add(tool.model, ResourceType.EMBEDDING_MODEL, emb.setup, at)
+                add(emb.connection, ResourceType.EMBEDDING_MODEL_CONNECTION, emb.connection_obj, at)
 
 
 __all__ = ["DefinitionError", "load_sql", "load_sql_text"]

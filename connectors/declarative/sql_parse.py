@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from eddies.connectors.declarative.located import DefinitionError
 
-KINDS = ("CONNECTION", "MODEL", "FUNCTION", "TOOL", "AGENT")
+KINDS = ("CONNECTION", "MODEL", "FUNCTION", "PROMPT", "TOOL", "AGENT")
 _TOKEN = re.compile(r"""
     (?P<space>\s+) | (?P<line_comment>--[^\n]*) | (?P<block_comment>/\*.*?\*/)
   | (?P<string>'(?:[^']|'')*') | (?P<quoted>`(?:[^`]|``)*`)
@@ -69,11 +69,12 @@ class Statement:
     if_not_exists: bool = False
     using: dict[str, list[Name]] = field(default_factory=dict)  # MODEL, TOOLS, AGENTS, FUNCTION, CONNECTION
     prompt: Token | None = None  # USING PROMPT '...'
+    prompt_name: Name | None = None  # USING PROMPT p (a CREATE PROMPT's name)
     comment: Token | None = None
     options: dict[str, Option] = field(default_factory=dict)
     with_at: str | None = None
     columns: dict[str, list[Column]] = field(default_factory=dict)  # INPUT, OUTPUT
-    target: Token | None = None  # CREATE FUNCTION f AS 'module:attr'
+    target: Token | None = None  # CREATE FUNCTION f AS 'module:attr', CREATE PROMPT p AS 'text'
     language: Name | None = None
     clauses: dict[str, str] = field(default_factory=dict)  # clause -> where it was written
 
@@ -216,8 +217,10 @@ class _Parser:
                 raise self.fail("MODEL, PROMPT, TOOLS, AGENTS, FUNCTION or CONNECTION after USING")
             what = self.next().text.upper()
             self.once(stmt, f"USING {what}", token.at)
-            if what == "PROMPT":
+            if what == "PROMPT" and self.peek.kind == "string":
                 stmt.prompt = self.string("the prompt")
+            elif what == "PROMPT":
+                stmt.prompt_name = self.name("the prompt's text, or the name of a prompt")
             elif what in ("TOOLS", "AGENTS"):
                 stmt.using[what] = self.names(f"the name of {'a tool' if what == 'TOOLS' else 'an agent'}")
             else:

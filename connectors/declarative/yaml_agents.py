@@ -26,7 +26,6 @@ written ``${NAME}`` is read from the environment variable NAME when the file is 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,20 +44,21 @@ from eddies.connectors.declarative.yaml_entries import import_text as _import_te
 from eddies.connectors.declarative.yaml_entries import imported as _import
 from eddies.connectors.declarative.yaml_entries import integer as _int
 from eddies.connectors.declarative.yaml_entries import keys as _keys
+from eddies.connectors.declarative.yaml_entries import made_from_clazz as _made
 from eddies.connectors.declarative.yaml_entries import mapping as _map
 from eddies.connectors.declarative.yaml_entries import python_only as _python
 from eddies.connectors.declarative.yaml_entries import seq as _list
 from eddies.connectors.declarative.yaml_entries import text as _text
+from eddies.connectors.declarative.yaml_knowledge import knowledge_resources, prompt_text
+from eddies.connectors.declarative.yaml_knowledge import prompts as declared_prompts
 from eddies.engine import (
     A2aServer,
     A2aTool,
     Agent,
     ChatModelSetup,
-    EmbeddingModelSetup,
     FunctionTool,
     McpServer,
     McpTool,
-    MemorySetSetup,
     RagAgent,
     RagOptions,
     ReActAgent,
@@ -69,6 +69,7 @@ from eddies.engine import (
     SubagentSetup,
 )
 from eddies.engine.agent import ActionSpec
+from eddies.engine.prompts import Prompt
 from eddies.engine.react import GENERAL_PURPOSE
 
 #: Built-in event type aliases of Flink Agents' YAML, and Eddies' own.
@@ -83,26 +84,21 @@ CONNECTIONS = {"openai": "eddies.connectors.models.litellm:LiteLLMChatModel",
 EMBEDDING_CONNECTIONS = {"openai": "eddies.connectors.models.embeddings:LiteLLMEmbeddingModel",
                          "litellm": "eddies.connectors.models.embeddings:LiteLLMEmbeddingModel",
                          "offline": "eddies.connectors.models.embeddings:OfflineEmbeddingModel"}
-#: ``clazz`` aliases of vector stores.
-VECTOR_STORES = {"embedded": "eddies.connectors.stores.embedded:EmbeddedVectorStore",
-                 "pgvector": "eddies.connectors.stores.pgvector:PgVectorStore"}
 _AGENT_KEYS = {"name", "description", "version", "type", "config", "actions", "prompts", "tools",
                "chat_model_connections", "chat_model_setups", "embedding_model_connections",
-               "embedding_model_setups", "vector_stores", "vector_store", "memory_sets", "mcp_servers",
-               "a2a_servers",
+               "embedding_model_setups", "vector_stores", "vector_store", "memory_sets", "skills",
+               "mcp_servers", "a2a_servers",
                "model", "prompt",
                "options", "drafter", "critic", "drafter_prompt", "critic_prompt", "output_schema",
                "subagents", "subagent_compatible"}
 _SECTIONS = ("prompts", "mcp_servers", "a2a_servers", "tools", "subagents", "chat_model_connections",
              "chat_model_setups", "embedding_model_connections", "embedding_model_setups",
-             "vector_stores", "memory_sets")
+             "vector_stores", "memory_sets", "skills")
 _SUBAGENT_KEYS = {"name", "agent_ref", "target_module", "target_clazz", "arguments", "description"}
 _MCP_SERVER_KEYS = {"name", "clazz", "type", "endpoint", "url", "command", "args", "env", "headers",
                     "api_key_env"}
 _SETUP_KEYS = {"name", "clazz", "type", "connection", "model", "prompt", "tools", "arguments",
                "idempotent", "timeout_ms"}
-_EMBEDDING_SETUP_KEYS = {"name", "clazz", "type", "connection", "model", "dimensions", "arguments",
-                         "idempotent", "timeout_ms"}
 _TOOL_KEYS = {"name", "type", "function", "description", "idempotent", "timeout_ms", "requires_approval",
               "approval_timeout_ms", "injected_args"}
 
@@ -156,29 +152,29 @@ def _agent(agents: Seq, index: int, path: tuple[str, ...] = ()) -> Agent:
     kind = _text(spec, "type") or ("react" if "model" in spec else "workflow")
     config = _map(spec, "config")
     version = _text(spec, "version")
-    prompts = _prompts(spec)
+    prompts = declared_prompts(spec)
     agent: Agent
     if kind == "react":
         _only(spec, {"model", "prompt", "options", "output_schema"}, kind)
         model = _text(spec, "model", required=True)
         options = _options(spec, ReActOptions)
         schema = _import(spec, "output_schema") if "output_schema" in spec else None
-        prompt = _prompt_ref(spec, "prompt", prompts) if "prompt" in spec else None
+        prompt = _text(spec, "prompt") if "prompt" in spec else None
         agent = ReActAgent(name, model=model, prompt=prompt, output_schema=schema, options=options,
                            version=version, config=dict(config))
     elif kind == "reflection":
         _only(spec, {"drafter", "critic", "drafter_prompt", "critic_prompt", "options"}, kind)
         agent = ReflectionAgent(
             name, drafter=_text(spec, "drafter", required=True), critic=_text(spec, "critic", required=True),
-            drafter_prompt=_prompt_ref(spec, "drafter_prompt", prompts) if "drafter_prompt" in spec else None,
-            critic_prompt=_prompt_ref(spec, "critic_prompt", prompts) if "critic_prompt" in spec else None,
+            drafter_prompt=prompt_text(spec, "drafter_prompt", prompts) if "drafter_prompt" in spec else None,
+            critic_prompt=prompt_text(spec, "critic_prompt", prompts) if "critic_prompt" in spec else None,
             options=_options(spec, ReflectionOptions), version=version, config=dict(config))
     elif kind == "rag":
         _only(spec, {"model", "vector_store", "prompt", "options"}, kind)
         agent = RagAgent(
             name, model=_text(spec, "model", required=True),
             vector_store=_text(spec, "vector_store", required=True),
-            prompt=_prompt_ref(spec, "prompt", prompts) if "prompt" in spec else None,
+            prompt=_text(spec, "prompt") if "prompt" in spec else None,
             options=_options(spec, RagOptions), version=version, config=dict(config))
     elif kind == "workflow":
         _only(spec, set(), kind)
@@ -269,39 +265,7 @@ def _action(parent: Seq, i: int, item: Any) -> ActionSpec:
     return ActionSpec(_text(item, "name", required=True), fn, types, dict(_map(item, "config")))
 
 
-def _prompts(spec: Map) -> dict[str, str]:
-    """Prompt name -> the system prompt text it gives a model setup or agent."""
-    out: dict[str, str] = {}
-    section = _list(spec, "prompts")
-    for i, item in enumerate(section):
-        entry = _entry(section, i, item, {"name", "text", "messages"}, "a prompt")
-        name = _text(entry, "name", required=True)
-        if ("text" in entry) == ("messages" in entry):
-            raise DefinitionError(f"{entry.where}: prompt {name!r}: give exactly one of text or messages")
-        if "text" in entry:
-            out[name] = _text(entry, "text", required=True)
-            continue
-        system = []
-        messages = _list(entry, "messages", required=True)
-        for k, m in enumerate(messages):
-            msg = _entry(messages, k, m, {"role", "content"}, "a message", named=False)
-            role = _text(msg, "role", required=True)
-            if role not in ("system", "user", "assistant", "tool"):
-                raise DefinitionError(f"{where(msg, 'role')}: role {role!r} is not one of system, user, "
-                                      "assistant, tool")
-            if role == "system":
-                system.append(_text(msg, "content", required=True))
-        out[name] = "\n\n".join(system)
-    return out
-
-
-def _prompt_ref(spec: Map, key: str, prompts: dict[str, str]) -> str:
-    """A prompt: the name of one in ``prompts:``, else the text itself."""
-    value: str = _text(spec, key, required=True)
-    return prompts.get(value, value)
-
-
-def _resources(spec: Map, agent: Agent, prompts: dict[str, str], inherits: bool = False) -> None:
+def _resources(spec: Map, agent: Agent, prompts: dict[str, Prompt], inherits: bool = False) -> None:
     """The resources of ``spec``; a sub-agent's (``inherits``) may name its callers' too:
     those are checked when the plan is compiled."""
     declared: dict[str, tuple[str, str]] = {}  # name -> (section, where)
@@ -345,72 +309,27 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, str], inherits: bool 
             ("embedding_model_connections", EMBEDDING_CONNECTIONS,
              ResourceType.EMBEDDING_MODEL_CONNECTION, "an embedding model connection")):
         for i, item in enumerate(_list(spec, section)):
-            name, conn = _connection(spec[section], i, item, aliases, what)
+            name, conn = _made(spec[section], i, item, aliases, what)
             agent.add_resource(name, rtype, conn)
     for i, item in enumerate(_list(spec, "chat_model_setups")):
         entry = _entry(spec["chat_model_setups"], i, item, _SETUP_KEYS, "a chat model setup")
         _python(entry)
         tools = _list(entry, "tools")
         for k, t in enumerate(tools):
-            known = (declared.get(t, ("",))[0] in ("tools", "subagents", "vector_stores")
+            known = (declared.get(t, ("",))[0] in ("tools", "subagents", "vector_stores", "skills")
                      or t == GENERAL_PURPOSE)
             if not known and not (inherits and t not in declared):
                 raise DefinitionError(f"{where(tools, k)}: tool {t!r} is not declared in tools (or "
-                                      "subagents)")
+                                      "subagents, vector_stores, skills)")
         setup = ChatModelSetup(
             ref(entry, "connection", "chat_model_connections", "connection"),
             model=_text(entry, "model") or "",
             tools=[str(t) for t in tools],
-            prompt=_prompt_ref(entry, "prompt", prompts) if "prompt" in entry else None,
+            prompt=_text(entry, "prompt") if "prompt" in entry else None,
             arguments=dict(_map(entry, "arguments")), idempotent=bool(entry.get("idempotent", True)),
             timeout_ms=_int(entry, "timeout_ms"))
         agent.add_resource(_text(entry, "name", required=True), ResourceType.CHAT_MODEL, setup)
-    for i, item in enumerate(_list(spec, "embedding_model_setups")):
-        entry = _entry(spec["embedding_model_setups"], i, item, _EMBEDDING_SETUP_KEYS,
-                       "an embedding model setup")
-        _python(entry)
-        with located(entry.where):
-            embedding = EmbeddingModelSetup(
-                ref(entry, "connection", "embedding_model_connections", "connection"),
-                model=_text(entry, "model"), dimensions=_int(entry, "dimensions"),
-                arguments=dict(_map(entry, "arguments")),
-                idempotent=bool(entry.get("idempotent", True)), timeout_ms=_int(entry, "timeout_ms"))
-        agent.add_resource(_text(entry, "name", required=True), ResourceType.EMBEDDING_MODEL, embedding)
-    for i, item in enumerate(_list(spec, "vector_stores")):
-        if isinstance(item, Map) and "embedding_model" in item:
-            ref(item, "embedding_model", "embedding_model_setups", "embedding model")
-        name, store = _connection(spec["vector_stores"], i, item, VECTOR_STORES, "a vector store")
-        agent.add_resource(name, ResourceType.VECTOR_STORE, store)
-    for i, item in enumerate(_list(spec, "memory_sets")):
-        entry = _entry(spec["memory_sets"], i, item,
-                       {"name", "vector_store", "retention_days", "description"}, "a memory set")
-        days = entry.get("retention_days")
-        if days is not None and (isinstance(days, bool) or not isinstance(days, int | float) or days <= 0):
-            raise DefinitionError(f"{where(entry, 'retention_days')}: retention_days: expected a positive "
-                                  f"number, got {days!r}")
-        memory = MemorySetSetup(ref(entry, "vector_store", "vector_stores", "vector store"),
-                                retention=None if days is None else timedelta(days=days),
-                                description=_text(entry, "description") or "")
-        agent.add_resource(_text(entry, "name", required=True), ResourceType.MEMORY_SET, memory)
-
-
-def _connection(parent: Seq, i: int, item: Any, aliases: dict[str, str], what: str
-                ) -> tuple[str, Any]:
-    """(name, object) of a chat or embedding model connection (``what``): its ``clazz`` (an
-    alias in ``aliases`` or ``module:Class``) made with the entry's other keys."""
-    entry = _entry(parent, i, item, None, what)
-    _python(entry)
-    clazz = _text(entry, "clazz", required=True)
-    target = _import_text(entry, "clazz", aliases.get(clazz, clazz))
-    extras = {k: read_env(v, where(entry, k)) for k, v in entry.items()
-              if k not in ("name", "clazz", "type")}
-    if "responder" in extras and isinstance(extras["responder"], str):
-        extras["responder"] = _import_text(entry, "responder", extras["responder"])
-    try:
-        return _text(entry, "name", required=True), target(**extras)
-    except TypeError as err:
-        raise DefinitionError(f"{entry.where}: {clazz}: {err}") from None
-
+    knowledge_resources(spec, agent, ref, prompts)
 
 def _tool(parent: Seq, i: int, item: Any, agent: Agent, ref: Callable[[Map, str, str, str], str]) -> None:
     if isinstance(item, Map) and item.get("type") == "a2a":

@@ -100,5 +100,24 @@ def import_text(entry: Map, key: str, name: str) -> Any:
     return import_target(name, where(entry, key), key)
 
 
-__all__ = ["entry_at", "import_text", "imported", "integer", "keys", "mapping", "python_only", "seq",
-           "text"]
+def made_from_clazz(parent: Seq, i: int, item: Any, aliases: dict[str, str], what: str
+                    ) -> tuple[str, Any]:
+    """(name, object) of an entry (``what``: a model connection, a vector store) that names
+    its ``clazz`` (an alias in ``aliases`` or ``module:Class``), made with the entry's other
+    keys (``${NAME}`` read from the environment)."""
+    entry = entry_at(parent, i, item, None, what)
+    python_only(entry)
+    clazz = text(entry, "clazz", required=True)
+    target = import_text(entry, "clazz", aliases.get(clazz, clazz))
+    extras = {k: read_env(v, where(entry, k)) for k, v in entry.items()
+              if k not in ("name", "clazz", "type")}
+    if "responder" in extras and isinstance(extras["responder"], str):
+        extras["responder"] = import_text(entry, "responder", extras["responder"])
+    try:
+        return text(entry, "name", required=True), target(**extras)
+    except TypeError as err:
+        raise DefinitionError(f"{entry.where}: {clazz}: {err}") from None
+
+
+__all__ = ["entry_at", "import_text", "imported", "integer", "keys", "made_from_clazz", "mapping",
+           "python_only", "seq", "text"]

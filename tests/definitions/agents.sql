@@ -3,9 +3,11 @@ CREATE CONNECTION conn WITH ('type' = 'scripted', 'responder' = 'tests.unit.engi
 CREATE MODEL llm WITH ('connection' = 'conn');
 CREATE FUNCTION add AS 'tests.unit.engine.test_react.add' LANGUAGE PYTHON;
 CREATE TOOL add USING FUNCTION add WITH ('type' = 'function', 'injected_args.b' = 'config:step');
+CREATE PROMPT adder WITH ('messages' = '[{"role": "system", "content": "You add numbers."},
+                                         {"role": "user", "content": "{input}"}]');
 CREATE AGENT react
   USING MODEL llm
-  USING PROMPT 'You add numbers.'
+  USING PROMPT adder
   USING TOOLS add
   WITH (
     'max_iterations' = '5',

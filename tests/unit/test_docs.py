@@ -118,8 +118,9 @@ def test_compose_file_runs_the_flink_job_on_a_cluster() -> None:
     assert services["taskmanager"]["environment"]["EDDIES_RESULT_KEY"] == key
 
 
-def test_doc_agent_definitions_load(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The docs' YAML and SQL agents are valid as written (their tool module stood in)."""
+def test_doc_agent_definitions_load(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The docs' YAML and SQL agents are valid as written (their tool module, secrets and
+    skills folder stood in)."""
     import sys
     import types
 
@@ -136,9 +137,16 @@ def test_doc_agent_definitions_load(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_KEY", "sk-readme-0000")
     [(yaml_file, yaml_block)] = _fences(r"```yaml(?=\nagents:)")
     assert load_yaml_text(yaml_block, yaml_file).name == "support"
-    [(sql_file, sql_block)] = _fences(r"```sql")
+    [(sql_file, sql_block), (knowing_file, knowing)] = _fences(r"```sql")
     assert load_sql_text(sql_block, sql_file, "support").name == "support"
     assert load_sql_text(sql_block, sql_file, "taglines").name == "taglines"
+    import shutil
+
+    shutil.copytree(ROOT / "tests" / "skills", tmp_path / "skills")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KB_DSN", "postgresql://eddies@127.0.0.1:9/kb")  # connects on first use
+    assert load_sql_text(knowing, knowing_file, "planner").name == "planner"
+    assert load_sql_text(knowing, knowing_file, "guide").name == "guide"
 
 
 def test_readme_stays_short() -> None:

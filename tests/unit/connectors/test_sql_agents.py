@@ -133,7 +133,7 @@ CREATE AGENT a USING MODEL llm USING PROMPT 'You add.' USING TOOLS adder WITH ('
     (("WITH ('max_iterations' = '5')", "WITH ('max_iterations' = '5'"),
      "<sql>:5:102: expected ')' or ',' between options, got ';'"),
     (("CREATE MODEL llm", "CREATE MODLE llm"), "<sql>:2:8: expected CONNECTION or MODEL or FUNCTION or "
-                                               "TOOL or AGENT, got 'MODLE'"),
+                                               "PROMPT or TOOL or AGENT, got 'MODLE'"),
     (("CREATE TOOL adder", "CREATE MODEL llm WITH ('connection' = 'conn');\nCREATE TOOL adder"),
      "<sql>:4:14: model 'llm' is created twice (first at <sql>:2:14"),
     (("'type' = 'function'", "'type' = 'function', 'TYPE' = 'function'"),
@@ -286,3 +286,76 @@ agents:
   - {name: a, subagents: [{name: b, agent_ref: b}]}
   - {name: b, subagents: [{name: a, agent_ref: a}]}
 """, agent="a")
+
+
+KNOWING_SQL = """\
+CREATE CONNECTION conn WITH ('type' = 'scripted',
+                             'responder' = 'tests.unit.connectors.test_yaml_agents:echo_prompt');
+CREATE MODEL llm WITH ('connection' = 'conn');
+CREATE PROMPT ask WITH ('messages' = '[{"role": "system", "content": "You plan trips for {company}."},
+                                       {"role": "user", "content": "Plan this: {input}"}]');
+CREATE PROMPT tone AS 'Be brief, {company} style.';
+CREATE MODEL emb WITH ('provider' = 'offline', 'task' = 'embedding');
+CREATE CONNECTION kb WITH ('type' = 'embedded');
+CREATE TOOL docs USING CONNECTION kb
+  WITH ('type' = 'vector_search', 'embedding_model' = 'emb', 'collection' = 'travel',
+        'description' = 'Search the travel guide.');
+CREATE TOOL skills WITH ('type' = 'skills', 'paths' = '["SKILLS"]',
+                         'allowed_commands' = 'python3, cat', 'timeout_s' = 5);
+CREATE AGENT planner USING MODEL llm USING PROMPT ask USING TOOLS docs, skills
+  WITH ('config.company' = 'Acme');
+CREATE AGENT guide USING MODEL llm USING PROMPT tone USING TOOLS docs
+  WITH ('type' = 'rag', 'max_results' = 2, 'config.company' = 'Acme');
+"""
+
+
+def _knowing(sql: str = KNOWING_SQL, name: str = "planner") -> Any:
+    from tests.unit.connectors.test_yaml_agents import SKILLS_DIR
+
+    return load_sql_text(sql.replace("SKILLS", str(SKILLS_DIR)), agent=name)
+
+
+def test_prompts_embedding_models_vector_stores_and_skills_in_sql() -> None:
+    from eddies import EmbeddedVectorStore, LocalRunner, RagAgent, Skills
+    from eddies.engine import ResourceType
+
+    planner = _knowing()
+    [out] = LocalRunner(planner).run([("s1", "3 days in Porto")])
+    assert out == "You plan trips for Acme. | Plan this: 3 days in Porto | docs | load_skill | bash"
+    kinds = {r.name: (r.type, type(r.obj).__name__) for r in planner.resources}
+    assert kinds["docs"] == (ResourceType.VECTOR_STORE, "EmbeddedVectorStore")
+    assert kinds["emb"] == (ResourceType.EMBEDDING_MODEL, "EmbeddingModelSetup")
+    assert kinds["emb-connection"] == (ResourceType.EMBEDDING_MODEL_CONNECTION, "OfflineEmbeddingModel")
+    assert kinds["skills"][0] is ResourceType.SKILLS and kinds["ask"][0] is ResourceType.PROMPT
+    [docs] = [r.obj for r in planner.resources if r.name == "docs"]
+    assert isinstance(docs, EmbeddedVectorStore) and docs.collection == "travel"
+    assert docs.description == "Search the travel guide."
+    [skills] = [r.obj for r in planner.resources if r.name == "skills"]
+    assert isinstance(skills, Skills) and skills.allowed_commands == {"python3", "cat"}
+
+    guide = _knowing(name="guide")
+    assert isinstance(guide, RagAgent)
+    plan = AgentPlan.compile(guide)
+    assert plan.resources["llm"][1].tools == ()  # a rag agent's store is not offered as a tool
+    assert plan.resources["docs"][0] is ResourceType.VECTOR_STORE
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("USING PROMPT ask", "USING PROMPT asks"), "<sql>:14:51: prompt 'asks' is not created in this file"),
+    (("'embedding_model' = 'emb'", "'embedding_model' = 'llm'"),
+     "<sql>:10:55: model 'llm' is not an embedding model"),
+    (("USING MODEL llm USING PROMPT ask", "USING MODEL emb USING PROMPT ask"),
+     "<sql>:14:34: model 'emb' is an embedding model"),
+    (("'type' = 'embedded'", "'type' = 'pgvector', 'dsn' = 'postgresql://u:hunter2@db/kb'"),
+     "<sql>:8:57: dsn: a DSN with a password is a secret"),
+    (("USING TOOLS docs\n  WITH ('type' = 'rag'", "USING TOOLS docs, skills\n  WITH ('type' = 'rag'"),
+     "<sql>:16:14: a rag agent is USING TOOLS one vector_search tool"),
+    (("AS 'Be brief, {company} style.'", "AS 'Be brief, {company style.'"),
+     "<sql>:6:23: prompt 'tone': prompt template"),
+    (("'timeout_s' = 5", "'timeout_s' = 5, 'shell' = 'zsh'"), "'shell' is not an option"),
+    (("'[\"SKILLS\"]'", "'[\"/nowhere\"]'"), "/nowhere: not a folder"),
+])
+def test_knowledge_errors_name_the_line_and_column(change: tuple[str, str], message: str) -> None:
+    with pytest.raises(DefinitionError) as err:
+        _knowing(KNOWING_SQL.replace(*change))
+    assert message in str(err.value), str(err.value)

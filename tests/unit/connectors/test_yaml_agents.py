@@ -16,6 +16,8 @@ from eddies import (
     ChatModelSetup,
     FunctionTool,
     LocalRunner,
+    PlanError,
+    Prompt,
     ReActAgent,
     ReActOptions,
     ReflectionAgent,
@@ -60,9 +62,11 @@ def events(agent: Agent, inputs: list[tuple[str, Any]]) -> list[tuple[str, str]]
 
 
 def python_react() -> ReActAgent:
-    a = ReActAgent("react", model="llm", prompt="You add numbers.", config={"step": 10},
+    a = ReActAgent("react", model="llm", prompt="adder", config={"step": 10},
                    options=ReActOptions(max_iterations=5, handle_exception="CONTINUE",
                                         tokens_management_strategy="TRIM", max_tokens_threshold=2000))
+    a.add_resource("adder", ResourceType.PROMPT, Prompt.from_messages([
+        {"role": "system", "content": "You add numbers."}, {"role": "user", "content": "{input}"}]))
     a.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(test_react.adds_twice))
     a.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", tools=["add"]))
     a.add_resource("add", ResourceType.TOOL,
@@ -199,3 +203,50 @@ def test_mcp_and_a2a_tools_in_yaml(tmp_path: Path) -> None:
         with pytest.raises(DefinitionError) as err:
             load_yaml_text(REMOTE.replace(gone, ""))
         assert str(err.value) == f"<yaml>:{15 if key == 'agent_card_path' else 14}:9: {key!r} is required"
+
+
+KNOWING = """\
+agents:
+  - name: planner
+    type: react
+    model: llm
+    prompt: ask
+    config: {company: Acme}
+    prompts:
+      - {name: tone, text: "Be brief, {company} style."}
+      - name: ask
+        messages:
+          - {role: system, content: "You plan trips for {company}."}
+          - {role: user, content: "Plan this: {input}"}
+    chat_model_connections:
+      - {name: conn, clazz: scripted, responder: "tests.unit.connectors.test_yaml_agents:echo_prompt"}
+    chat_model_setups:
+      - {name: llm, connection: conn, tools: [skills]}
+    skills:
+      - {name: skills, paths: [SKILLS], allowed_commands: [python3, cat], timeout_s: 5}
+"""
+SKILLS_DIR = Path(__file__).resolve().parents[2] / "skills"
+
+
+def echo_prompt(messages: list[Any], tools: list[Any]) -> str:
+    """Answers with the messages it was sent and the tools it was offered."""
+    return " | ".join([*(m.content for m in messages), *(t.name for t in tools)])
+
+
+def test_prompts_as_templates_and_skills_in_yaml() -> None:
+    agent = load_yaml_text(KNOWING.replace("SKILLS", str(SKILLS_DIR)))
+    [out] = LocalRunner(agent).run([("s1", "3 days in Porto")])
+    assert out == "You plan trips for Acme. | Plan this: 3 days in Porto | load_skill | bash"
+    [skills] = [r.obj for r in agent.resources if r.name == "skills"]
+    assert sorted(skills.skills) == ["packing", "trip-budget"] and skills.timeout_s == 5
+    for change, message in [
+            (("{company} style", "{company style"), "<yaml>:8:28: prompt 'tone': prompt template"),
+            (("config: {company: Acme}", "config: {}"), "prompt 'ask' has placeholders the agent's "
+                                                        "config does not hold: company"),
+            (("paths: [SKILLS]", "paths: [/nowhere]"), "<yaml>:18:9: /nowhere: not a folder"),
+            (("timeout_s: 5", "timeout_s: -1"), "timeout_s: expected a positive number of seconds"),
+            (("tools: [skills]", "tools: [skils]"), "<yaml>:16:47: tool 'skils' is not declared"),
+            (("role: user", "role: boss"), "<yaml>:12:20: role 'boss' is not one of")]:
+        with pytest.raises((DefinitionError, PlanError)) as err:
+            LocalRunner(load_yaml_text(KNOWING.replace(*change).replace("SKILLS", str(SKILLS_DIR))))
+        assert message in str(err.value), (change, str(err.value))

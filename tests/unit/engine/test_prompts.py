@@ -48,15 +48,22 @@ def _seen(model: ScriptedChatModel) -> list[list[ChatMessage]]:
     return seen
 
 
-def test_a_react_agents_prompt_resource_opens_the_conversation_with_the_config() -> None:
+def _support(user_message: str) -> tuple[ReActAgent, list[list[ChatMessage]]]:
+    """A ReActAgent whose prompt resource is a system message for {company} (Acme, from the
+    config) and ``user_message``; and the messages its model is sent."""
     model = ScriptedChatModel(lambda messages, tools: "ok")
     seen = _seen(model)
     agent = ReActAgent("support", model="llm", prompt="support_prompt", config={"company": "Acme"})
     agent.add_resource("support_prompt", ResourceType.PROMPT, Prompt.from_messages([
         {"role": "system", "content": "You answer for {company}."},
-        {"role": "user", "content": "Answer briefly."}]))
+        {"role": "user", "content": user_message}]))
     agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, model)
     agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn"))
+    return agent, seen
+
+
+def test_a_react_agents_prompt_resource_opens_the_conversation_with_the_config() -> None:
+    agent, seen = _support("Answer briefly.")
     assert LocalRunner(agent).run([("s1", "hi")]) == ["ok"]
     assert [(m.role, m.content) for m in seen[0]] == [
         (MessageRole.SYSTEM, "You answer for Acme."), (MessageRole.USER, "Answer briefly."),
@@ -80,4 +87,17 @@ def test_a_chat_model_setups_prompt_resource_and_a_missing_placeholder() -> None
         LocalRunner(agent)
     agent.add_resource("bad", ResourceType.PROMPT, 3)
     with pytest.raises(PlanError, match="a PROMPT must be a Prompt"):
+        LocalRunner(agent)
+
+
+def test_a_react_prompt_places_the_input_where_it_says_input() -> None:
+    agent, seen = _support("A customer asks: {input}\nAnswer in one line.")
+    LocalRunner(agent).run([("s1", "where is my order?"), ("s2", {"order": 7})])
+    assert [(m.role, m.content) for m in seen[0]] == [  # placed, not appended again
+        (MessageRole.SYSTEM, "You answer for Acme."),
+        (MessageRole.USER, "A customer asks: where is my order?\nAnswer in one line.")]
+    assert seen[1][1].content == 'A customer asks: {"order": 7}\nAnswer in one line.'
+    agent.resources = [r for r in agent.resources if r.name != "support_prompt"]
+    agent.add_resource("support_prompt", ResourceType.PROMPT, Prompt.from_text("For {company}: {question}"))
+    with pytest.raises(PlanError, match="does not hold: question"):  # only input is filled in
         LocalRunner(agent)
