@@ -22,7 +22,7 @@ from .journal import Journal
 from .long_term_memory import MemorySet, MemorySetSetup
 from .machine import SessionMachine, UnsupportedEventError
 from .plan import AgentPlan, PlanError
-from .prompts import Prompt
+from .prompts import McpPrompt, Prompt
 from .rag import RagAgent, RagOptions
 from .react import ReActAgent, ReActOptions
 from .reflection import ReflectionAgent, ReflectionOptions
@@ -49,6 +49,7 @@ __all__ = [
     "FunctionTool",
     "Journal",
     "JournalMismatchError",
+    "McpPrompt",
     "McpServer",
     "McpTool",
     "Memory",

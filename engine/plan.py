@@ -19,7 +19,7 @@ from .agent import ActionSpec, Agent, PlanError, Resource
 from .budgets import Budget, budgets
 from .embeddings import EmbeddingModelSetup
 from .long_term_memory import MemorySetSetup
-from .prompts import Prompt, check_prompt
+from .prompts import McpPrompt, Prompt, check_prompt
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool, RemoteTool, remote_names, remote_tools
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
 from .retry import DEFAULT_POLICIES, DEFAULT_TIMEOUTS, RetryPolicy, call_timeouts, retry_policies
@@ -311,9 +311,9 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
                             "method")
         if res.type is ResourceType.MEMORY_SET and not isinstance(obj, MemorySetSetup):
             raise PlanError(f"resource {res.name!r}: a MEMORY_SET must be a MemorySetSetup")
-        if res.type is ResourceType.PROMPT and not isinstance(obj, Prompt | str):
+        if res.type is ResourceType.PROMPT and not isinstance(obj, Prompt | McpPrompt | str):
             raise PlanError(f"resource {res.name!r}: a PROMPT must be a Prompt (Prompt.from_text, "
-                            "Prompt.from_messages) or a text")
+                            "Prompt.from_messages), an McpPrompt or a text")
         if res.type is ResourceType.SKILLS and not callable(getattr(obj, "tools", None)):
             raise PlanError(f"resource {res.name!r}: a SKILLS resource needs a tools() method "
                             "(eddies.connectors.skills.Skills)")
@@ -343,6 +343,12 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
                 raise PlanError(f"resource {name!r}: embedding_model "
                                 f"{getattr(obj, 'embedding_model', None)!r} is not an "
                                 "EMBEDDING_MODEL resource of this agent")
+        if rtype is ResourceType.PROMPT and name in own and isinstance(obj, McpPrompt):
+            server = out.get(obj.server)
+            if server is None or server[0] is not ResourceType.MCP_SERVER:
+                raise PlanError(f"resource {name!r}: server {obj.server!r} is not an MCP_SERVER resource "
+                                "of this agent")
+            obj.prompt  # noqa: B018  (a PlanError if it was not fetched)
         if rtype is ResourceType.EMBEDDING_MODEL and name in own:
             conn = out.get(obj.connection)
             if conn is None or conn[0] is not ResourceType.EMBEDDING_MODEL_CONNECTION:

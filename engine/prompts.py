@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eddies.events import ChatMessage, MessageRole
@@ -91,6 +91,46 @@ class Prompt:
         return "\n\n".join(m.content for m in self.format_messages(**values))
 
 
+@dataclass(frozen=True)
+class McpPrompt:
+    """A PROMPT served by an MCP server: prompt ``name`` of MCP_SERVER resource ``server``,
+    got with ``arguments`` when a runner starts (``prompts/get``). An argument's value may
+    be a ``{placeholder}``: it stays one in the messages, filled like any prompt's (from
+    the agent's config, a ReActAgent's ``{input}``); braces the server wrote are text.
+    Example::
+
+        agent.add_resource("plan_prompt", ResourceType.PROMPT,
+                           McpPrompt("guides", "trip_plan", arguments={"city": "{city}"}))
+    """
+
+    server: str
+    name: str
+    arguments: Mapping[str, str] = field(default_factory=dict)
+    #: Its messages, as templates: filled when a runner starts (never by the engine).
+    discovered: list[ChatMessage] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def prompt(self) -> Prompt:
+        """The prompt it was found to be (a PlanError if the server was not asked yet)."""
+        if not self.discovered:
+            raise PlanError(f"prompt {self.name!r} of MCP server {self.server!r} was not fetched: "
+                            "runners fetch it when they start (eddies.connectors.remote.discovery)")
+        return Prompt(tuple(self.discovered))
+
+    @property
+    def variables(self) -> frozenset[str]:
+        """The names of its placeholders."""
+        return self.prompt.variables
+
+    def format_messages(self, **values: Any) -> list[ChatMessage]:
+        """:meth:`Prompt.format_messages` of the prompt the server gave."""
+        return self.prompt.format_messages(**values)
+
+    def format(self, **values: Any) -> str:
+        """:meth:`Prompt.format` of the prompt the server gave."""
+        return self.prompt.format(**values)
+
+
 def opening_messages(resources: Mapping[str, tuple[ResourceType, Any]], config: Mapping[str, Any],
                      prompt: str | None, **values: Any) -> list[ChatMessage]:
     """The messages that open a conversation for ``prompt``: a PROMPT resource's, formatted
@@ -100,8 +140,8 @@ def opening_messages(resources: Mapping[str, tuple[ResourceType, Any]], config: 
         return []
     entry = resources.get(prompt)
     if entry is not None and entry[0] is ResourceType.PROMPT:
-        found: Prompt | str = entry[1]
-        if isinstance(found, Prompt):
+        found: Prompt | McpPrompt | str = entry[1]
+        if isinstance(found, Prompt | McpPrompt):
             return found.format_messages(**{**config, **values})
         prompt = found  # a PROMPT resource given as plain text: no placeholders
     return [ChatMessage(MessageRole.SYSTEM, prompt)]
@@ -110,7 +150,7 @@ def opening_messages(resources: Mapping[str, tuple[ResourceType, Any]], config: 
 def prompt_variables(resources: Mapping[str, tuple[ResourceType, Any]], prompt: str | None) -> frozenset[str]:
     """The placeholders of the PROMPT resource ``prompt`` names (none for a text)."""
     entry = resources.get(prompt) if prompt else None
-    if entry is not None and entry[0] is ResourceType.PROMPT and isinstance(entry[1], Prompt):
+    if entry is not None and entry[0] is ResourceType.PROMPT and isinstance(entry[1], Prompt | McpPrompt):
         return entry[1].variables
     return frozenset()
 
@@ -124,4 +164,4 @@ def check_prompt(plan: PlanView, who: str, prompt: str | None, given: Iterable[s
                         f"hold: {', '.join(missing)}")
 
 
-__all__ = ["INPUT_PLACEHOLDER", "Prompt", "check_prompt", "opening_messages", "prompt_variables"]
+__all__ = ["INPUT_PLACEHOLDER", "McpPrompt", "Prompt", "check_prompt", "opening_messages", "prompt_variables"]

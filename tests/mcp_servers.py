@@ -5,7 +5,8 @@
 appends ``<idempotency key> <entry>`` to LOG (after DELAY_S), so tests see every call the
 server got and the key each carried; ``slow_once(entry, seconds)`` records too, and
 sleeps on the first call with a key only; ``fail(reason)`` reports an error (``is_error``);
-``brochure()`` answers with a caption, an image, an embedded text resource and a link.
+``brochure()`` answers with a caption, an image, an embedded text resource and a link;
+the prompt ``trip_plan(city, days="3")`` asks for a plan in JSON (its braces are text).
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations (Context).
@@ -52,6 +53,10 @@ def ledger(port: int, log: Path, delay: float) -> None:
                 types.EmbeddedResource(resource=types.TextResourceContents(
                     uri="file:///guide/lisbon.txt", text="Hostels in Alfama from 18 euros.")),
                 types.ResourceLink(name="map", uri="https://example.invalid/map.pdf")]
+
+    @server.prompt(description="Plan a stay in a city.")
+    def trip_plan(city: str, days: str = "3") -> str:
+        return f'Plan {days} days in {city}. Answer as JSON like {{"days": [...]}}.'
 
     @server.tool(description="Always fails, with the reason given.")
     def fail(reason: str) -> str:

@@ -37,6 +37,7 @@ from eddies.connectors.declarative.sql_resources import (
     embedding_model,
     function,
     implicit_connection,
+    mcp_prompt,
     model_connection,
     prompt,
 )
@@ -54,7 +55,7 @@ from eddies.engine import (
     ResourceType,
     SubagentSetup,
 )
-from eddies.engine.prompts import Prompt
+from eddies.engine.prompts import McpPrompt, Prompt
 from eddies.engine.react import GENERAL_PURPOSE
 from eddies.events import MessageRole
 
@@ -64,7 +65,7 @@ _CLAUSES = {
     "CONNECTION": {"WITH", "COMMENT"},
     "MODEL": {"WITH", "COMMENT", "INPUT", "OUTPUT"},
     "FUNCTION": {"AS", "LANGUAGE", "COMMENT"},
-    "PROMPT": {"AS", "WITH", "COMMENT"},
+    "PROMPT": {"AS", "WITH", "COMMENT", "USING CONNECTION"},
     "TOOL": {"USING FUNCTION", "USING CONNECTION", "WITH", "COMMENT"},
     "AGENT": {"USING MODEL", "USING PROMPT", "USING TOOLS", "USING AGENTS", "USING CONNECTION", "WITH",
               "COMMENT"},
@@ -162,8 +163,14 @@ class _Script:
     def _function(self, stmt: Statement) -> Any:
         return function(stmt)
 
-    def _prompt(self, stmt: Statement) -> Prompt:
-        return prompt(stmt)
+    def _prompt(self, stmt: Statement) -> Prompt | McpPrompt:
+        uses = stmt.using.get("CONNECTION")
+        if not uses:
+            return prompt(stmt)
+        kind, _server = self.ref("CONNECTION", uses[0])
+        if kind is not ResourceType.MCP_SERVER:
+            raise DefinitionError(f"{uses[0].at}: connection {uses[0].text!r} is not of type mcp_server")
+        return mcp_prompt(stmt, uses[0].text)
 
     def _model(self, stmt: Statement) -> _Model | EmbeddingModel:
         probe = With(stmt)
@@ -396,7 +403,10 @@ class _Script:
         """A drafter's or critic's prompt as text (a CREATE PROMPT's system messages)."""
         if standard.prompt is None or standard.statement.prompt_name is None:
             return standard.prompt
-        made: Prompt = self.build("PROMPT", standard.prompt)
+        made: Prompt | McpPrompt = self.build("PROMPT", standard.prompt)
+        if isinstance(made, McpPrompt):
+            raise DefinitionError(f"{standard.statement.prompt_name.at}: a reflection agent's drafter or "
+                                  "critic takes a prompt with text or messages, not an MCP prompt")
         return "\n\n".join(m.content for m in made.messages if m.role is MessageRole.SYSTEM)
 
     def _add(self, agent: Agent, setup_name: str, standard: _Standard, offered: bool = True) -> None:
@@ -418,7 +428,11 @@ class _Script:
         add(setup_name, ResourceType.CHAT_MODEL, setup, standard.statement.at)
         if standard.statement.prompt_name is not None and isinstance(agent, ReActAgent | RagAgent):
             name = standard.statement.prompt_name.text
-            add(name, ResourceType.PROMPT, self.build("PROMPT", name), self.by_kind["PROMPT"][name].at)
+            made = self.build("PROMPT", name)
+            add(name, ResourceType.PROMPT, made, self.by_kind["PROMPT"][name].at)
+            if isinstance(made, McpPrompt):
+                server_kind, obj = self.build("CONNECTION", made.server)
+                add(made.server, server_kind, obj, self.by_kind["CONNECTION"][made.server].at)
         kind, conn = self.objects[("CONNECTION", model.connection)]
         add(model.connection, kind, conn, model.statement.at)
         for tool_name in standard.tools:

@@ -5,6 +5,7 @@ options and refuses the ones it does not know. Eddies' own statements and option
 beside Confluent's (which has no prompts, skills or vector stores as such)::
 
     CREATE PROMPT support_prompt AS 'You answer billing questions for {company}.';
+    CREATE PROMPT plan USING CONNECTION guides WITH ('prompt' = 'trip_plan', 'arguments.city' = '{city}');
     CREATE PROMPT triage WITH ('messages' = '[{"role": "system", "content": "Sort tickets."},
                                               {"role": "user", "content": "{input}"}]');
     CREATE MODEL emb WITH ('provider' = 'offline', 'task' = 'embedding');
@@ -37,7 +38,7 @@ from eddies.engine import (
     McpTool,
     ResourceType,
 )
-from eddies.engine.prompts import Prompt
+from eddies.engine.prompts import McpPrompt, Prompt
 
 #: The connection type of the offline model (tests, the demo); mcp_server, a2a and http are
 #: servers' types, embedded and pgvector vector stores', and any other a litellm provider.
@@ -228,6 +229,18 @@ def prompt(stmt: Statement) -> Prompt:
         return Prompt.from_messages(listed)
 
 
+def mcp_prompt(stmt: Statement, server: str) -> McpPrompt:
+    """``CREATE PROMPT p USING CONNECTION c WITH ('prompt' = 'NAME', 'arguments.ARG' = ...)``:
+    prompt NAME of MCP server c (an argument may be a ``{placeholder}``)."""
+    opts = With(stmt)
+    name = opts.text("prompt", required=True) or ""
+    arguments = {k: read_text(o) for k, o in opts.prefixed("arguments").items()}
+    opts.finish("prompt, arguments.NAME")
+    if stmt.target is not None:
+        raise DefinitionError(f"{stmt.target.at}: a prompt USING CONNECTION is the server's: it takes no AS")
+    return McpPrompt(server, name, arguments)
+
+
 def embedding_model(stmt: Statement, opts: With, provider: str, conn_ref: tuple[str, Statement] | None
                     ) -> EmbeddingModel:
     """``CREATE MODEL m WITH ('task' = 'embedding', ...)`` (``opts`` read under its
@@ -381,6 +394,7 @@ __all__ = [
     "embedding_model",
     "function",
     "key_env",
+    "mcp_prompt",
     "model_connection",
     "prompt",
     "skills",

@@ -69,7 +69,7 @@ from eddies.engine import (
     SubagentSetup,
 )
 from eddies.engine.agent import ActionSpec
-from eddies.engine.prompts import Prompt
+from eddies.engine.prompts import McpPrompt, Prompt
 from eddies.engine.react import GENERAL_PURPOSE
 
 #: Built-in event type aliases of Flink Agents' YAML, and Eddies' own.
@@ -265,7 +265,8 @@ def _action(parent: Seq, i: int, item: Any) -> ActionSpec:
     return ActionSpec(_text(item, "name", required=True), fn, types, dict(_map(item, "config")))
 
 
-def _resources(spec: Map, agent: Agent, prompts: dict[str, Prompt], inherits: bool = False) -> None:
+def _resources(spec: Map, agent: Agent, prompts: dict[str, Prompt | McpPrompt],
+               inherits: bool = False) -> None:
     """The resources of ``spec``; a sub-agent's (``inherits``) may name its callers' too:
     those are checked when the plan is compiled."""
     declared: dict[str, tuple[str, str]] = {}  # name -> (section, where)

@@ -8,6 +8,7 @@ skills. Example::
         messages:
           - {role: system, content: "Sort {company}'s tickets."}
           - {role: user, content: "Which team owns this?"}
+      - {name: plan, mcp_server: guides, prompt: trip_plan, arguments: {city: "{city}"}}
     embedding_model_setups:
       - {name: emb, connection: emb_conn}
     vector_stores:
@@ -40,7 +41,7 @@ from eddies.connectors.declarative.yaml_entries import (
     text,
 )
 from eddies.engine import Agent, EmbeddingModelSetup, MemorySetSetup, ResourceType
-from eddies.engine.prompts import Prompt
+from eddies.engine.prompts import McpPrompt, Prompt
 from eddies.events import MessageRole
 
 #: ``clazz`` aliases of vector stores.
@@ -54,15 +55,26 @@ _ROLES = {r.value: r for r in MessageRole}
 Ref = Callable[[Map, str, str, str], str]
 
 
-def prompts(spec: Map) -> dict[str, Prompt]:
+def prompts(spec: Map) -> dict[str, Prompt | McpPrompt]:
     """The agent's declared prompts, by name."""
-    out: dict[str, Prompt] = {}
+    out: dict[str, Prompt | McpPrompt] = {}
     section = seq(spec, "prompts")
+    servers = {e.get("name") for e in seq(spec, "mcp_servers") if isinstance(e, Map)}
     for i, item in enumerate(section):
-        entry = entry_at(section, i, item, {"name", "text", "messages"}, "a prompt")
+        entry = entry_at(section, i, item, {"name", "text", "messages", "mcp_server", "prompt", "arguments"},
+                         "a prompt")
         name = text(entry, "name", required=True)
-        if ("text" in entry) == ("messages" in entry):
-            raise DefinitionError(f"{entry.where}: prompt {name!r}: give exactly one of text or messages")
+        if sum(k in entry for k in ("text", "messages", "mcp_server")) != 1:
+            raise DefinitionError(f"{entry.where}: prompt {name!r}: give exactly one of text, messages or "
+                                  "mcp_server (with prompt)")
+        if "mcp_server" in entry:
+            server = text(entry, "mcp_server", required=True)
+            if server not in servers:
+                raise DefinitionError(f"{where(entry, 'mcp_server')}: MCP server {server!r} is not declared "
+                                      "in mcp_servers")
+            arguments = {str(k): str(v) for k, v in mapping(entry, "arguments").items()}
+            out[name] = McpPrompt(server, text(entry, "prompt", required=True), arguments)
+            continue
         if "text" in entry:
             with located(where(entry, "text"), f"prompt {name!r}: "):
                 out[name] = Prompt.from_text(text(entry, "text", required=True))
@@ -81,17 +93,21 @@ def prompts(spec: Map) -> dict[str, Prompt]:
     return out
 
 
-def prompt_text(spec: Map, key: str, declared: dict[str, Prompt]) -> str:
+def prompt_text(spec: Map, key: str, declared: dict[str, Prompt | McpPrompt]) -> str:
     """A prompt given as its text (a reflection agent's): a declared prompt's system
     messages, else the text itself."""
     value: str = text(spec, key, required=True)
     prompt = declared.get(value)
     if prompt is None:
         return value
+    if isinstance(prompt, McpPrompt):
+        raise DefinitionError(f"{where(spec, key)}: {key}: a reflection agent's prompt is a text or a "
+                              f"prompt with text or messages, not an MCP prompt ({value!r})")
     return "\n\n".join(m.content for m in prompt.messages if m.role is MessageRole.SYSTEM)
 
 
-def knowledge_resources(spec: Map, agent: Agent, ref: Ref, declared_prompts: dict[str, Prompt]) -> None:
+def knowledge_resources(spec: Map, agent: Agent, ref: Ref,
+                        declared_prompts: dict[str, Prompt | McpPrompt]) -> None:
     """The agent's prompts, embedding model setups, vector stores, memory sets and skills
     as its resources (``ref`` checks a name another section declares)."""
     for name, prompt in declared_prompts.items():

@@ -1,13 +1,14 @@
 """What a runner learns from other processes when it starts: the specs of an agent's MCP
-tools (listed by their servers) and A2A tools (from their agents' cards); the cards of its
-A2A sub-agents are fetched too, so a wrong one fails at start. Every runner
+tools (listed by their servers), its MCP prompts' messages, and A2A tools (from their
+agents' cards); the cards of its A2A sub-agents are fetched too, so a wrong one fails at
+start. Every runner
 (LocalRunner, the Kafka worker, the Flink job, ``eddies replay``) calls
 :func:`discover_tools` before it compiles the agent. Example::
 
     discover_tools(agent)
     plan = AgentPlan.compile(agent)
 
-Nothing is imported, and nothing is asked, for an agent without such tools.
+Nothing is imported, and nothing is asked, for an agent without such tools or prompts.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def discover_tools(agent: Agent, timeout: float = 30.0) -> None:
             return
         seen.add(id(agent))
         mcp.discover_tools(agent, timeout, servers)
+        mcp.discover_prompts(agent, timeout, servers)
         a2a.discover_tools(agent, timeout, servers)
         a2a.check_subagent_cards(agent, timeout)
         here = {**servers, **{r.name: r.obj for r in agent.resources

@@ -3,10 +3,13 @@ imported on first use): one client session per server per process, reused across
 and reconnected after a failure, on a private event-loop thread.
 
 When a runner starts, :func:`discover_tools` lists each MCP tool resource's server and
-checks its ``allowed_tools`` (an unknown name is an error naming it); executors perform
-the calls with :func:`call_tool`. Example::
+checks its ``allowed_tools`` (an unknown name is an error naming it), and
+:func:`discover_prompts` gets each McpPrompt's messages (an unknown prompt, or a required
+argument not given, is an error naming it); executors perform the calls with
+:func:`call_tool`. Example::
 
     discover_tools(agent)          # before AgentPlan.compile(agent)
+    discover_prompts(agent)
     call_tool(plan, plan.tool("get_current_time"), {"timezone": "UTC"}, key="s1:r1:i1:c0")
 """
 
@@ -16,15 +19,19 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
+import string
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 from eddies.connectors.remote.configuration import ConfigurationError, resolve_env, secret
 from eddies.connectors.remote.loop_thread import LoopThread
 from eddies.engine import Agent, AgentPlan, ResourceType
+from eddies.engine.prompts import McpPrompt
 from eddies.engine.remote_tools import IDEMPOTENCY_META, McpServer, McpTool, RemoteTool, spec_from_listing
+from eddies.events import ChatMessage, MessageRole
 
 log = logging.getLogger("eddies.mcp")
 
@@ -147,20 +154,31 @@ def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"[:300]
 
 
+T = TypeVar("T", McpTool, McpPrompt)
+
+
+def _undiscovered(agent: Agent, inherited: Mapping[str, Any] | None, rtype: ResourceType,
+                  kind: type[T]) -> Iterator[tuple[Any, T, McpServer]]:
+    """Each resource of ``agent`` of ``rtype`` that is a ``kind`` not asked of its server
+    yet, with that server (a sub-agent's callers' servers count, under its own)."""
+    servers = {**(inherited or {}),
+               **{r.name: r.obj for r in agent.resources if r.type is ResourceType.MCP_SERVER}}
+    for res in agent.resources:
+        obj = res.obj
+        if res.type is not rtype or not isinstance(obj, kind) or obj.discovered:
+            continue
+        server = servers.get(obj.server)
+        if not isinstance(server, McpServer):
+            raise ConfigurationError(f"{rtype.value} {res.name!r}: server {obj.server!r} is not an "
+                                     "MCP_SERVER resource (an McpServer) of this agent")
+        yield res, obj, server
+
+
 def discover_tools(agent: Agent, timeout: float = 30.0, inherited: Mapping[str, Any] | None = None) -> None:
     """List the server of each MCP tool resource of ``agent`` and fill its ``discovered``
     specs; an ``allowed_tools`` name the server lacks is a ConfigurationError naming it.
     Nothing to do (and no import) for an agent without MCP tools."""
-    servers = {**(inherited or {}),  # a sub-agent's callers' servers, under its own
-               **{r.name: r.obj for r in agent.resources if r.type is ResourceType.MCP_SERVER}}
-    for res in agent.resources:
-        tool = res.obj
-        if res.type is not ResourceType.TOOL or not isinstance(tool, McpTool) or tool.discovered:
-            continue
-        server = servers.get(tool.server)
-        if not isinstance(server, McpServer):
-            raise ConfigurationError(f"tool {res.name!r}: server {tool.server!r} is not an MCP_SERVER "
-                                     "resource (an McpServer) of this agent")
+    for res, tool, server in _undiscovered(agent, inherited, ResourceType.TOOL, McpTool):
         listed = _POOL.loop.run(_list(server), timeout)
         missing = [t for t in tool.allowed_tools if t not in listed]
         if missing:
@@ -185,6 +203,50 @@ async def _list(server: McpServer) -> dict[str, Any]:
         cursor = page.next_cursor
         if not cursor:
             return out
+
+
+def discover_prompts(agent: Agent, timeout: float = 30.0,
+                     inherited: Mapping[str, Any] | None = None) -> None:
+    """Get the messages of each McpPrompt resource of ``agent`` from its server."""
+    for res, prompt, server in _undiscovered(agent, inherited, ResourceType.PROMPT, McpPrompt):
+        prompt.discovered.extend(_POOL.loop.run(_prompt(server, res.name, prompt), timeout))
+        log.info("MCP server %s: prompt %r got for %r", server.where, prompt.name, res.name)
+
+
+async def _prompt(server: McpServer, resource: str, prompt: McpPrompt) -> list[ChatMessage]:
+    session = await _POOL.session(server)
+    listed = {p.name: p for p in (await session.list_prompts()).prompts}
+    found = listed.get(prompt.name)
+    if found is None:
+        raise ConfigurationError(f"prompt {resource!r}: MCP server {prompt.server!r} ({server.where}) "
+                                 f"has no prompt {prompt.name!r}; it offers: "
+                                 f"{', '.join(sorted(listed)) or 'none'}")
+    missing = [a.name for a in found.arguments or [] if a.required and a.name not in prompt.arguments]
+    if missing:
+        raise ConfigurationError(f"prompt {resource!r}: MCP prompt {prompt.name!r} needs the arguments "
+                                 f"{', '.join(missing)}")
+    got = await session.get_prompt(prompt.name, {k: _marked(v) for k, v in prompt.arguments.items()})
+    return [ChatMessage(MessageRole.ASSISTANT if m.role == "assistant" else MessageRole.USER,
+                        _template(content_text(m.content))) for m in got.messages]
+
+
+# An argument's {placeholder} travels to the server as a mark no text holds (Unicode's
+# private use area), so that braces the server writes stay text and ours become ours again.
+_OPEN, _CLOSE = "\ue000", "\ue001"
+
+
+def _marked(value: str) -> str:
+    out = []
+    for literal, name, _spec, _conversion in string.Formatter().parse(value):
+        out.append(literal)
+        if name is not None:
+            out.append(f"{_OPEN}{name}{_CLOSE}")
+    return "".join(out)
+
+
+def _template(text: str) -> str:
+    escaped = text.replace("{", "{{").replace("}", "}}")
+    return re.sub(f"{_OPEN}(\\w+){_CLOSE}", r"{\1}", escaped)
 
 
 def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], key: str) -> Any:
@@ -261,5 +323,6 @@ __all__ = [
     "call_tool",
     "close",
     "content_text",
+    "discover_prompts",
     "discover_tools",
 ]

@@ -240,3 +240,70 @@ def test_what_is_not_text_in_a_tools_result_is_said_not_dropped(tmp_path: Path) 
         "Our brochure:\n[image image/png, 95 bytes: not passed on]\n"
         "[resource file:///guide/lisbon.txt]\nHostels in Alfama from 18 euros.\n"
         "[resource link map: https://example.invalid/map.pdf]")
+
+
+def test_a_prompt_served_by_an_mcp_server_opens_the_conversation(tmp_path: Path) -> None:
+    from eddies import McpPrompt, ScriptedChatModel
+
+    def planner(prompt: McpPrompt) -> ReActAgent:
+        a = ReActAgent("planner", model="llm", prompt="plan", config={"city": "Lisbon"})
+        a.add_resource("srv", ResourceType.MCP_SERVER, McpServer(url=url))
+        a.add_resource("plan", ResourceType.PROMPT, prompt)
+        a.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(roles_and_contents))
+        a.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn"))
+        return a
+
+    proc, url = start_server("ledger", str(tmp_path / "ledger.log"))
+    try:
+        # {city} goes to the server as a mark and comes back a placeholder, filled from the
+        # config; the braces the server wrote stay text.
+        [answer] = LocalRunner(planner(McpPrompt("srv", "trip_plan", {"city": "{city}", "days": "2"}))).run(
+            [("s1", "in May")])
+        assert answer == 'user: Plan 2 days in Lisbon. Answer as JSON like {"days": [...]}. | user: in May'
+        with pytest.raises(ConfigurationError, match="has no prompt 'trip'; it offers: trip_plan"):
+            LocalRunner(planner(McpPrompt("srv", "trip")))
+        with pytest.raises(ConfigurationError, match="'trip_plan' needs the arguments city"):
+            LocalRunner(planner(McpPrompt("srv", "trip_plan", {"days": "2"})))
+        from eddies.connectors.declarative.yaml_agents import load_yaml_text
+
+        declared = load_yaml_text(MCP_PROMPT_YAML.replace("URL", url))
+        assert LocalRunner(declared).run([("s1", "in May")]) == [answer.replace("2 days", "3 days")]
+        from eddies.connectors.declarative.sql_agents import load_sql_text
+
+        declared = load_sql_text(MCP_PROMPT_SQL.replace("URL", url))
+        assert LocalRunner(declared).run([("s1", "in May")]) == [answer.replace("2 days", "3 days")]
+    finally:
+        stop(proc)
+
+
+MCP_PROMPT_YAML = """\
+agents:
+  - name: planner
+    type: react
+    model: llm
+    prompt: plan
+    config: {city: Lisbon}
+    mcp_servers:
+      - {name: srv, endpoint: "URL"}
+    prompts:
+      - {name: plan, mcp_server: srv, prompt: trip_plan, arguments: {city: "{city}"}}
+    chat_model_connections:
+      - {name: conn, clazz: scripted, responder: "tests.integration.test_mcp:roles_and_contents"}
+    chat_model_setups:
+      - {name: llm, connection: conn}
+"""
+
+
+MCP_PROMPT_SQL = """\
+CREATE CONNECTION srv WITH ('type' = 'mcp_server', 'endpoint' = 'URL');
+CREATE PROMPT plan USING CONNECTION srv WITH ('prompt' = 'trip_plan', 'arguments.city' = '{city}');
+CREATE CONNECTION conn WITH ('type' = 'scripted',
+                             'responder' = 'tests.integration.test_mcp:roles_and_contents');
+CREATE MODEL llm WITH ('connection' = 'conn');
+CREATE AGENT planner USING MODEL llm USING PROMPT plan WITH ('config.city' = 'Lisbon');
+"""
+
+
+def roles_and_contents(messages: list[Any], tools: list[Any]) -> str:
+    """Answers with the messages it was sent."""
+    return " | ".join(f"{m.role.value}: {m.content}" for m in messages)

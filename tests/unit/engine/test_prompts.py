@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from eddies import (
+    AgentPlan,
     ChatModelSetup,
     LocalRunner,
     PlanError,
@@ -101,3 +102,20 @@ def test_a_react_prompt_places_the_input_where_it_says_input() -> None:
     agent.add_resource("support_prompt", ResourceType.PROMPT, Prompt.from_text("For {company}: {question}"))
     with pytest.raises(PlanError, match="does not hold: question"):  # only input is filled in
         LocalRunner(agent)
+
+
+def test_an_mcp_prompt_must_be_fetched_from_an_mcp_server_of_the_agent() -> None:
+    from eddies import McpPrompt, McpServer
+
+    agent, _ = _support("hi")
+    agent.resources = [r for r in agent.resources if r.name != "support_prompt"]
+    served = McpPrompt("guides", "support", {"company": "{company}"})
+    agent.add_resource("support_prompt", ResourceType.PROMPT, served)
+    with pytest.raises(PlanError, match="server 'guides' is not an MCP_SERVER resource"):
+        AgentPlan.compile(agent)
+    agent.add_resource("guides", ResourceType.MCP_SERVER, McpServer(url="http://127.0.0.1:9/mcp"))
+    with pytest.raises(PlanError, match="prompt 'support' of MCP server 'guides' was not fetched"):
+        AgentPlan.compile(agent)
+    served.discovered.append(ChatMessage(MessageRole.USER, "Answer for {company}."))  # as a runner does
+    plan = AgentPlan.compile(agent)
+    assert plan.resources["support_prompt"][1].format(company="Acme") == "Answer for Acme."
