@@ -17,17 +17,27 @@ action)::
     facts = ctx.long_term_memory.get_memory_set("facts", key=event.input["user"])
     facts.add(["prefers window seats", "vegetarian"])
     facts.search("what does she eat?", limit=3)    # [Document("vegetarian", ...), ...]
+
+With a ``compaction_model`` (a CHAT_MODEL resource), a set keeps one item per fact, as
+Mem0 does: an item added while the key holds items as near as ``similarity`` (cosine) is
+shown to the model with them, and the model answers whether it is new (added), the same
+as one of them (nothing written), or an update of one (that item's text replaced: "lives
+in Lisbon" after "lives in Porto"). The search, the model's answer and the write are
+durable calls, so a replay takes the same decision; an answer that is not one of the
+three adds the item (nothing is lost to a confused model).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from eddies.events import Document
+from eddies.events import ChatMessage, Document, MessageRole
 
+from .handles import ChatModelHandle
 from .resources import ResourceType
 from .vector_stores import VectorStoreHandle, document_of
 
@@ -46,23 +56,31 @@ class MemorySetSetup:
     vector_store: str
     retention: timedelta | None = None
     description: str = ""
+    #: The CHAT_MODEL that merges an item into the near ones it duplicates or updates
+    #: (None: every item is added as it is).
+    compaction_model: str | None = None
+    #: How near (cosine similarity) an item must be to one the key holds to be compared.
+    similarity: float = 0.75
 
     def __post_init__(self) -> None:
         if self.retention is not None and (
                 not isinstance(self.retention, timedelta) or self.retention <= timedelta(0)):
             raise ValueError(f"MemorySetSetup: retention must be a positive timedelta, got "
                              f"{self.retention!r}")
+        if not 0.0 < self.similarity <= 1.0:
+            raise ValueError(f"MemorySetSetup: similarity is in (0, 1], got {self.similarity!r}")
 
 
 class MemorySet:
     """One memory set of one key, seen from an action (see the module). Example:
     ``ctx.long_term_memory.get_memory_set("facts", key="u42").search("diet")``."""
 
-    __slots__ = ("_now", "_store", "collection", "key", "name", "setup")
+    __slots__ = ("_llm", "_now", "_store", "collection", "key", "name", "setup")
 
     def __init__(self, store: VectorStoreHandle, name: str, setup: MemorySetSetup, key: str,
-                 collection: str, now: int) -> None:
+                 collection: str, now: int, llm: ChatModelHandle | None = None) -> None:
         self._store = store
+        self._llm = llm
         self._now = now
         self.name = name
         self.setup = setup
@@ -77,7 +95,31 @@ class MemorySet:
             meta = {**doc.metadata, KEY: self.key, AT: self._now}
             docs.append(Document(doc.content, meta, doc.id))
         self._forget_expired()
-        return self._store.add(docs, collection=self.collection)
+        if self._llm is None:
+            return self._store.add(docs, collection=self.collection)
+        return [self._compacted(doc) for doc in docs]
+
+    def _compacted(self, doc: Document) -> str:
+        """Add ``doc``, or fold it into a near item the model says it repeats or updates."""
+        assert self._llm is not None
+        near = [d for d in self.search(doc.content, limit=3) if (d.score or 0) >= self.setup.similarity]
+        if not near:
+            return self._store.add([doc], collection=self.collection)[0]
+        shown = {d.id: d for d in near if d.id is not None}
+        asked = {"memories": [{"id": i, "text": d.content} for i, d in shown.items()], "new": doc.content}
+        reply = self._llm.chat([ChatMessage(MessageRole.SYSTEM, COMPACTION_PROMPT),
+                                ChatMessage(MessageRole.USER, json.dumps(asked))])
+        decision = _decision(reply.content)
+        chosen = shown.get(str(decision.get("id")))
+        if decision.get("action") == "none" and chosen is not None:
+            return str(chosen.id)
+        if decision.get("action") == "update" and chosen is not None:
+            told = decision.get("text")
+            text = told if isinstance(told, str) and told.strip() else doc.content
+            self._store.update([Document(text, {**chosen.metadata, AT: self._now}, chosen.id)],
+                               collection=self.collection)
+            return str(chosen.id)
+        return self._store.add([doc], collection=self.collection)[0]
 
     def search(self, query: str, *, limit: int = 5, filters: Mapping[str, Any] | None = None
                ) -> list[Document]:
@@ -108,6 +150,25 @@ class MemorySet:
                                collection=self.collection)
 
 
+#: What the compaction model is asked (its answer: one JSON object).
+COMPACTION_PROMPT = (
+    "You keep a user's memories, one fact each. You are shown memories that are near a new "
+    "one. Answer with one JSON object: {\"action\": \"none\", \"id\": ID} if the new memory "
+    "says nothing a memory shown does not; {\"action\": \"update\", \"id\": ID, \"text\": "
+    "TEXT} if it changes or adds to memory ID (TEXT: the memory as it is now, one fact); "
+    "{\"action\": \"add\"} if it is another fact.")
+
+
+def _decision(text: str) -> dict[str, Any]:
+    """The model's answer as an object ({} if it is none)."""
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        found = json.loads(text[start:end + 1]) if 0 <= start < end else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def _ms(delta: timedelta) -> int:
     return round(delta.total_seconds() * 1000)
 
@@ -132,8 +193,10 @@ class LongTermMemory:
             raise ValueError(f"memory set {name!r}: the key is a non-empty str, got {key!r}")
         store = VectorStoreHandle(step, setup.vector_store,
                                   step.plan.resources[setup.vector_store][1])
+        llm = (None if setup.compaction_model is None else
+               ChatModelHandle(step, setup.compaction_model, step.plan.resources[setup.compaction_model][1]))
         return MemorySet(store, name, setup, key or step.state.session_id,
-                         f"memory.{step.plan.agent_name}.{name}", step.state.clock)
+                         f"memory.{step.plan.agent_name}.{name}", step.state.clock, llm)
 
 
-__all__ = ["AT", "KEY", "LongTermMemory", "MemorySet", "MemorySetSetup"]
+__all__ = ["AT", "COMPACTION_PROMPT", "KEY", "LongTermMemory", "MemorySet", "MemorySetSetup"]

@@ -337,6 +337,11 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
             if store is None or store[0] is not ResourceType.VECTOR_STORE:
                 raise PlanError(f"resource {name!r}: vector_store {obj.vector_store!r} is not a "
                                 "VECTOR_STORE resource of this agent")
+            model = out.get(obj.compaction_model) if obj.compaction_model is not None else None
+            if obj.compaction_model is not None and (model is None
+                                                     or model[0] is not ResourceType.CHAT_MODEL):
+                raise PlanError(f"resource {name!r}: compaction_model {obj.compaction_model!r} is not a "
+                                "CHAT_MODEL resource of this agent")
         if rtype is ResourceType.VECTOR_STORE and name in own:
             emb = out.get(getattr(obj, "embedding_model", None) or "")
             if emb is None or emb[0] is not ResourceType.EMBEDDING_MODEL:

@@ -14,7 +14,7 @@ skills. Example::
     vector_stores:
       - {name: docs, clazz: embedded, embedding_model: emb, collection: travel}
     memory_sets:
-      - {name: facts, vector_store: docs, retention_days: 90}
+      - {name: facts, vector_store: docs, retention_days: 90, compaction_model: llm}
     skills:
       - {name: skills, paths: [./skills], allowed_commands: [python3, cat], timeout_s: 20}
 
@@ -49,6 +49,8 @@ VECTOR_STORES = {"embedded": "eddies.connectors.stores.embedded:EmbeddedVectorSt
                  "pgvector": "eddies.connectors.stores.pgvector:PgVectorStore"}
 _EMBEDDING_SETUP_KEYS = {"name", "clazz", "type", "connection", "model", "dimensions", "arguments",
                          "idempotent", "timeout_ms"}
+_MEMORY_SET_KEYS = {"name", "vector_store", "retention_days", "description", "compaction_model",
+                    "similarity"}
 _SKILLS_KEYS = {"name", "paths", "allowed_commands", "timeout_s", "outside_paths"}
 _ROLES = {r.value: r for r in MessageRole}
 
@@ -129,15 +131,18 @@ def knowledge_resources(spec: Map, agent: Agent, ref: Ref,
         name, store = made_from_clazz(spec["vector_stores"], i, item, VECTOR_STORES, "a vector store")
         agent.add_resource(name, ResourceType.VECTOR_STORE, store)
     for i, item in enumerate(seq(spec, "memory_sets")):
-        entry = entry_at(spec["memory_sets"], i, item,
-                         {"name", "vector_store", "retention_days", "description"}, "a memory set")
+        entry = entry_at(spec["memory_sets"], i, item, _MEMORY_SET_KEYS, "a memory set")
         days = entry.get("retention_days")
         if days is not None and (isinstance(days, bool) or not isinstance(days, int | float) or days <= 0):
             raise DefinitionError(f"{where(entry, 'retention_days')}: retention_days: expected a positive "
                                   f"number, got {days!r}")
-        memory = MemorySetSetup(ref(entry, "vector_store", "vector_stores", "vector store"),
-                                retention=None if days is None else timedelta(days=days),
-                                description=text(entry, "description") or "")
+        model = (ref(entry, "compaction_model", "chat_model_setups", "chat model")
+                 if "compaction_model" in entry else None)
+        with located(entry.where):
+            memory = MemorySetSetup(ref(entry, "vector_store", "vector_stores", "vector store"),
+                                    retention=None if days is None else timedelta(days=days),
+                                    description=text(entry, "description") or "",
+                                    compaction_model=model, similarity=float(entry.get("similarity", 0.75)))
         agent.add_resource(text(entry, "name", required=True), ResourceType.MEMORY_SET, memory)
 
     for i, item in enumerate(seq(spec, "skills")):

@@ -135,6 +135,74 @@ agents:
     assert runner.run([("s2", {"user": "ana", "ask": "food?"})]) == [["Ana is vegetarian"]]
     with pytest.raises(DefinitionError, match="<yaml>:13:59: retention_days: expected a positive"):
         load_yaml_text(text.replace("retention_days: 30", "retention_days: -1"))
+    merging = text.replace("retention_days: 30}", "compaction_model: llm, similarity: 0.9}") + """\
+    chat_model_connections:
+      - {name: merger, clazz: scripted, responder: "tests.unit.connectors.test_long_term_memory:merges"}
+    chat_model_setups:
+      - {name: llm, connection: merger}
+"""
+    assert LocalRunner(load_yaml_text(merging)).plan.resource("facts", ResourceType.MEMORY_SET) == \
+        MemorySetSetup("docs", compaction_model="llm", similarity=0.9)
+    with pytest.raises(DefinitionError, match="<yaml>:13:61: chat model 'lm' is not declared"):
+        load_yaml_text(merging.replace("compaction_model: llm", "compaction_model: lm"))
 
 
 serve = Concierge.serve
+
+
+def merges(messages: list[Any], tools: list[Any]) -> str:
+    """A compaction model: the same diet is nothing new; a move updates where Ana lives;
+    a word about the weather is not an answer at all; anything else is added."""
+    import json
+
+    asked = json.loads(messages[-1].content)
+    shown = {m["text"]: m["id"] for m in asked["memories"]}
+    new = asked["new"]
+    if "vegetarian" in new and "Ana is vegetarian" in shown:
+        return json.dumps({"action": "none", "id": shown["Ana is vegetarian"]})
+    if "lives in" in new and "Ana lives in Porto" in shown:
+        moved = {"action": "update", "id": shown["Ana lives in Porto"], "text": "Ana lives in Lisbon"}
+        return f"Sure: {json.dumps(moved)}"
+    if "sunny" in new:
+        return "It is sunny!"
+    return json.dumps({"action": "add"})
+
+
+def test_a_compaction_model_keeps_one_item_per_fact_and_a_replay_decides_the_same() -> None:
+    from eddies import ChatModelSetup, ScriptedChatModel
+
+    calls: list[str] = []
+
+    def counted(messages: list[Any], tools: list[Any]) -> str:
+        calls.append(messages[-1].content)
+        return merges(messages, tools)
+
+    store = _store()
+    agent = _agent(store)
+    agent.resources = [r for r in agent.resources if r.name != "facts"]
+    agent.add_resource("merger", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(counted))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("merger"))
+    agent.add_resource("facts", ResourceType.MEMORY_SET,
+                       MemorySetSetup("docs", compaction_model="llm", similarity=0.3))
+    runner = LocalRunner(agent)
+    [first] = runner.run([("s1", {"user": "ana", "remember": ["Ana is vegetarian", "Ana lives in Porto"]})])
+    asked = len(calls)
+    [again] = runner.run([("s2", {"user": "ana", "remember": ["Ana is a vegetarian",
+                                                              "Ana now lives in Lisbon",
+                                                              "Ana finds Lisbon sunny"]})])
+    assert again[:2] == first  # the same items: one nothing new, one updated
+    kept = sorted(d["content"] for d in store.get("memory.concierge.facts"))
+    assert kept == ["Ana finds Lisbon sunny", "Ana is vegetarian", "Ana lives in Lisbon"]
+    assert len(calls) > asked  # the model was asked about the near ones
+    assert any("sunny" in c for c in calls[asked:])  # and its non-answer added the item
+    [updated] = store.get("memory.concierge.facts", [first[1]])
+    assert updated["metadata"]["key"] == "ana"
+
+    made = len(calls)
+    history = [(i, e) for i, e in enumerate(runner.history) if e.session_id == "s2"]
+    report = replay(runner.plan, history, "s2")
+    assert report.ok and len(calls) == made  # the recorded decisions, no model call
+    agent.resources = [r for r in agent.resources if r.name != "facts"]
+    agent.add_resource("facts", ResourceType.MEMORY_SET, MemorySetSetup("docs", compaction_model="docs"))
+    with pytest.raises(PlanError, match="compaction_model 'docs' is not a CHAT_MODEL"):
+        LocalRunner(agent)
