@@ -15,6 +15,9 @@ embedded by the offline model, 256 dimensions), kept in files; then the same
 
 Calls per second and p50/p99 latency of each, in one run. Target (issue 32): the durable
 retrieval within 20% of the direct call's throughput.
+
+``--store pgvector`` does the same on Postgres with pgvector (HNSW index): a server started
+from the ``pgserver`` wheel (the dev extra), or ``--dsn`` a server of your own.
 """
 
 from __future__ import annotations
@@ -74,20 +77,28 @@ class Retriever(Agent):
         ctx.send_event(OutputEvent(output=[h.id for h in hits]))
 
 
+def open_store(where: str) -> Any:
+    """The store at ``where``: a Postgres DSN, else a folder of the embedded store."""
+    if where.startswith("postgresql://"):
+        from eddies import PgVectorStore
+
+        return PgVectorStore(embedding_model="emb", collection=COLLECTION, dsn=where, table_prefix="bench_")
+    return EmbeddedVectorStore(embedding_model="emb", collection=COLLECTION, path=where)
+
+
 def retrieval_agent(path: str | None = None) -> Retriever:
-    """The Retriever on the offline embedding model and the store in ``path`` (default:
-    the directory ``BENCH_STORE_PATH``)."""
+    """The Retriever on the offline embedding model and the store at ``path`` (default:
+    ``BENCH_STORE_PATH``: a folder, or a Postgres DSN)."""
     agent = Retriever("retriever")
     agent.add_resource("emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION, OfflineEmbeddingModel())
     agent.add_resource("emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("emb_conn"))
-    agent.add_resource("docs", ResourceType.VECTOR_STORE, EmbeddedVectorStore(
-        embedding_model="emb", collection=COLLECTION, path=path or os.environ["BENCH_STORE_PATH"]))
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, open_store(path or os.environ["BENCH_STORE_PATH"]))
     return agent
 
 
 def build(path: str, n: int) -> float:
-    """Write ``n`` documents to the store in ``path``; seconds it took."""
-    model, store = OfflineEmbeddingModel(), EmbeddedVectorStore(embedding_model="emb", path=path)
+    """Write ``n`` documents to the store at ``path``; seconds it took."""
+    model, store = OfflineEmbeddingModel(), open_store(path)
     corpus = texts(n, 1)
     t0 = time.perf_counter()
     for i in range(0, n, 10_000):
@@ -108,7 +119,7 @@ def summary(name: str, latencies_ms: list[float], total_s: float) -> dict[str, f
 
 def direct(path: str, questions: list[str]) -> dict[str, float]:
     model = OfflineEmbeddingModel()
-    store = EmbeddedVectorStore(embedding_model="emb", path=path)
+    store = open_store(path)
     lat = []
     t0 = time.perf_counter()
     for q in questions:
@@ -180,11 +191,18 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--latency-samples", type=int, default=100)
     parser.add_argument("--bootstrap", default="", help="a broker (default: an embedded one)")
+    parser.add_argument("--store", choices=["embedded", "pgvector"], default="embedded")
+    parser.add_argument("--dsn", default="", help="pgvector: a server (default: one from pgserver)")
     args = parser.parse_args()
     questions = texts(args.queries, 2)
-    with tempfile.TemporaryDirectory(prefix="eddies-retrieval-") as path:
-        print(f"{args.vectors:,} documents embedded and written in {build(path, args.vectors):.1f} s; "
-              f"{args.queries} questions, {LIMIT} nearest each", flush=True)
+    with tempfile.TemporaryDirectory(prefix="eddies-retrieval-") as folder:
+        path = folder
+        if args.store == "pgvector":
+            path = args.dsn or _postgres(folder)
+            open_store(path).delete_collection(COLLECTION)
+        print(f"{args.store} store: {args.vectors:,} documents embedded and written in "
+              f"{build(path, args.vectors):.1f} s; {args.queries} questions, {LIMIT} nearest each",
+              flush=True)
         rows = {"direct": direct(path, questions), "in-process": in_process(path, questions)}
         if args.bootstrap:
             rows["worker"] = worker(args.bootstrap, path, questions, args.latency_samples)
@@ -196,6 +214,14 @@ def main() -> None:
     base = rows["direct"]["calls_s"]
     for name in ("in-process", "worker"):
         print(f"{name}: {rows[name]['calls_s'] / base:.0%} of the direct call's throughput")
+
+
+def _postgres(folder: str) -> str:
+    """A Postgres server with pgvector, from the pgserver wheel, in ``folder``; its DSN."""
+    import pgserver
+
+    server = pgserver.get_server(Path(folder) / "pg", cleanup_mode="stop")
+    return str(server.get_uri())
 
 
 if __name__ == "__main__":

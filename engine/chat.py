@@ -98,7 +98,7 @@ async def chat_model_action(
                 if r.error is None
                 else f"error: {r.error.type}: {r.error.message}"
             )
-            messages.append(ChatMessage(MessageRole.TOOL, content, [], r.tool_call_id))
+            messages.append(ChatMessage(MessageRole.TOOL, content, [], r.tool_call_id, blocks=r.blocks))
     reply = await llm.chat_async(messages)
     usage.attempts += llm.attempts
     add_usage(usage, reply.extra_args.get("usage"))

@@ -28,6 +28,7 @@ from eddies.events import (
 
 from . import approval
 from .calls import CallAwaitable, CallSite, CallSpec, signal_wait_spec
+from .content import block_of, split_blocks
 from .durable import DurableCallError, Outcome
 from .remote_tools import AnyTool
 from .resources import ChatModelSetup, ResourceType
@@ -72,7 +73,8 @@ class ChatModelHandle:
         return call_tools(self._site, self.name, tool_calls)
 
     def _spec(self, messages: list[Any], arguments: dict[str, Any]) -> CallSpec:
-        return CallSpec(CallKind.CHAT_MODEL, self.name, (), {"messages": messages, **arguments},
+        return CallSpec(CallKind.CHAT_MODEL, self.name, (),
+                        {"messages": [message_args(m) for m in messages], **arguments},
                         idempotent=self.setup.idempotent)
 
     def _reply(self, spec: CallSpec, value: Any) -> ChatMessage:
@@ -249,13 +251,27 @@ def _tool_result(tc: ToolCall, outcome: Outcome) -> ToolResult:
             return ToolResult(tc.id, tc.name, outcome.value.result)
         err = outcome.value.exception
     if err is None:
-        return ToolResult(tc.id, tc.name, outcome.value)
+        result, blocks = split_blocks(outcome.value)
+        return ToolResult(tc.id, tc.name, result, None, blocks)
     if isinstance(err, DurableCallError):
         return ToolResult(tc.id, tc.name, None, ErrorInfo(err.error_type, err.message))
     return ToolResult(tc.id, tc.name, None, ErrorInfo.of(err))
 
 
 _ROLES = {role.value: role for role in MessageRole}
+
+
+def message_args(message: ChatMessage | Mapping[str, Any]) -> Any:
+    """A message as a model call's arguments hold it: without ``blocks`` when it has none,
+    so that calls journaled before messages had blocks compare equal when replayed."""
+    if isinstance(message, ChatMessage):
+        if message.blocks:
+            return message
+        return {"role": message.role, "content": message.content, "tool_calls": message.tool_calls,
+                "tool_call_id": message.tool_call_id, "extra_args": message.extra_args}
+    if isinstance(message, Mapping) and "blocks" in message and not message["blocks"]:
+        return {k: v for k, v in message.items() if k != "blocks"}
+    return message
 
 
 def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
@@ -284,7 +300,8 @@ def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
     if answered is not None and not isinstance(answered, str):
         raise TypeError(f"chat model reply: tool_call_id: expected text, got {type(answered).__name__}")
     return ChatMessage(_ROLES[value.get("role", "assistant")], content, tool_calls, answered,
-                       value.get("extra_args", {}))
+                       value.get("extra_args", {}), [block_of(b) for b in value.get("blocks") or ()])
 
 
-__all__ = ["ChatModelHandle", "ToolHandle", "approval_wait", "call_tools", "message_from_value", "prepared"]
+__all__ = ["ChatModelHandle", "ToolHandle", "approval_wait", "call_tools", "message_args",
+           "message_from_value", "prepared"]

@@ -265,7 +265,8 @@ async def answer(llm: ChatModelHandle, messages: list[ChatMessage], options: ReA
             for r in await llm.call_tools_async(reply.tool_calls):
                 content = (json.dumps(r.result) if r.error is None
                            else f"error: {r.error.type}: {r.error.message}")
-                messages.append(ChatMessage(MessageRole.TOOL, content, [], r.tool_call_id))
+                messages.append(ChatMessage(MessageRole.TOOL, content, [], r.tool_call_id,
+                                            blocks=r.blocks))
             continue
         if parse is None:
             return reply.content

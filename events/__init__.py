@@ -15,9 +15,7 @@ from .codec import (
     decode_record,
     encode,
     encode_record,
-    from_record,
     headers,
-    to_record,
 )
 from .envelope import (
     KNOWN_SCHEMA_VERSIONS,
@@ -35,6 +33,8 @@ from .payloads import (
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
+    ContentBlock,
+    ContentKind,
     ContextRetrievalRequestEvent,
     ContextRetrievalResponseEvent,
     CustomEvent,
@@ -57,6 +57,7 @@ from .payloads import (
     ToolResult,
     event_type_name,
 )
+from .records import from_record, to_record
 from .values import decode_value, encode_value
 
 __all__ = [
@@ -72,6 +73,8 @@ __all__ = [
     "ChatMessage",
     "ChatRequestEvent",
     "ChatResponseEvent",
+    "ContentBlock",
+    "ContentKind",
     "ContextRetrievalRequestEvent",
     "ContextRetrievalResponseEvent",
     "CustomEvent",

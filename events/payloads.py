@@ -21,6 +21,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .values import Base64Bytes
+
 
 class Event:
     """Base of every event payload. Subclass it (as a dataclass) for custom events.
@@ -82,6 +84,50 @@ class MessageRole(enum.StrEnum):
     USER = "user"
     ASSISTANT = "assistant"
     TOOL = "tool"
+
+
+class ContentKind(enum.StrEnum):
+    """What a content block holds."""
+
+    TEXT = "text"
+    IMAGE = "image"
+    AUDIO = "audio"
+    FILE = "file"
+    RESOURCE = "resource"
+
+
+@dataclass(slots=True)
+class ContentBlock:
+    """A part of a chat message or a tool's result beside its text: an image, audio or a
+    file (``data``: its bytes, when within the size limit; ``size``: their size, carried or
+    not), or a resource (``text`` under ``uri``, or a link to ``uri``). Example:
+    ``ContentBlock(ContentKind.IMAGE, mime_type="image/png", data=png, size=len(png))``."""
+
+    kind: ContentKind = ContentKind.TEXT
+    text: str = ""
+    mime_type: str | None = None
+    data: bytes | None = None
+    uri: str | None = None
+    name: str | None = None
+    size: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, ContentKind):
+            self.kind = ContentKind(self.kind)
+        if self.data is not None and type(self.data) is not Base64Bytes:
+            self.data = Base64Bytes(self.data)  # JSON (a call's arguments) holds it as base64
+
+    def describe(self) -> str:
+        """One line saying what it is (for logs, traces, replays): ``[image image/png,
+        95 bytes]``, ``[resource file:///guide.txt]``."""
+        what = " ".join(x for x in (self.kind.value, self.mime_type or "", self.name or "") if x)
+        parts = [what]
+        if self.size is not None:
+            parts.append(f"{self.size} bytes" + ("" if self.data is not None or self.kind is
+                                                  ContentKind.RESOURCE else ": not carried"))
+        if self.uri:
+            parts.append(self.uri)
+        return "[" + ", ".join(parts) + "]"
 
 
 class CallKind(enum.StrEnum):
@@ -172,6 +218,8 @@ class ChatMessage:
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None
     extra_args: dict[str, Any] = field(default_factory=dict)
+    #: Content beside the text (images, audio, files, resources), for models that take it.
+    blocks: list[ContentBlock] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, MessageRole):
@@ -238,6 +286,8 @@ class ToolResult:
     name: str
     result: Any = None
     error: ErrorInfo | None = None
+    #: Content the tool gave beside its result (an MCP tool's image, say).
+    blocks: list[ContentBlock] = field(default_factory=list)
 
 
 @dataclass(slots=True)

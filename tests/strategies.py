@@ -14,6 +14,8 @@ from eddies.events import (
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
+    ContentBlock,
+    ContentKind,
     ContextRetrievalRequestEvent,
     ContextRetrievalResponseEvent,
     CustomEvent,
@@ -47,6 +49,10 @@ json_objects = st.dictionaries(text, json_values, max_size=4)
 errors = st.none() | st.builds(ErrorInfo, text, text, st.booleans(), st.sampled_from(list(ErrorCategory)),
                                st.none() | st.integers(100, 599), st.none() | st.integers(0, 2**40))
 tool_calls = st.builds(ToolCall, text, text, json_objects)
+blocks = st.lists(st.builds(
+    ContentBlock, st.sampled_from(list(ContentKind)), text, st.none() | text,
+    st.none() | st.binary(max_size=40), st.none() | text, st.none() | text,
+    st.none() | st.integers(0, 2**40)), max_size=2)
 messages = st.builds(
     ChatMessage,
     st.sampled_from(list(MessageRole)),
@@ -54,6 +60,7 @@ messages = st.builds(
     st.lists(tool_calls, max_size=2),
     st.none() | text,
     json_objects,
+    blocks,
 )
 usage = st.none() | st.builds(TokenUsage, st.integers(0, 2**40), st.integers(0, 2**40),
                               st.none() | st.floats(0, 1e6, allow_nan=False),
@@ -71,7 +78,7 @@ payloads = st.one_of(
     st.builds(
         ToolResponseEvent,
         text,
-        st.lists(st.builds(ToolResult, text, text, json_values, errors), max_size=3),
+        st.lists(st.builds(ToolResult, text, text, json_values, errors, blocks), max_size=3),
     ),
     st.builds(SubagentCallEvent, text, text, json_values, st.none() | st.integers(0, 2**40)),
     st.builds(SubagentResultEvent, text, json_values, errors),

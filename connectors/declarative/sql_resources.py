@@ -49,7 +49,7 @@ VECTOR_STORE_TYPES = {"embedded": "eddies.connectors.stores.embedded:EmbeddedVec
                       "pgvector": "eddies.connectors.stores.pgvector:PgVectorStore"}
 #: The options a connection written inside its model gives that connection.
 CONNECTION_OPTIONS = ("endpoint", "api_key", "timeout", "responder", "input_cost_per_token",
-                      "output_cost_per_token")
+                      "output_cost_per_token", "media")
 _PASSWORD = re.compile(r"://[^/@:]*:[^/@]+@|password\s*=", re.I)
 
 
@@ -154,11 +154,13 @@ def model_connection(stmt: Statement, opts: With, provider: str) -> Any:
     from eddies.connectors.models.litellm import LiteLLMChatModel
 
     key = opts.text("api_key", secret=True)
-    prices = {k: opts.number(k, -1.0) for k in ("input_cost_per_token", "output_cost_per_token")}
+    prices = [opts.number(k, -1.0) for k in ("input_cost_per_token", "output_cost_per_token")]
     conn = LiteLLMChatModel(api_base=opts.text("endpoint"), timeout=opts.number("timeout", 120.0),
                             api_key=None if key is None else read_env(key, stmt.at),
-                            **{k: v for k, v in prices.items() if v >= 0})
-    opts.finish("type, endpoint, api-key, timeout, input_cost_per_token, output_cost_per_token")
+                            input_cost_per_token=prices[0] if prices[0] >= 0 else None,
+                            output_cost_per_token=prices[1] if prices[1] >= 0 else None,
+                            media=opts.flag("media", True))
+    opts.finish("type, endpoint, api-key, timeout, input_cost_per_token, output_cost_per_token, media")
     return conn
 
 

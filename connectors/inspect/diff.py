@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from eddies.events import AgentEvent
-from eddies.events.codec import to_record
+from eddies.events.records import to_record
 
 #: A difference: the field's path, its recorded value, its recomputed value (MISSING: absent).
 Difference = tuple[str, Any, Any]

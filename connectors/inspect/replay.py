@@ -26,7 +26,7 @@ from eddies.connectors.runtime.settings import Settings
 from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import AgentPlan, SessionMachine, SessionState
 from eddies.events import AgentEvent, DurableCallResult, InputEvent, SignalEvent, partition_for
-from eddies.events.codec import to_record
+from eddies.events.records import to_record
 
 #: (offset on app.events, event); offset -1 for an event that was not read from a topic.
 Recorded = tuple[int, AgentEvent]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from eddies.engine.content import split_blocks
 from eddies.engine.reflection import ReflectionCritique, ReflectionDraft
 from eddies.engine.scopes import agent_of
 from eddies.events import (
@@ -83,6 +84,13 @@ def result_text(p: DurableCallResult, n: int = 60) -> str:
             value = f"{len(vectors)} vector{'s' * (len(vectors) != 1)} of {len(vectors[0])}"
         except (ValueError, AttributeError, KeyError, TypeError, IndexError):
             pass
+    elif p.kind is CallKind.TOOL:  # a tool's images and files, as placeholders
+        try:
+            result, blocks = split_blocks(json.loads(p.value))
+            if blocks:
+                value = " ".join([json.dumps(result), *(b.describe() for b in blocks)])
+        except (ValueError, AttributeError, KeyError, TypeError):
+            pass
     elif p.kind is CallKind.VECTOR_STORE:  # the documents' ids
         try:
             found = json.loads(p.value)["result"]
@@ -115,7 +123,7 @@ def detail_text(ev: AgentEvent) -> str:
     if isinstance(p, DurableCallResult):
         return result_text(p)
     if isinstance(p, ChatResponseEvent):
-        return json.dumps(p.response.content)
+        return " ".join([json.dumps(p.response.content), *(b.describe() for b in p.response.blocks)])
     if isinstance(p, ReflectionDraft):
         return f"draft {p.iteration}: {json.dumps(cut(p.draft))}"
     if isinstance(p, ReflectionCritique):

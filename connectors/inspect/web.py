@@ -46,6 +46,7 @@ import orjson
 
 from eddies.connectors.inspect.summary import detail_text
 from eddies.connectors.inspect.tree import build_tree, render, scope_name
+from eddies.engine.content import BLOCKS_KEY
 from eddies.events import AgentEvent, DurableCallRequest, DurableCallResult, Event
 
 if TYPE_CHECKING:
@@ -215,7 +216,23 @@ def payload_data(payload: Event) -> Any:
         data["args"] = _decoded(payload.args)
     elif isinstance(payload, DurableCallResult):
         data["value"] = _decoded(payload.value)
-    return data
+    return _without_bytes(data)
+
+
+def _without_bytes(data: Any) -> Any:
+    """``data`` with the bytes of content blocks (raw, or base64 under ``data`` in a
+    block's JSON) as placeholders: the page says what they were, and stays small."""
+    if isinstance(data, bytes):
+        return f"<{len(data)} bytes>"
+    if isinstance(data, list):
+        return [_without_bytes(x) for x in data]
+    if not isinstance(data, dict):
+        return data
+    out = {k: _without_bytes(v) for k, v in data.items()}
+    if isinstance(out.get(BLOCKS_KEY), list):
+        out[BLOCKS_KEY] = [{**b, "data": None if b.get("data") is None else f"<{b.get('size')} bytes>"}
+                           if isinstance(b, dict) else b for b in out[BLOCKS_KEY]]
+    return out
 
 
 def _decoded(text: str) -> Any:

@@ -13,13 +13,14 @@ takes seconds to import. Set ``LITELLM_LOCAL_MODEL_COST_MAP=True`` and
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from typing import Any
 
 from eddies.connectors.remote.secrets import remember
 from eddies.engine.resources import ToolSpec
-from eddies.events import ChatMessage, MessageRole, ToolCall
+from eddies.events import ChatMessage, ContentBlock, ContentKind, MessageRole, ToolCall
 
 
 def to_openai(message: ChatMessage) -> dict[str, Any]:
@@ -34,6 +35,51 @@ def to_openai(message: ChatMessage) -> dict[str, Any]:
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
     return out
+
+
+def to_openai_messages(messages: list[ChatMessage], media: bool = True) -> list[dict[str, Any]]:
+    """``messages`` in the OpenAI wire shape, with their content blocks as content parts
+    (``media``): a user message's beside its text; a tool's in a user message after the
+    tool messages (the API takes images in user messages only). A block without bytes or
+    an address (a resource, a link, bytes over the size limit) is in the text already."""
+    out: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []  # the parts of the tool messages just read
+
+    def flush() -> None:
+        if held:
+            out.append({"role": "user", "content": [
+                {"type": "text", "text": "What the tool calls above gave beside their text:"}, *held]})
+            held.clear()
+
+    for m in messages:
+        parts = [p for p in map(content_part, m.blocks) if p is not None] if media else []
+        if m.role is not MessageRole.TOOL:
+            flush()
+        wire = to_openai(m)
+        if parts and m.role is MessageRole.USER:
+            wire["content"] = [{"type": "text", "text": m.content}, *parts]
+        elif parts and m.role is MessageRole.TOOL:
+            held.extend(parts)
+        out.append(wire)
+    flush()
+    return out
+
+
+def content_part(block: ContentBlock) -> dict[str, Any] | None:
+    """An OpenAI content part of ``block``, or None if it has nothing to add to the text."""
+    b64 = None if block.data is None else base64.b64encode(block.data).decode()
+    mime = block.mime_type or "application/octet-stream"
+    if block.kind is ContentKind.IMAGE and (b64 is not None or block.uri):
+        url = f"data:{mime};base64,{b64}" if b64 is not None else str(block.uri)
+        return {"type": "image_url", "image_url": {"url": url}}
+    if block.kind is ContentKind.AUDIO and b64 is not None:
+        return {"type": "input_audio", "input_audio": {"data": b64, "format": mime.rpartition("/")[2]}}
+    if block.kind is ContentKind.FILE and b64 is not None:
+        return {"type": "file", "file": {"file_data": f"data:{mime};base64,{b64}",
+                                         "filename": block.name or "file"}}
+    if block.kind is ContentKind.TEXT and block.text:
+        return {"type": "text", "text": block.text}
+    return None
 
 
 def from_openai(message: Any, usage: Any = None) -> ChatMessage:
@@ -58,8 +104,12 @@ class LiteLLMChatModel:
 
     def __init__(self, *, api_base: str | None = None, api_key: str | None = None,
                  timeout: float = 120.0, input_cost_per_token: float | None = None,
-                 output_cost_per_token: float | None = None, **params: Any) -> None:
+                 output_cost_per_token: float | None = None, media: bool = True,
+                 **params: Any) -> None:
         self.api_base = api_base
+        # Images, audio and files go to the model as content parts; False: for a model that
+        # takes text only (the messages' texts say what the blocks were).
+        self.media = media
         # Masked wherever this process writes it (a provider's error may quote it).
         self.api_key = api_key if api_key is None else remember(api_key)
         self.timeout = timeout
@@ -86,7 +136,7 @@ class LiteLLMChatModel:
             kwargs["api_key"] = self.api_key
         started = time.perf_counter()
         response = litellm.completion(
-            model=model, messages=[to_openai(m) for m in messages], timeout=self.timeout,
+            model=model, messages=to_openai_messages(messages, self.media), timeout=self.timeout,
             num_retries=0, **kwargs,
         )
         latency_ms = round((time.perf_counter() - started) * 1000)
@@ -107,7 +157,7 @@ class LiteLLMChatModel:
         import litellm
 
         specs: Any = [{"type": "function", "function": t.to_dict()} for t in tools] or None
-        return int(litellm.token_counter(model=model, messages=[to_openai(m) for m in messages],
+        return int(litellm.token_counter(model=model, messages=to_openai_messages(messages, self.media),
                                          tools=specs))
 
     def _cost(self, litellm: Any, response: Any, usage: dict[str, Any]) -> float | None:

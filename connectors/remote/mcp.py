@@ -16,6 +16,7 @@ argument not given, is an error naming it); executors perform the calls with
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import os
@@ -29,9 +30,10 @@ from typing import Any, TypeVar
 from eddies.connectors.remote.configuration import ConfigurationError, resolve_env, secret
 from eddies.connectors.remote.loop_thread import LoopThread
 from eddies.engine import Agent, AgentPlan, ResourceType
+from eddies.engine.content import MAX_INLINE_BYTES, inline_block, with_blocks
 from eddies.engine.prompts import McpPrompt
 from eddies.engine.remote_tools import IDEMPOTENCY_META, McpServer, McpTool, RemoteTool, spec_from_listing
-from eddies.events import ChatMessage, MessageRole
+from eddies.events import ChatMessage, ContentBlock, ContentKind, MessageRole
 
 log = logging.getLogger("eddies.mcp")
 
@@ -274,36 +276,62 @@ async def _call(server: McpServer, name: str, arguments: dict[str, Any], key: st
     text = "\n".join(part for part in map(content_text, result.content) if part)
     if result.is_error:
         raise McpToolError(text or f"tool {name} failed")
+    blocks = [b for b in map(content_block, result.content) if b is not None]
     if result.structured_content is not None:
-        return result.structured_content
+        return with_blocks(result.structured_content, blocks)
     import json
 
     try:
-        return json.loads(text)
+        return with_blocks(json.loads(text), blocks)
     except ValueError:
-        return text
+        return with_blocks(text, blocks)
+
+
+def content_block(block: Any) -> ContentBlock | None:
+    """What of one content block of a tool's result goes to the model beside its text: an
+    image, audio or binary resource (its bytes, within the size limit), a link; None for a
+    text (the result's text holds it)."""
+    kind = getattr(block, "type", None)
+    if kind in ("image", "audio"):
+        return inline_block(ContentKind.IMAGE if kind == "image" else ContentKind.AUDIO,
+                            base64.b64decode(block.data), mime_type=block.mime_type)
+    if kind == "resource" and getattr(block.resource, "blob", None) is not None:
+        res = block.resource
+        return inline_block(ContentKind.FILE, base64.b64decode(res.blob), mime_type=res.mime_type,
+                            uri=str(res.uri))
+    if kind == "resource_link":
+        return ContentBlock(ContentKind.RESOURCE, "", getattr(block, "mime_type", None), None,
+                            str(block.uri), block.name)
+    return None
 
 
 def content_text(block: Any) -> str:
     """One content block of a tool's result as the text a session keeps: a text as it is,
     an embedded text resource under its uri, and what is not text (an image, audio, a
     binary resource, a link) as a line that says what it was, so that nothing the server
-    sent vanishes without a word. Example: ``[image image/png, 95 bytes: not passed on]``."""
+    sent vanishes without a word, for models that take text only (the bytes themselves go
+    as :func:`content_block`). Example: ``[image image/png, 95 bytes]``."""
     kind = getattr(block, "type", None)
     if kind == "text":
         return str(block.text)
     if kind in ("image", "audio"):
-        return f"[{kind} {block.mime_type}, {_decoded_size(block.data)} bytes: not passed on]"
+        return f"[{kind} {block.mime_type}, {_sized(_decoded_size(block.data))}]"
     if kind == "resource":
         res = block.resource
         text = getattr(res, "text", None)
         if text is not None:
             return f"[resource {res.uri}]\n{text}"
         return (f"[resource {res.uri} ({res.mime_type or 'binary'}), "
-                f"{_decoded_size(getattr(res, 'blob', ''))} bytes: not passed on]")
+                f"{_sized(_decoded_size(getattr(res, 'blob', '')))}]")
     if kind == "resource_link":
         return f"[resource link {block.name}: {block.uri}]"
     return f"[{kind} content: not passed on]"
+
+
+def _sized(size: int) -> str:
+    if size <= MAX_INLINE_BYTES:
+        return f"{size} bytes"
+    return f"{size} bytes: over the {MAX_INLINE_BYTES}-byte limit, not passed on"
 
 
 def _decoded_size(base64_text: str) -> int:
@@ -322,6 +350,7 @@ __all__ = [
     "McpToolError",
     "call_tool",
     "close",
+    "content_block",
     "content_text",
     "discover_prompts",
     "discover_tools",

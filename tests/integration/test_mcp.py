@@ -228,18 +228,42 @@ def test_an_api_key_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert SECRET.encode() not in written
 
 
-def test_what_is_not_text_in_a_tools_result_is_said_not_dropped(tmp_path: Path) -> None:
+def test_an_image_a_tool_gives_reaches_the_model_and_the_rest_is_said(tmp_path: Path) -> None:
+    import base64
+
+    from eddies.engine.content import split_blocks
+    from eddies.events import ContentKind, decode_value
+
     proc, url = start_server("ledger", str(tmp_path / "ledger.log"))
     llm = OpenAIServer(responder=calls_then_answers("brochure", {})).start()
     try:
-        [answer] = LocalRunner(agent(McpServer(url=url), llm, ["brochure"])).run([("s1", "show")])
+        runner = LocalRunner(agent(McpServer(url=url), llm, ["brochure"]))
+        [answer] = runner.run([("s1", "show")])
     finally:
         stop(proc)
         llm.stop()
+    # The text says what every part was, for a model that reads text only ...
     assert json.loads(answer.removeprefix("Got: ")) == (
-        "Our brochure:\n[image image/png, 95 bytes: not passed on]\n"
+        "Our brochure:\n[image image/png, 95 bytes]\n"
         "[resource file:///guide/lisbon.txt]\nHostels in Alfama from 18 euros.\n"
         "[resource link map: https://example.invalid/map.pdf]")
+    # ... and the image itself went to the model over HTTP, in a user message after the
+    # tool's (the API takes images there only).
+    png = b"\x89PNG" + b"0" * 91
+    sent = llm.requests[-1]["messages"]
+    assert [m["role"] for m in sent[-2:]] == ["tool", "user"]
+    parts = sent[-1]["content"]
+    assert parts[1] == {"type": "image_url", "image_url": {
+        "url": "data:image/png;base64," + base64.b64encode(png).decode()}}
+    # The call's outcome keeps the blocks (the image's bytes, the link's uri): a replay
+    # gives the model the same.
+    [outcome] = [e.payload for e in runner.history if isinstance(e.payload, DurableCallResult)
+                 and e.payload.kind is CallKind.TOOL]
+    _, [image, link] = split_blocks(decode_value(outcome.value))
+    assert (image.kind, image.data, image.size) == (ContentKind.IMAGE, png, 95)
+    assert (link.kind, link.uri, link.data) == (ContentKind.RESOURCE, "https://example.invalid/map.pdf",
+                                                None)
+    assert replay(runner.plan, list(enumerate(runner.history)), "s1").ok
 
 
 def test_a_prompt_served_by_an_mcp_server_opens_the_conversation(tmp_path: Path) -> None:

@@ -47,11 +47,12 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 def calls_then_answers(tool: str, arguments: dict[str, Any]) -> Any:
     """A model (an OpenAIServer responder) that calls ``tool`` once, then answers with
-    what it returned."""
+    what it returned (a user message of the tool's media may follow the tool's)."""
     def reply(body: dict[str, Any]) -> dict[str, Any]:
-        last = body["messages"][-1]
-        if last["role"] == "tool":
-            return {"role": "assistant", "content": f"Got: {last['content']}"}
+        since = body["messages"][len(body["messages"]) - 2:]
+        results = [m for m in since if m["role"] == "tool"]
+        if results:
+            return {"role": "assistant", "content": f"Got: {results[-1]['content']}"}
         n = sum(1 for m in body["messages"] if m["role"] == "user")
         return {"role": "assistant", "content": None, "tool_calls": [{
             "id": f"call_{n}", "type": "function",

@@ -10,8 +10,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Files one one-turn input touches today; a change that adds one updates this number and
-#: the walk in docs/architecture.md in the same commit (and says why).
-MOST_FILES = 42
+#: the walk in docs/architecture.md in the same commit (and says why). 43: events/codec.py
+#: (617 lines) split into the bytes (codec.py) and the payloads' fields (records.py).
+MOST_FILES = 43
 
 
 def _traced() -> set[str]:

@@ -28,8 +28,8 @@ from eddies.events import (
     encode_record,
     to_record,
 )
-from eddies.events.codec import from_record
 from eddies.events.payloads import BUILTIN_TYPES
+from eddies.events.records import from_record
 from eddies.events.schemas import avro_dir, envelope_schema, load_envelope_from
 from tests.strategies import envelopes
 
