@@ -47,6 +47,7 @@ class PgVectorStore:
         self._lock = threading.Lock()
         self._idle: list[Any] = []
         self._tables: set[str] = set()  # tables known to exist with their index
+        self._seen: set[str] = set()  # tables known to exist (a read checks no more)
 
     # --- collections -------------------------------------------------------------------
     def collections(self) -> list[str]:
@@ -70,6 +71,7 @@ class PgVectorStore:
             existed = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [_quoted(table)]).fetchone()
             conn.execute(f"DROP TABLE IF EXISTS {_quoted(table)}")
         self._tables.discard(table)
+        self._seen.discard(table)
         return bool(existed and existed[0])
 
     def count(self, collection: str | None = None) -> int:
@@ -105,8 +107,9 @@ class PgVectorStore:
         first, each with its cosine similarity as ``score``."""
         cond, params = where(filters or {})
         literal = _vector(vector)
+        # ORDER BY the distance alone: pgvector walks its index only for that order.
         sql = ("SELECT id, content, metadata, 1 - (embedding <=> %s::vector) FROM {t} "
-               f"WHERE {cond} ORDER BY embedding <=> %s::vector, id LIMIT %s")
+               f"WHERE {cond} ORDER BY embedding <=> %s::vector LIMIT %s")
         # With filters, the exact scan: an HNSW walk filters after it found its candidates,
         # and may return fewer than ``limit`` though more match.
         setup = "SET LOCAL enable_indexscan = off" if filters else None
@@ -138,9 +141,15 @@ class PgVectorStore:
         cond, params = where(filters or {})
         chosen = "TRUE" if ids is None else "id = ANY(%s)"
         args = params if ids is None else [list(ids), *params]
-        table = _quoted(self._table(collection))
-        with self._connection() as conn:
-            return int(conn.execute(f"DELETE FROM {table} WHERE {chosen} AND {cond}", args).rowcount)
+        table = self._table(collection)
+        try:
+            with self._connection() as conn:
+                return int(conn.execute(f"DELETE FROM {_quoted(table)} WHERE {chosen} AND {cond}",
+                                        args).rowcount)
+        except _psycopg().errors.UndefinedTable:  # dropped by another process: nothing to delete
+            self._tables.discard(table)
+            self._seen.discard(table)
+            return 0
 
     # --- the server --------------------------------------------------------------------
     def close(self) -> None:
@@ -159,11 +168,14 @@ class PgVectorStore:
 
     def _exists(self, collection: str) -> bool:
         table = self._table(collection)
-        if table in self._tables:
+        if table in self._tables or table in self._seen:
             return True
         with self._connection() as conn:
             row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [_quoted(table)]).fetchone()
-        return bool(row and row[0])
+        if row and row[0]:
+            self._seen.add(table)
+            return True
+        return False
 
     def _read(self, collection: str, sql: str, params: list[Any],
               setup: str | None = None) -> list[tuple[Any, ...]]:
@@ -178,6 +190,7 @@ class PgVectorStore:
                 return list(conn.execute(sql.replace("{t}", _quoted(table)), params).fetchall())
         except _psycopg().errors.UndefinedTable:  # dropped since: as if it never was
             self._tables.discard(table)
+            self._seen.discard(table)
             return []
 
     def _write(self, collection: str, dimensions: int, sql: str, rows: list[list[Any]]) -> int:
@@ -193,6 +206,7 @@ class PgVectorStore:
                         return int(cur.rowcount) if cur.rowcount >= 0 else len(rows)
             except errors.UndefinedTable:  # dropped by another process since we made it
                 self._tables.discard(table)
+                self._seen.discard(table)
                 if attempt == 2:
                     raise
             except errors.DataException as err:  # a vector of other dimensions, say
