@@ -3,7 +3,8 @@ workers shares, and what a team already runs.
 
 Each collection is a table ``PREFIX + COLLECTION`` (``id text PRIMARY KEY, content text,
 metadata jsonb, embedding vector(N)``, ``N`` fixed by its first write) with an HNSW index
-for cosine distance. A plain query walks that index (approximate, as every server-backed
+for cosine distance (up to 2,000 dimensions, pgvector's limit; wider ones are searched
+exactly). A plain query walks that index (approximate, as every server-backed
 store is); a query with metadata filters reads the matching rows exactly, so a filter
 never hides a match the index would have skipped. The filters mean what they mean in the
 embedded store (:mod:`eddies.connectors.stores.sql_filters`). Needs ``eddies[pgvector]``
@@ -29,6 +30,9 @@ from eddies.connectors.stores.sql_filters import where
 
 #: Postgres cuts identifiers to this many bytes; a longer table name would be a silent clash.
 MAX_IDENTIFIER_BYTES = 63
+#: pgvector's HNSW index takes vectors of at most this many dimensions (a 3072-dimension
+#: embedding is searched exactly, without one).
+MAX_INDEXED_DIMENSIONS = 2000
 
 
 class PgVectorStore:
@@ -229,9 +233,10 @@ class PgVectorStore:
                 conn.execute(f"ALTER TABLE {quoted} ALTER COLUMN embedding TYPE {typed}")
                 row = (dimensions,)
             if row and row[0] > 0:
-                index = _quoted(f"{table[:MAX_IDENTIFIER_BYTES - 5]}_hnsw")
-                conn.execute(f"CREATE INDEX IF NOT EXISTS {index} ON {quoted} "
-                             "USING hnsw (embedding vector_cosine_ops)")
+                if row[0] <= MAX_INDEXED_DIMENSIONS:  # wider vectors: exact scans, no index
+                    index = _quoted(f"{table[:MAX_IDENTIFIER_BYTES - 5]}_hnsw")
+                    conn.execute(f"CREATE INDEX IF NOT EXISTS {index} ON {quoted} "
+                                 "USING hnsw (embedding vector_cosine_ops)")
                 self._tables.add(table)
 
     @contextmanager

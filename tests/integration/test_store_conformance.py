@@ -126,6 +126,10 @@ def test_a_second_store_on_the_same_place_sees_the_documents(make_store: MakeSto
         first.delete_collection("travel")  # dropped under the other's feet
         assert other.query("travel", q, 1) == [] and other.count() == 0
         assert other.add("travel", DOCS[:1], _vectors([DOCS[0]["content"]])) == ["lisbon-hostel"]
+        # Vectors wider than pgvector's HNSW limit (2,000) are kept and searched exactly.
+        wide = [[1.0 if k == i else 0.0 for k in range(3072)] for i in range(3)]
+        other.add("wide", [{"id": str(i), "content": f"doc {i}"} for i in range(3)], wide)
+        assert [d["id"] for d in other.query("wide", wide[2], 1)] == ["2"]
     finally:
         other.close()
 
