@@ -120,3 +120,23 @@ envelopes = st.builds(
     st.lists(text, max_size=2), st.none() | text, st.none() | text,
     st.integers(0, 253_402_300_799_999),  # timestamp-millis up to year 9999
 )
+
+
+# Metadata values of every JSON kind the filters compare, with the clashes that matter:
+# a boolean beside numbers, an int beside a float, a missing key beside null.
+_META_VALUES = st.one_of(st.integers(-3, 3), st.sampled_from([1.5, -0.5, 2.0]), st.booleans(),
+                         st.none(), st.sampled_from(["a", "b", "B", "é", "", "10", "9"]))
+_META_KEYS = st.sampled_from(["k", "n", "s"])
+metadata = st.dictionaries(_META_KEYS, _META_VALUES, max_size=3)
+_META_ORDERED = st.one_of(st.integers(-3, 3), st.sampled_from([1.5, -0.5]), st.booleans(),
+                          st.sampled_from(["a", "B", "é", "10"]))
+_META_COMPARISON = st.one_of(
+    st.tuples(st.sampled_from(["$eq", "$ne"]), _META_VALUES),
+    st.tuples(st.sampled_from(["$gt", "$gte", "$lt", "$lte"]), _META_ORDERED),
+    st.tuples(st.sampled_from(["$in", "$nin"]), st.lists(_META_VALUES, max_size=3)))
+_META_LEAF = st.one_of(
+    st.builds(lambda k, v: {k: v}, _META_KEYS, _META_VALUES),
+    st.builds(lambda k, c: {k: {c[0]: c[1]}}, _META_KEYS, _META_COMPARISON))
+metadata_filters = st.recursive(_META_LEAF, lambda inner: st.one_of(
+    st.builds(lambda parts: {"$and": parts}, st.lists(inner, min_size=1, max_size=3)),
+    st.builds(lambda parts: {"$or": parts}, st.lists(inner, min_size=1, max_size=3))), max_leaves=5)

@@ -2,8 +2,9 @@
 
 Each collection holds its documents' unit vectors in one numpy matrix: a query is one
 matrix-vector product and a partial sort (exact cosine similarity), after its filters
-chose the documents whose metadata matches (a pass over the collection's metadata in
-Python: a filtered query of a big collection costs more than a plain one). With
+chose the documents whose metadata matches: an index of each metadata key's values gives
+the rows an equality (``$eq``, ``$in``, a plain value) allows, and only those are checked;
+a filter of orders or nulls alone checks every document's metadata. With
 ``path``, every change is appended to ``PATH/COLLECTION.jsonl`` (the vectors as base64
 float32) and a store opened on the same path reads them back; without, it lives in
 memory. One process writes a path: for a fleet of workers that share documents, use a
@@ -27,8 +28,21 @@ from typing import Any
 from eddies.connectors.stores.filters import check, matches
 
 
+def _token(value: Any) -> tuple[Any, ...] | None:
+    """A metadata value as the metadata index keys it (JSON's equality: a boolean is not a
+    number, 1 is 1.0), or None for one it does not index (null, a list, an object)."""
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, int | float):
+        return ("n", float(value))
+    if isinstance(value, str):
+        return ("s", value)
+    return None
+
+
 class _Collection:
-    """One collection's documents: ids, contents, metadata, and their vectors' matrix."""
+    """One collection's documents: ids, contents, metadata, their vectors' matrix, and an
+    index of the rows holding each metadata key's each value."""
 
     def __init__(self, np: Any) -> None:
         self.np = np
@@ -37,6 +51,18 @@ class _Collection:
         self.metadata: list[dict[str, Any]] = []
         self.rows: dict[str, int] = {}
         self.matrix: Any = None  # (capacity, dims) float32; the first len(ids) rows used
+        self.index: dict[str, dict[tuple[Any, ...], set[int]]] = {}
+
+    def _indexed(self, row: int, meta: Mapping[str, Any], add: bool) -> None:
+        for key, value in meta.items():
+            token = _token(value)
+            if token is None:
+                continue
+            rows = self.index.setdefault(key, {}).setdefault(token, set())
+            if add:
+                rows.add(row)
+            else:
+                rows.discard(row)
 
     def upsert(self, ids: Sequence[str], contents: Sequence[str],
                metadata: Sequence[Mapping[str, Any]], vectors: Any) -> None:
@@ -62,8 +88,10 @@ class _Collection:
                 self.contents.append(contents[i])
                 self.metadata.append(dict(metadata[i]))
             else:
+                self._indexed(row, self.metadata[row], add=False)
                 self.contents[row] = contents[i]
                 self.metadata[row] = dict(metadata[i])
+            self._indexed(row, self.metadata[row], add=True)
             self.matrix[row] = vectors[i]
 
     def remove(self, ids: Iterable[str]) -> int:
@@ -72,13 +100,16 @@ class _Collection:
             row = self.rows.pop(doc_id, None)
             if row is None:
                 continue
+            self._indexed(row, self.metadata[row], add=False)
             last = len(self.ids) - 1
             if row != last:  # the last row takes the removed one's place
                 moved = self.ids[last]
+                self._indexed(last, self.metadata[last], add=False)
                 self.ids[row], self.contents[row], self.metadata[row] = (
                     moved, self.contents[last], self.metadata[last])
                 self.matrix[row] = self.matrix[last]
                 self.rows[moved] = row
+                self._indexed(row, self.metadata[row], add=True)
             self.ids.pop()
             self.contents.pop()
             self.metadata.pop()
@@ -90,7 +121,45 @@ class _Collection:
                 "metadata": dict(self.metadata[row]), "score": score}
 
     def selected(self, filters: Mapping[str, Any]) -> list[int]:
-        return [row for row, meta in enumerate(self.metadata) if matches(meta, filters)]
+        """The rows whose metadata match ``filters``, in row order: those the index says
+        may match, checked; every row, checked, when the filters name no indexed value."""
+        narrowed = self.candidates(filters)
+        if narrowed is None:
+            return [row for row, meta in enumerate(self.metadata) if matches(meta, filters)]
+        meta = self.metadata
+        return [row for row in sorted(narrowed) if matches(meta[row], filters)]
+
+    def candidates(self, filters: Mapping[str, Any]) -> set[int] | None:
+        """A superset of the rows that match ``filters`` from the index, or None when it
+        cannot narrow them (a filter of an order, of a null, of a list)."""
+        found: set[int] | None = None
+        for key, value in filters.items():
+            if key in ("$and", "$or"):
+                parts = [self.candidates(part) for part in value]
+                known = [p for p in parts if p is not None]
+                part: set[int] | None
+                if key == "$or":  # narrows only if every branch does
+                    part = set[int]().union(*known) if len(known) == len(parts) else None
+                else:
+                    part = set.intersection(*known) if known else None
+            elif isinstance(value, Mapping):
+                part = self._equal(key, value)
+            else:
+                part = self._equal(key, {"$eq": value})
+            if part is not None:
+                found = part if found is None else found & part
+        return found
+
+    def _equal(self, key: str, ops: Mapping[str, Any]) -> set[int] | None:
+        """The rows ``$eq`` or ``$in`` of ``ops`` allow (None if neither narrows)."""
+        values = [ops["$eq"]] if "$eq" in ops else ops.get("$in")
+        if values is None:
+            return None
+        tokens = [_token(v) for v in values]
+        if any(t is None for t in tokens):
+            return None
+        by_value = self.index.get(key, {})
+        return set[int]().union(*(by_value.get(t, set()) for t in tokens if t is not None))
 
 
 class EmbeddedVectorStore:

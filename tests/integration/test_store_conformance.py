@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from eddies import EmbeddedVectorStore, OfflineEmbeddingModel
 from eddies.connectors.stores.filters import matches
+from tests.strategies import metadata, metadata_filters
 
 pytestmark = pytest.mark.integration
 
@@ -149,26 +150,6 @@ def test_a_postgres_store_declared_in_yaml(postgres_dsn: str, monkeypatch: pytes
         [["porto-guest", "Cheap guesthouses in Porto by the river"]]]
 
 
-# Metadata values of every JSON kind the filters compare, with the clashes that matter:
-# a boolean beside numbers, an int beside a float, a missing key beside null.
-_VALUES = st.one_of(st.integers(-3, 3), st.sampled_from([1.5, -0.5, 2.0]), st.booleans(),
-                    st.none(), st.sampled_from(["a", "b", "B", "é", "", "10", "9"]))
-_KEYS = st.sampled_from(["k", "n", "s"])
-_METADATA = st.dictionaries(_KEYS, _VALUES, max_size=3)
-_ORDERED = st.one_of(st.integers(-3, 3), st.sampled_from([1.5, -0.5]), st.booleans(),
-                     st.sampled_from(["a", "B", "é", "10"]))
-_COMPARISON = st.one_of(
-    st.tuples(st.sampled_from(["$eq", "$ne"]), _VALUES),
-    st.tuples(st.sampled_from(["$gt", "$gte", "$lt", "$lte"]), _ORDERED),
-    st.tuples(st.sampled_from(["$in", "$nin"]), st.lists(_VALUES, max_size=3)))
-_LEAF = st.one_of(
-    st.builds(lambda k, v: {k: v}, _KEYS, _VALUES),
-    st.builds(lambda k, c: {k: {c[0]: c[1]}}, _KEYS, _COMPARISON))
-_FILTERS = st.recursive(_LEAF, lambda inner: st.one_of(
-    st.builds(lambda parts: {"$and": parts}, st.lists(inner, min_size=1, max_size=3)),
-    st.builds(lambda parts: {"$or": parts}, st.lists(inner, min_size=1, max_size=3))), max_leaves=5)
-
-
 def test_postgres_filters_mean_what_the_embedded_store_s_mean(postgres_dsn: str) -> None:
     from eddies import PgVectorStore
 
@@ -176,7 +157,7 @@ def test_postgres_filters_mean_what_the_embedded_store_s_mean(postgres_dsn: str)
                           table_prefix=f"t{uuid.uuid4().hex[:8]}_")
 
     @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(docs=st.lists(_METADATA, min_size=1, max_size=8), filters=_FILTERS)
+    @given(docs=st.lists(metadata, min_size=1, max_size=8), filters=metadata_filters)
     def agree(docs: list[dict[str, Any]], filters: dict[str, Any]) -> None:
         store.delete("f")
         rows = [{"id": str(i), "content": "x", "metadata": m} for i, m in enumerate(docs)]

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eddies import (
     Agent,
@@ -46,6 +48,7 @@ from eddies.events import (
     decode_value,
     encode_value,
 )
+from tests.strategies import metadata, metadata_filters
 
 CORPUS = [
     Document("Hostels in Lisbon from 18 euros a night", {"city": "Lisbon", "price": 18}, "lisbon-hostel"),
@@ -118,6 +121,21 @@ def test_a_store_with_a_path_reads_its_documents_back(tmp_path: Path) -> None:
         fh.write('{"op": "upsert", "ids": ["cut sh')  # a write a crash cut short
     again = EmbeddedVectorStore(embedding_model="emb", collection="travel", path=tmp_path)
     assert again.count() == 3 and again.query("travel", q, 3) == before
+
+
+@settings(max_examples=300, deadline=None)
+@given(docs=st.lists(metadata, min_size=1, max_size=12), removed=st.sets(st.integers(0, 11), max_size=4),
+       filters=metadata_filters)
+def test_the_metadata_index_selects_what_a_scan_of_every_document_does(
+        docs: list[dict[str, Any]], removed: set[int], filters: dict[str, Any]) -> None:
+    store = EmbeddedVectorStore(embedding_model="emb", collection="c")
+    rows = [{"id": str(i), "content": "x", "metadata": m} for i, m in enumerate(docs)]
+    store.add("c", rows, [[1.0, float(i)] for i in range(len(rows))])
+    store.update("c", [{"id": "0", "content": "y", "metadata": docs[-1]}], [[1.0, 0.0]])  # in place
+    store.delete("c", [str(i) for i in removed])  # the last rows move into the gaps
+    kept = {d["id"]: d["metadata"] for d in store.get("c")}
+    expected = sorted(i for i, m in kept.items() if matches(m, filters))
+    assert sorted(d["id"] for d in store.get("c", filters=filters)) == expected, (docs, removed, filters)
 
 
 def test_filters_are_checked_before_anything_is_read() -> None:
