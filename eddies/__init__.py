@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from eddies.connectors.models.scripted import ScriptedChatModel
     from eddies.connectors.remote.external_subagents import A2ASubagentSetup, HttpSubagentSetup
     from eddies.connectors.skills.toolset import Skills
+    from eddies.connectors.stores.blobs import FolderBlobStore
     from eddies.connectors.stores.embedded import EmbeddedVectorStore
     from eddies.connectors.stores.pgvector import PgVectorStore
 
@@ -85,6 +86,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "A2ASubagentSetup": "eddies.connectors.remote.external_subagents",
     "EmbeddedVectorStore": "eddies.connectors.stores.embedded",
+    "FolderBlobStore": "eddies.connectors.stores.blobs",
     "HttpSubagentSetup": "eddies.connectors.remote.external_subagents",
     "LiteLLMEmbeddingModel": "eddies.connectors.models.embeddings",
     "LocalRunner": "eddies.connectors.local",
@@ -125,6 +127,7 @@ __all__ = [
     "EmbeddedVectorStore",
     "EmbeddingModelSetup",
     "Event",
+    "FolderBlobStore",
     "FunctionTool",
     "HttpSubagentSetup",
     "InputEvent",

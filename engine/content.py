@@ -5,7 +5,8 @@ A tool that gives blocks returns its value wrapped by :func:`with_blocks` (the d
 call's outcome is JSON, the bytes base64 in it); the tool result the model's
 conversation gets has the value and the blocks apart (:func:`split_blocks`), and the
 model's connection passes the blocks to a model that takes them. Bytes over
-``MAX_INLINE_BYTES`` are not carried: the block keeps its kind, size and uri, and says so.
+``MAX_INLINE_BYTES`` go to a blob store when the writer has one (the block carries the
+reference); else they are not carried: the block keeps its kind, size and uri, and says so.
 Example::
 
     block = inline_block(ContentKind.IMAGE, png, mime_type="image/png")
@@ -17,9 +18,9 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from eddies.events import ContentBlock, ContentKind
+from eddies.events import BLOB_SCHEME, ContentBlock, ContentKind
 
 #: The key of a tool's value that holds its blocks (beside ``result``).
 BLOCKS_KEY = "eddies.blocks"
@@ -28,12 +29,31 @@ BLOCKS_KEY = "eddies.blocks"
 MAX_INLINE_BYTES = 256 * 1024
 
 
+class BlobStore(Protocol):
+    """Where bytes too big for a block are kept (``eddies.connectors.stores.blobs``):
+    ``put`` gives a reference (``BLOB_SCHEME`` and the bytes' hash), ``get`` the bytes."""
+
+    def put(self, data: bytes) -> str: ...
+
+    def get(self, uri: str) -> bytes: ...
+
+
+def is_blob(uri: str | None) -> bool:
+    """Whether ``uri`` refers to a blob of a blob store."""
+    return bool(uri) and str(uri).startswith(BLOB_SCHEME)
+
+
 def inline_block(kind: ContentKind, data: bytes, *, mime_type: str | None = None,
                  uri: str | None = None, name: str | None = None,
-                 limit: int = MAX_INLINE_BYTES) -> ContentBlock:
-    """A block of ``data``, or, over ``limit``, one that says what it was without it."""
-    carried = data if len(data) <= limit else None
-    return ContentBlock(kind, "", mime_type, carried, uri, name, len(data))
+                 limit: int = MAX_INLINE_BYTES, blobs: BlobStore | None = None) -> ContentBlock:
+    """A block of ``data``; over ``limit``, one that carries a reference to it in ``blobs``
+    (its own uri, if it had one, kept as its text), or, without a blob store, one that
+    says what it was without it."""
+    if len(data) <= limit:
+        return ContentBlock(kind, "", mime_type, data, uri, name, len(data))
+    if blobs is None:
+        return ContentBlock(kind, "", mime_type, None, uri, name, len(data))
+    return ContentBlock(kind, uri or "", mime_type, None, blobs.put(data), name, len(data))
 
 
 def block_value(block: ContentBlock) -> dict[str, Any]:
@@ -68,5 +88,15 @@ def split_blocks(value: Any) -> tuple[Any, list[ContentBlock]]:
     return value, []
 
 
-__all__ = ["BLOCKS_KEY", "MAX_INLINE_BYTES", "block_of", "block_value", "inline_block", "split_blocks",
-           "with_blocks"]
+__all__ = [
+    "BLOB_SCHEME",
+    "BLOCKS_KEY",
+    "MAX_INLINE_BYTES",
+    "BlobStore",
+    "block_of",
+    "block_value",
+    "inline_block",
+    "is_blob",
+    "split_blocks",
+    "with_blocks",
+]

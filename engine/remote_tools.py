@@ -77,6 +77,9 @@ class McpServer:
     env: Mapping[str, str] | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     api_key_env: str | None = None
+    #: Where its tools' images, audio and files over the inline limit are kept (a
+    #: BlobStore of eddies.engine.content; None: they are not carried).
+    blob_store: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if (self.url is None) == (self.command is None):

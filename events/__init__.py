@@ -27,6 +27,7 @@ from .envelope import (
 from .errors import DecodeError, EncodingError
 from .partitioner import murmur2, partition_for
 from .payloads import (
+    BLOB_SCHEME,
     ApprovalRequestEvent,
     CallKind,
     CallStatus,
@@ -61,6 +62,7 @@ from .records import from_record, to_record
 from .values import decode_value, encode_value
 
 __all__ = [
+    "BLOB_SCHEME",
     "FINGERPRINT_HEADER",
     "KNOWN_SCHEMA_VERSIONS",
     "MAX_TIMESTAMP_MS",

@@ -86,6 +86,10 @@ class MessageRole(enum.StrEnum):
     TOOL = "tool"
 
 
+#: The scheme of a reference to bytes kept in a blob store (``eddies-blob:sha256:HEX``).
+BLOB_SCHEME = "eddies-blob:sha256:"
+
+
 class ContentKind(enum.StrEnum):
     """What a content block holds."""
 
@@ -122,9 +126,10 @@ class ContentBlock:
         95 bytes]``, ``[resource file:///guide.txt]``."""
         what = " ".join(x for x in (self.kind.value, self.mime_type or "", self.name or "") if x)
         parts = [what]
+        carried = (self.data is not None or self.kind is ContentKind.RESOURCE
+                   or (self.uri or "").startswith(BLOB_SCHEME))
         if self.size is not None:
-            parts.append(f"{self.size} bytes" + ("" if self.data is not None or self.kind is
-                                                  ContentKind.RESOURCE else ": not carried"))
+            parts.append(f"{self.size} bytes" + ("" if carried else ": not carried"))
         if self.uri:
             parts.append(self.uri)
         return "[" + ", ".join(parts) + "]"

@@ -6,7 +6,8 @@ appends ``<idempotency key> <entry>`` to LOG (after DELAY_S), so tests see every
 server got and the key each carried; ``slow_once(entry, seconds)`` records too, and
 sleeps on the first call with a key only; ``fail(reason)`` reports an error (``is_error``);
 ``brochure()`` answers with a caption, an image, an embedded text resource and a link;
-the prompt ``trip_plan(city, days="3")`` asks for a plan in JSON (its braces are text).
+``poster(kib)`` an image of that size; the prompt ``trip_plan(city, days="3")`` asks for a
+plan in JSON (its braces are text).
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations (Context).
@@ -54,6 +55,11 @@ def ledger(port: int, log: Path, delay: float) -> None:
                     uri="file:///guide/lisbon.txt", text="Hostels in Alfama from 18 euros.")),
                 types.ResourceLink(name="map", uri="https://example.invalid/map.pdf")]
 
+    @server.tool(description="A poster: an image of the size asked for, in KiB.")
+    def poster(kib: int) -> list[types.ContentBlock]:
+        return [types.TextContent(type="text", text=f"A poster of {kib} KiB:"),
+                types.ImageContent(data=base64.b64encode(poster_bytes(kib)).decode(), mimeType="image/png")]
+
     @server.prompt(description="Plan a stay in a city.")
     def trip_plan(city: str, days: str = "3") -> str:
         return f'Plan {days} days in {city}. Answer as JSON like {{"days": [...]}}.'
@@ -63,6 +69,11 @@ def ledger(port: int, log: Path, delay: float) -> None:
         raise ValueError(reason)
 
     server.run("streamable-http", host="127.0.0.1", port=port)
+
+
+def poster_bytes(kib: int) -> bytes:
+    """The bytes of ``poster(kib)``: a PNG header, then a pattern that is not all one byte."""
+    return (b"\x89PNG" + bytes(range(256)) * (kib * 4))[: kib * 1024]
 
 
 def main() -> None:

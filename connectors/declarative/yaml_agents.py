@@ -39,6 +39,7 @@ from eddies.connectors.declarative.located import (
     where,
 )
 from eddies.connectors.declarative.references import read_env
+from eddies.connectors.declarative.yaml_entries import blob_folder
 from eddies.connectors.declarative.yaml_entries import entry_at as _entry
 from eddies.connectors.declarative.yaml_entries import import_text as _import_text
 from eddies.connectors.declarative.yaml_entries import imported as _import
@@ -96,7 +97,7 @@ _SECTIONS = ("prompts", "mcp_servers", "a2a_servers", "tools", "subagents", "cha
              "vector_stores", "memory_sets", "skills")
 _SUBAGENT_KEYS = {"name", "agent_ref", "target_module", "target_clazz", "arguments", "description"}
 _MCP_SERVER_KEYS = {"name", "clazz", "type", "endpoint", "url", "command", "args", "env", "headers",
-                    "api_key_env"}
+                    "api_key_env", "blob_store"}
 _SETUP_KEYS = {"name", "clazz", "type", "connection", "model", "prompt", "tools", "arguments",
                "idempotent", "timeout_ms"}
 _TOOL_KEYS = {"name", "type", "function", "description", "idempotent", "timeout_ms", "requires_approval",
@@ -292,7 +293,8 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, Prompt | McpPrompt],
             server = McpServer(
                 url=_text(entry, "endpoint") or _text(entry, "url"), command=_text(entry, "command"),
                 args=tuple(_list(entry, "args")), env=dict(_map(entry, "env")) or None,
-                headers=dict(_map(entry, "headers")), api_key_env=_text(entry, "api_key_env"))
+                headers=dict(_map(entry, "headers")), api_key_env=_text(entry, "api_key_env"),
+                blob_store=blob_folder(_text(entry, "blob_store")))
         agent.add_resource(_text(entry, "name", required=True), ResourceType.MCP_SERVER, server)
     for i, item in enumerate(_list(spec, "a2a_servers")):
         entry = _entry(spec["a2a_servers"], i, item, {"name", "type", "endpoint", "url", "headers",

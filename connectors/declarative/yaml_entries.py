@@ -100,6 +100,15 @@ def import_text(entry: Map, key: str, name: str) -> Any:
     return import_target(name, where(entry, key), key)
 
 
+def blob_folder(path: str | None) -> Any:
+    """The blob store a ``blob_store`` entry names (a folder), or None."""
+    if not path:
+        return None
+    from eddies.connectors.stores.blobs import FolderBlobStore
+
+    return FolderBlobStore(path)
+
+
 def made_from_clazz(parent: Seq, i: int, item: Any, aliases: dict[str, str], what: str
                     ) -> tuple[str, Any]:
     """(name, object) of an entry (``what``: a model connection, a vector store) that names
@@ -113,11 +122,13 @@ def made_from_clazz(parent: Seq, i: int, item: Any, aliases: dict[str, str], wha
               if k not in ("name", "clazz", "type")}
     if "responder" in extras and isinstance(extras["responder"], str):
         extras["responder"] = import_text(entry, "responder", extras["responder"])
+    if "blob_store" in extras:
+        extras["blob_store"] = blob_folder(text(entry, "blob_store"))
     try:
         return text(entry, "name", required=True), target(**extras)
     except TypeError as err:
         raise DefinitionError(f"{entry.where}: {clazz}: {err}") from None
 
 
-__all__ = ["entry_at", "import_text", "imported", "integer", "keys", "made_from_clazz", "mapping",
-           "python_only", "seq", "text"]
+__all__ = ["blob_folder", "entry_at", "import_text", "imported", "integer", "keys", "made_from_clazz",
+           "mapping", "python_only", "seq", "text"]

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from eddies.connectors.remote.secrets import remember
+from eddies.engine.content import BlobStore, is_blob
 from eddies.engine.resources import ToolSpec
 from eddies.events import ChatMessage, ContentBlock, ContentKind, MessageRole, ToolCall
 
@@ -37,11 +38,13 @@ def to_openai(message: ChatMessage) -> dict[str, Any]:
     return out
 
 
-def to_openai_messages(messages: list[ChatMessage], media: bool = True) -> list[dict[str, Any]]:
+def to_openai_messages(messages: list[ChatMessage], media: bool = True,
+                       blobs: BlobStore | None = None) -> list[dict[str, Any]]:
     """``messages`` in the OpenAI wire shape, with their content blocks as content parts
     (``media``): a user message's beside its text; a tool's in a user message after the
-    tool messages (the API takes images in user messages only). A block without bytes or
-    an address (a resource, a link, bytes over the size limit) is in the text already."""
+    tool messages (the API takes images in user messages only). A block's bytes kept by
+    reference are read from ``blobs``; a block without bytes or an address (a resource, a
+    link, bytes not carried or not found) is in the text already."""
     out: list[dict[str, Any]] = []
     held: list[dict[str, Any]] = []  # the parts of the tool messages just read
 
@@ -52,7 +55,7 @@ def to_openai_messages(messages: list[ChatMessage], media: bool = True) -> list[
             held.clear()
 
     for m in messages:
-        parts = [p for p in map(content_part, m.blocks) if p is not None] if media else []
+        parts = [p for p in (content_part(b, blobs) for b in m.blocks) if p is not None] if media else []
         if m.role is not MessageRole.TOOL:
             flush()
         wire = to_openai(m)
@@ -65,11 +68,17 @@ def to_openai_messages(messages: list[ChatMessage], media: bool = True) -> list[
     return out
 
 
-def content_part(block: ContentBlock) -> dict[str, Any] | None:
+def content_part(block: ContentBlock, blobs: BlobStore | None = None) -> dict[str, Any] | None:
     """An OpenAI content part of ``block``, or None if it has nothing to add to the text."""
-    b64 = None if block.data is None else base64.b64encode(block.data).decode()
+    data = block.data
+    if data is None and blobs is not None and is_blob(block.uri):
+        try:
+            data = blobs.get(str(block.uri))
+        except (KeyError, ValueError, OSError):  # gone or broken: the text says what it was
+            return None
+    b64 = None if data is None else base64.b64encode(data).decode()
     mime = block.mime_type or "application/octet-stream"
-    if block.kind is ContentKind.IMAGE and (b64 is not None or block.uri):
+    if block.kind is ContentKind.IMAGE and (b64 is not None or (block.uri and not is_blob(block.uri))):
         url = f"data:{mime};base64,{b64}" if b64 is not None else str(block.uri)
         return {"type": "image_url", "image_url": {"url": url}}
     if block.kind is ContentKind.AUDIO and b64 is not None:
@@ -105,11 +114,13 @@ class LiteLLMChatModel:
     def __init__(self, *, api_base: str | None = None, api_key: str | None = None,
                  timeout: float = 120.0, input_cost_per_token: float | None = None,
                  output_cost_per_token: float | None = None, media: bool = True,
-                 **params: Any) -> None:
+                 blob_store: BlobStore | None = None, **params: Any) -> None:
         self.api_base = api_base
         # Images, audio and files go to the model as content parts; False: for a model that
         # takes text only (the messages' texts say what the blocks were).
         self.media = media
+        # Where blocks' bytes kept by reference are read (the blob store the tools wrote).
+        self.blob_store = blob_store
         # Masked wherever this process writes it (a provider's error may quote it).
         self.api_key = api_key if api_key is None else remember(api_key)
         self.timeout = timeout
@@ -136,7 +147,8 @@ class LiteLLMChatModel:
             kwargs["api_key"] = self.api_key
         started = time.perf_counter()
         response = litellm.completion(
-            model=model, messages=to_openai_messages(messages, self.media), timeout=self.timeout,
+            model=model, messages=to_openai_messages(messages, self.media, self.blob_store),
+            timeout=self.timeout,
             num_retries=0, **kwargs,
         )
         latency_ms = round((time.perf_counter() - started) * 1000)
@@ -157,8 +169,8 @@ class LiteLLMChatModel:
         import litellm
 
         specs: Any = [{"type": "function", "function": t.to_dict()} for t in tools] or None
-        return int(litellm.token_counter(model=model, messages=to_openai_messages(messages, self.media),
-                                         tools=specs))
+        wire = to_openai_messages(messages, self.media, self.blob_store)
+        return int(litellm.token_counter(model=model, messages=wire, tools=specs))
 
     def _cost(self, litellm: Any, response: Any, usage: dict[str, Any]) -> float | None:
         """The call's cost in USD: from the registered prices, else litellm's local price

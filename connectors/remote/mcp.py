@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from eddies.connectors.remote.configuration import ConfigurationError, resolve_env, secret
 from eddies.connectors.remote.loop_thread import LoopThread
 from eddies.engine import Agent, AgentPlan, ResourceType
-from eddies.engine.content import MAX_INLINE_BYTES, inline_block, with_blocks
+from eddies.engine.content import MAX_INLINE_BYTES, BlobStore, inline_block, with_blocks
 from eddies.engine.prompts import McpPrompt
 from eddies.engine.remote_tools import IDEMPOTENCY_META, McpServer, McpTool, RemoteTool, spec_from_listing
 from eddies.events import ChatMessage, ContentBlock, ContentKind, MessageRole
@@ -273,10 +273,11 @@ def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], k
 async def _call(server: McpServer, name: str, arguments: dict[str, Any], key: str) -> Any:
     session = await _POOL.session(server)
     result = await session.call_tool(name, arguments, meta={IDEMPOTENCY_META: key})
-    text = "\n".join(part for part in map(content_text, result.content) if part)
+    blobs = server.blob_store
+    text = "\n".join(part for part in (content_text(c, blobs is not None) for c in result.content) if part)
     if result.is_error:
         raise McpToolError(text or f"tool {name} failed")
-    blocks = [b for b in map(content_block, result.content) if b is not None]
+    blocks = [b for b in (content_block(c, blobs) for c in result.content) if b is not None]
     if result.structured_content is not None:
         return with_blocks(result.structured_content, blocks)
     import json
@@ -287,25 +288,25 @@ async def _call(server: McpServer, name: str, arguments: dict[str, Any], key: st
         return with_blocks(text, blocks)
 
 
-def content_block(block: Any) -> ContentBlock | None:
+def content_block(block: Any, blobs: BlobStore | None = None) -> ContentBlock | None:
     """What of one content block of a tool's result goes to the model beside its text: an
-    image, audio or binary resource (its bytes, within the size limit), a link; None for a
-    text (the result's text holds it)."""
+    image, audio or binary resource (its bytes within the size limit, else a reference to
+    them in ``blobs``), a link; None for a text (the result's text holds it)."""
     kind = getattr(block, "type", None)
     if kind in ("image", "audio"):
         return inline_block(ContentKind.IMAGE if kind == "image" else ContentKind.AUDIO,
-                            base64.b64decode(block.data), mime_type=block.mime_type)
+                            base64.b64decode(block.data), mime_type=block.mime_type, blobs=blobs)
     if kind == "resource" and getattr(block.resource, "blob", None) is not None:
         res = block.resource
         return inline_block(ContentKind.FILE, base64.b64decode(res.blob), mime_type=res.mime_type,
-                            uri=str(res.uri))
+                            uri=str(res.uri), blobs=blobs)
     if kind == "resource_link":
         return ContentBlock(ContentKind.RESOURCE, "", getattr(block, "mime_type", None), None,
                             str(block.uri), block.name)
     return None
 
 
-def content_text(block: Any) -> str:
+def content_text(block: Any, stored: bool = False) -> str:
     """One content block of a tool's result as the text a session keeps: a text as it is,
     an embedded text resource under its uri, and what is not text (an image, audio, a
     binary resource, a link) as a line that says what it was, so that nothing the server
@@ -315,21 +316,21 @@ def content_text(block: Any) -> str:
     if kind == "text":
         return str(block.text)
     if kind in ("image", "audio"):
-        return f"[{kind} {block.mime_type}, {_sized(_decoded_size(block.data))}]"
+        return f"[{kind} {block.mime_type}, {_sized(_decoded_size(block.data), stored)}]"
     if kind == "resource":
         res = block.resource
         text = getattr(res, "text", None)
         if text is not None:
             return f"[resource {res.uri}]\n{text}"
         return (f"[resource {res.uri} ({res.mime_type or 'binary'}), "
-                f"{_sized(_decoded_size(getattr(res, 'blob', '')))}]")
+                f"{_sized(_decoded_size(getattr(res, 'blob', '')), stored)}]")
     if kind == "resource_link":
         return f"[resource link {block.name}: {block.uri}]"
     return f"[{kind} content: not passed on]"
 
 
-def _sized(size: int) -> str:
-    if size <= MAX_INLINE_BYTES:
+def _sized(size: int, stored: bool) -> str:
+    if size <= MAX_INLINE_BYTES or stored:  # carried, inline or by reference
         return f"{size} bytes"
     return f"{size} bytes: over the {MAX_INLINE_BYTES}-byte limit, not passed on"
 

@@ -331,3 +331,40 @@ CREATE AGENT planner USING MODEL llm USING PROMPT plan WITH ('config.city' = 'Li
 def roles_and_contents(messages: list[Any], tools: list[Any]) -> str:
     """Answers with the messages it was sent."""
     return " | ".join(f"{m.role.value}: {m.content}" for m in messages)
+
+
+def test_an_image_over_the_inline_limit_travels_by_reference_to_its_blob_store(tmp_path: Path) -> None:
+    import base64
+
+    from eddies.connectors.stores.blobs import FolderBlobStore
+    from eddies.engine.content import MAX_INLINE_BYTES, split_blocks
+    from eddies.events import decode_value
+    from tests.mcp_servers import poster_bytes
+
+    blobs = FolderBlobStore(tmp_path / "blobs")
+    proc, url = start_server("ledger", str(tmp_path / "ledger.log"))
+    llm = OpenAIServer(responder=calls_then_answers("poster", {"kib": 400})).start()
+    try:
+        a = agent(McpServer(url=url, blob_store=blobs), llm, ["poster"])
+        [conn] = [r for r in a.resources if r.name == "conn"]
+        conn.obj.blob_store = blobs  # the model reads what the tool wrote
+        runner = LocalRunner(a)
+        [answer] = runner.run([("s1", "a poster")])
+        without = LocalRunner(agent(McpServer(url=url), llm, ["poster"]))
+        [told] = without.run([("s2", "a poster")])
+    finally:
+        stop(proc)
+        llm.stop()
+    image = poster_bytes(400)
+    assert len(image) > MAX_INLINE_BYTES
+    [outcome] = [e.payload for e in runner.history if isinstance(e.payload, DurableCallResult)
+                 and e.payload.kind is CallKind.TOOL]
+    _, [block] = split_blocks(decode_value(outcome.value))
+    assert block.data is None and block.size == len(image) and block.uri.startswith("eddies-blob:")
+    assert len(outcome.value) < 2_000  # the session holds the reference, not the 400 KiB
+    assert blobs.get(block.uri) == image
+    sent = llm.requests[1]["messages"][-1]["content"]  # the first session's second model call
+    assert sent[1]["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(image).decode()
+    assert "[image image/png, 409600 bytes]" in answer
+    # Without a blob store the bytes are not carried, and the text says so.
+    assert "409600 bytes: over the 262144-byte limit, not passed on" in told

@@ -152,3 +152,34 @@ def test_a_model_calls_arguments_are_as_before_for_messages_without_blocks() -> 
 
     with pytest.raises(EncodingError):  # other bytes are still refused
         encode_value({"raw": b"ab"})
+
+
+def test_a_folder_blob_store_keeps_bytes_by_their_hash(tmp_path: Any) -> None:
+    import hashlib
+
+    import pytest
+
+    from eddies.connectors.models.litellm import content_part
+    from eddies.connectors.stores.blobs import FolderBlobStore
+
+    blobs = FolderBlobStore(tmp_path)
+    big = bytes(range(256)) * 2000  # 512,000 bytes, over the inline limit
+    uri = blobs.put(big)
+    assert uri == "eddies-blob:sha256:" + hashlib.sha256(big).hexdigest()
+    assert blobs.put(big) == uri and len(list(tmp_path.iterdir())) == 1  # once
+    assert blobs.get(uri) == big
+    block = inline_block(ContentKind.FILE, big, mime_type="application/pdf", uri="file:///g.pdf",
+                         name="guide", blobs=blobs)
+    assert (block.data, block.uri, block.text, block.size) == (None, uri, "file:///g.pdf", len(big))
+    assert block.describe() == f"[file application/pdf guide, {len(big)} bytes, {uri}]"
+    part = content_part(block, blobs)
+    assert part is not None and part["file"]["file_data"].endswith(base64.b64encode(big).decode())
+    assert content_part(block) is None  # without the store: nothing to add to the text
+    (tmp_path / uri.rpartition(":")[2]).write_bytes(b"changed")
+    with pytest.raises(ValueError, match="does not hash to its name"):
+        blobs.get(uri)
+    assert content_part(block, blobs) is None  # a broken blob is not sent
+    with pytest.raises(KeyError):
+        blobs.get("eddies-blob:sha256:" + "0" * 64)
+    with pytest.raises(ValueError, match="not a blob reference"):
+        blobs.get("eddies-blob:sha256:../../etc/passwd")

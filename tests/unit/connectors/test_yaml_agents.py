@@ -250,3 +250,17 @@ def test_prompts_as_templates_and_skills_in_yaml() -> None:
         with pytest.raises((DefinitionError, PlanError)) as err:
             LocalRunner(load_yaml_text(KNOWING.replace(*change).replace("SKILLS", str(SKILLS_DIR))))
         assert message in str(err.value), (change, str(err.value))
+
+
+def test_a_blob_store_in_yaml_is_a_folder_for_mcp_servers_and_models(tmp_path: Path) -> None:
+    from eddies import FolderBlobStore
+
+    text = REMOTE.replace('args: [-m, mcp_server_time], api_key_env: TIME_KEY}',
+                          f'args: [-m, mcp_server_time], blob_store: "{tmp_path}/blobs"}}')
+    text = text.replace("{name: conn, clazz: scripted}",
+                        f'{{name: conn, clazz: litellm, blob_store: "{tmp_path}/blobs"}}')
+    agent = load_yaml_text(text)
+    objs = {r.name: r.obj for r in agent.resources}
+    assert isinstance(objs["time"].blob_store, FolderBlobStore)
+    assert isinstance(objs["conn"].blob_store, FolderBlobStore)
+    assert objs["conn"].blob_store.path == tmp_path / "blobs"
