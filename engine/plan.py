@@ -330,7 +330,7 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
         if name in own and isinstance(obj, McpTool | A2aTool):
             _add_remote_tools(out, name, obj)
         if name in own and rtype is ResourceType.SKILLS:
-            _add_skill_tools(out, name, obj)
+            _add_skill_tools(out, own, name, obj)
     for name, (rtype, obj) in out.items():
         if rtype is ResourceType.MEMORY_SET and name in own:
             store = out.get(obj.vector_store)
@@ -376,12 +376,14 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
     return out
 
 
-def _add_skill_tools(out: dict[str, tuple[ResourceType, Any]], name: str, skills: Any) -> None:
-    """The tools of SKILLS resource ``name`` (load_skill, bash) as TOOLs of their own."""
+def _add_skill_tools(out: dict[str, tuple[ResourceType, Any]], own: set[str], name: str,
+                     skills: Any) -> None:
+    """The tools of SKILLS resource ``name`` (load_skill, bash) as TOOLs of their own (over
+    a caller's of the same names: a sub-agent's own skills are its own)."""
     for tool in skills.tools():
         if not isinstance(tool, FunctionTool):
             raise PlanError(f"resource {name!r}: its tools() must give FunctionTools, got {tool!r:.60}")
-        if tool.name in out:
+        if tool.name in own:
             raise PlanError(f"resource {name!r}: its tool {tool.name!r} has the name of a resource "
                             "of this agent (one SKILLS resource per agent)")
         out[tool.name] = (ResourceType.TOOL, tool)

@@ -169,3 +169,17 @@ def test_without_allowed_commands_there_is_no_bash_and_names_may_not_clash(skill
     agent.add_resource("skills", ResourceType.SKILLS, object())
     with pytest.raises(PlanError, match="a SKILLS resource needs a tools"):
         LocalRunner(agent)
+
+
+def test_a_sub_agents_own_skills_are_its_own(skills_dir: Path) -> None:
+    from eddies import AgentPlan
+
+    parent = _agent(Skills([skills_dir]), [], [])
+    child = _agent(Skills([skills_dir / "packing"], allowed_commands=["cat"]), [], [])
+    child.name = "packer"
+    parent.add_resource("packer", ResourceType.AGENT, child)
+    plan = AgentPlan.compile(parent)
+    sub = plan.subagents["packer"]
+    assert "trip-budget" in plan.tool("load_skill").spec.description
+    assert "trip-budget" not in sub.tool("load_skill").spec.description  # its own, not its caller's
+    assert sub.offered_tools("llm") == ("load_skill", "bash")
