@@ -90,6 +90,15 @@ class Prompt:
         """The messages' contents, formatted, one paragraph each."""
         return "\n\n".join(m.content for m in self.format_messages(**values))
 
+    @property
+    def system_text(self) -> str:
+        """Its system messages' templates, one paragraph each: the prompt where one text is
+        wanted (a reflection agent's drafter or critic).
+
+            Prompt.from_text("You draft.").system_text == "You draft."
+        """
+        return "\n\n".join(m.content for m in self.messages if m.role is MessageRole.SYSTEM)
+
 
 @dataclass(frozen=True)
 class McpPrompt:

@@ -57,7 +57,6 @@ from eddies.engine import (
 )
 from eddies.engine.prompts import McpPrompt, Prompt
 from eddies.engine.react import GENERAL_PURPOSE
-from eddies.events import MessageRole
 
 _MODEL_ARGUMENTS = ("temperature", "max_tokens", "top_p", "seed", "stop")
 #: Which clauses each statement takes.
@@ -407,7 +406,7 @@ class _Script:
         if isinstance(made, McpPrompt):
             raise DefinitionError(f"{standard.statement.prompt_name.at}: a reflection agent's drafter or "
                                   "critic takes a prompt with text or messages, not an MCP prompt")
-        return "\n\n".join(m.content for m in made.messages if m.role is MessageRole.SYSTEM)
+        return made.system_text
 
     def _add(self, agent: Agent, setup_name: str, standard: _Standard, offered: bool = True) -> None:
         """The model setup ``setup_name`` with the agent's tools (``offered``: offered to its

@@ -105,7 +105,7 @@ def prompt_text(spec: Map, key: str, declared: dict[str, Prompt | McpPrompt]) ->
     if isinstance(prompt, McpPrompt):
         raise DefinitionError(f"{where(spec, key)}: {key}: a reflection agent's prompt is a text or a "
                               f"prompt with text or messages, not an MCP prompt ({value!r})")
-    return "\n\n".join(m.content for m in prompt.messages if m.role is MessageRole.SYSTEM)
+    return prompt.system_text
 
 
 def knowledge_resources(spec: Map, agent: Agent, ref: Ref,

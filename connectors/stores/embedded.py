@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from eddies.connectors.stores.filters import check, matches
+from eddies.connectors.stores.filters import check, matches, metadata_json
 
 
 def _token(value: Any) -> tuple[Any, ...] | None:
@@ -302,7 +302,7 @@ class EmbeddedVectorStore:
         ids = [str(d["id"]) for d in documents]
         contents = [str(d["content"]) for d in documents]
         metas = [dict(d.get("metadata") or {}) for d in documents]
-        _json_only(metas)
+        metadata_json(metas)
         self._get(collection).upsert(ids, contents, metas, vectors)
         self._log(collection, {"op": "upsert", "ids": ids, "contents": contents, "metadata": metas,
                                "vectors": self._encode(vectors)})
@@ -337,14 +337,6 @@ class EmbeddedVectorStore:
                     col.upsert(entry["ids"], entry["contents"], entry["metadata"], vectors)
                 else:
                     col.remove(entry["ids"])
-
-
-def _json_only(metadata: list[dict[str, Any]]) -> None:
-    """Metadata is journaled and filtered as JSON: refuse what JSON cannot hold."""
-    try:
-        json.dumps(metadata)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"a document's metadata must be JSON: {err}") from None
 
 
 __all__ = ["EmbeddedVectorStore"]

@@ -14,8 +14,18 @@ between values of different kinds; a key a document lacks is ``null``. Example::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
+
+
+def metadata_json(metadata: Any) -> str:
+    """``metadata`` as JSON text; a TypeError if JSON cannot hold it, since metadata is
+    journaled and filtered as JSON (``metadata_json({"city": "Porto"})``)."""
+    try:
+        return json.dumps(metadata)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"a document's metadata must be JSON: {err}") from None
 
 
 def kind(value: Any) -> str:

@@ -19,13 +19,12 @@ is tried again, and a write again replaces what an interrupted one wrote. Exampl
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from eddies.connectors.stores.filters import check
+from eddies.connectors.stores.filters import metadata_json
 from eddies.connectors.stores.sql_filters import where
 
 #: Postgres cuts identifiers to this many bytes; a longer table name would be a silent clash.
@@ -74,8 +73,7 @@ class PgVectorStore:
         with self._connection() as conn:
             existed = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [_quoted(table)]).fetchone()
             conn.execute(f"DROP TABLE IF EXISTS {_quoted(table)}")
-        self._tables.discard(table)
-        self._seen.discard(table)
+        self._forget(table)
         return bool(existed and existed[0])
 
     def count(self, collection: str | None = None) -> int:
@@ -138,11 +136,9 @@ class PgVectorStore:
     def delete(self, collection: str, ids: Sequence[str] | None = None,
                filters: Mapping[str, Any] | None = None) -> int:
         """Delete the documents of ``ids`` (or those that match ``filters``); how many."""
-        if filters:
-            check(filters)
+        cond, params = where(filters or {})  # checks them, even with no collection to delete from
         if not self._exists(collection):
             return 0
-        cond, params = where(filters or {})
         chosen = "TRUE" if ids is None else "id = ANY(%s)"
         args = params if ids is None else [list(ids), *params]
         table = self._table(collection)
@@ -151,8 +147,7 @@ class PgVectorStore:
                 return int(conn.execute(f"DELETE FROM {_quoted(table)} WHERE {chosen} AND {cond}",
                                         args).rowcount)
         except _psycopg().errors.UndefinedTable:  # dropped by another process: nothing to delete
-            self._tables.discard(table)
-            self._seen.discard(table)
+            self._forget(table)
             return 0
 
     # --- the server --------------------------------------------------------------------
@@ -169,6 +164,11 @@ class PgVectorStore:
             raise ValueError(f"collection {collection!r}: its table {table!r} must have 1 to "
                              f"{MAX_IDENTIFIER_BYTES} bytes")
         return table
+
+    def _forget(self, table: str) -> None:
+        """``table`` was dropped (by us or another process): ask the server next time."""
+        self._tables.discard(table)
+        self._seen.discard(table)
 
     def _exists(self, collection: str) -> bool:
         table = self._table(collection)
@@ -193,8 +193,7 @@ class PgVectorStore:
                     conn.execute(setup)
                 return list(conn.execute(sql.replace("{t}", _quoted(table)), params).fetchall())
         except _psycopg().errors.UndefinedTable:  # dropped since: as if it never was
-            self._tables.discard(table)
-            self._seen.discard(table)
+            self._forget(table)
             return []
 
     def _write(self, collection: str, dimensions: int, sql: str, rows: list[list[Any]]) -> int:
@@ -209,8 +208,7 @@ class PgVectorStore:
                         cur.executemany(sql.replace("{t}", _quoted(table)), rows)
                         return int(cur.rowcount) if cur.rowcount >= 0 else len(rows)
             except errors.UndefinedTable:  # dropped by another process since we made it
-                self._tables.discard(table)
-                self._seen.discard(table)
+                self._forget(table)
                 if attempt == 2:
                     raise
             except errors.DataException as err:  # a vector of other dimensions, say
@@ -301,10 +299,7 @@ def _rows(documents: Sequence[Mapping[str, Any]], vectors: Any) -> list[tuple[st
         raise ValueError(f"{len(documents)} documents with {len(vectors)} vectors")
     rows = []
     for doc, vec in zip(documents, vectors, strict=True):
-        try:
-            meta = json.dumps(dict(doc.get("metadata") or {}))
-        except (TypeError, ValueError) as err:
-            raise TypeError(f"a document's metadata must be JSON: {err}") from None
+        meta = metadata_json(dict(doc.get("metadata") or {}))
         rows.append((str(doc["id"]), str(doc["content"]), meta, list(vec)))
     return rows
 
