@@ -4,7 +4,9 @@ Each collection holds its documents' unit vectors in one numpy matrix: a query i
 matrix-vector product and a partial sort (exact cosine similarity), after its filters
 chose the documents whose metadata matches: an index of each metadata key's values gives
 the rows an equality (``$eq``, ``$in``, a plain value) allows, and only those are checked;
-a filter of orders or nulls alone checks every document's metadata. With
+a filter of orders or nulls alone checks every document's metadata. Queries that arrive
+while the store is busy (a worker's call threads) are answered together, by one matrix
+product for those without filters. With
 ``path``, every change is appended to ``PATH/COLLECTION.jsonl`` (the vectors as base64
 float32) and a store opened on the same path reads them back; without, it lives in
 memory. One process writes a path: for a fleet of workers that share documents, use a
@@ -22,6 +24,7 @@ import json
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,23 @@ def _token(value: Any) -> tuple[Any, ...] | None:
     if isinstance(value, str):
         return ("s", value)
     return None
+
+
+# Queries answered by one matrix product at most: (documents x _BATCH) float32 scores.
+_BATCH = 16
+
+
+@dataclass(eq=False)
+class _Ask:
+    """One query waiting for its answer (see EmbeddedVectorStore.query)."""
+
+    collection: str
+    vector: Any  # a unit vector
+    limit: int
+    filters: Mapping[str, Any] | None
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    error: Exception | None = None
+    done: bool = False
 
 
 class _Collection:
@@ -120,6 +140,39 @@ class _Collection:
         return {"id": self.ids[row], "content": self.contents[row],
                 "metadata": dict(self.metadata[row]), "score": score}
 
+    def check_dimensions(self, vector: Any, name: str) -> None:
+        """A ValueError unless ``vector`` has this collection's dimensions."""
+        if vector.shape != (self.matrix.shape[1],):
+            raise ValueError(f"a query vector of shape {vector.shape} for collection {name!r} "
+                             f"of {self.matrix.shape[1]} dimensions")
+
+    def nearest(self, vectors: Sequence[Any], limits: Sequence[int]) -> list[list[dict[str, Any]]]:
+        """For each unit vector, its ``limit`` nearest documents, nearest first: one
+        matrix-vector product for one vector, one matrix product for several."""
+        np = self.np
+        matrix = self.matrix[: len(self.ids)]
+        if len(vectors) == 1:
+            scores = (matrix @ vectors[0])[None, :]
+        else:
+            scores = np.ascontiguousarray((matrix @ np.stack(vectors).T).T)
+        return [self._top(row_scores, limit, None) for row_scores, limit in zip(scores, limits, strict=True)]
+
+    def nearest_matching(self, vector: Any, limit: int, filters: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The ``limit`` documents nearest to ``vector`` that match ``filters``."""
+        rows = self.np.asarray(self.selected(filters), dtype=self.np.int64)
+        if not len(rows):
+            return []
+        return self._top(self.matrix[rows] @ vector, limit, rows)
+
+    def _top(self, scores: Any, limit: int, rows: Any) -> list[dict[str, Any]]:
+        np = self.np
+        k = min(limit, len(scores))
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [self.document(int(i if rows is None else rows[i]), round(float(scores[i]), 6)) for i in top]
+
     def selected(self, filters: Mapping[str, Any]) -> list[int]:
         """The rows whose metadata match ``filters``, in row order: those the index says
         may match, checked; every row, checked, when the filters name no indexed value."""
@@ -177,8 +230,12 @@ class EmbeddedVectorStore:
         self._np = np
         # One operation at a time, queries too: a query is a matrix-vector product bound by
         # memory bandwidth, on every core BLAS has; queries side by side on a worker's call
-        # threads measured 3x slower than one after another (bench/retrieval.py).
+        # threads measured 3x slower than one after another (bench/retrieval.py). Queries
+        # that wait meanwhile are answered together, by one matrix product that reads the
+        # matrix once for them all (group commit, for reads).
         self._lock = threading.Lock()
+        self._asking = threading.Lock()  # guards _asked alone, never held while computing
+        self._asked: list[_Ask] = []
         self._collections: dict[str, _Collection] = {}
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -233,25 +290,62 @@ class EmbeddedVectorStore:
         np = self._np
         if filters:
             check(filters)
+        q = np.asarray(vector, dtype=np.float32)
+        ask = _Ask(collection, q / (np.linalg.norm(q) or 1.0), limit, filters or None)
+        with self._asking:
+            self._asked.append(ask)
         with self._lock:
-            col = self._collections.get(collection)
-            if col is None or not col.ids:
-                return []
-            q = np.asarray(vector, dtype=np.float32)
-            if q.shape[0] != col.matrix.shape[1]:
-                raise ValueError(f"a query vector of {q.shape[0]} dimensions for collection "
-                                 f"{collection!r} of {col.matrix.shape[1]}")
-            q = q / (np.linalg.norm(q) or 1.0)
-            rows = np.asarray(col.selected(filters), dtype=np.int64) if filters else None
-            if rows is not None and not len(rows):
-                return []
-            matrix = col.matrix[: len(col.ids)] if rows is None else col.matrix[rows]
-            scores = matrix @ q
-            k = min(limit, len(scores))
-            top = np.argpartition(-scores, k - 1)[:k]
-            top = top[np.argsort(-scores[top], kind="stable")]
-            return [col.document(int(i if rows is None else rows[i]), round(float(scores[i]), 6))
-                    for i in top]
+            if not ask.done:  # no query before ours took it along: ours takes those waiting
+                with self._asking:
+                    batch, self._asked = self._asked, []
+                self._answer(batch)
+        if ask.error is not None:
+            raise ask.error
+        return ask.documents
+
+    def _answer(self, batch: list[_Ask]) -> None:
+        """Answer the queries of ``batch`` (under the lock): those without filters on one
+        collection by one matrix product, which reads the matrix once for them all."""
+        by_collection: dict[str, list[_Ask]] = {}
+        for ask in batch:
+            by_collection.setdefault(ask.collection, []).append(ask)
+        try:
+            for name, asks in by_collection.items():
+                col = self._collections.get(name)
+                plain: list[_Ask] = []
+                for ask in asks:
+                    try:
+                        if col is None or not col.ids:
+                            ask.documents = []
+                        else:
+                            col.check_dimensions(ask.vector, name)
+                            if not ask.filters:
+                                plain.append(ask)
+                                continue
+                            ask.documents = col.nearest_matching(ask.vector, ask.limit, ask.filters)
+                    except Exception as err:  # raised again in the thread that asked
+                        ask.error = err
+                    ask.done = True
+                if col is not None:
+                    self._answer_together(col, plain)
+        finally:  # interrupted: every query left gets an error, so none returns nothing
+            for ask in batch:
+                if not ask.done:
+                    ask.error, ask.done = RuntimeError("the embedded store was interrupted"), True
+
+    @staticmethod
+    def _answer_together(col: _Collection, asks: list[_Ask]) -> None:
+        """Answer ``asks`` (no filters, on ``col``) by matrix products of _BATCH at most."""
+        for start in range(0, len(asks), _BATCH):
+            chunk = asks[start:start + _BATCH]
+            try:
+                answers = col.nearest([a.vector for a in chunk], [a.limit for a in chunk])
+            except Exception as err:  # raised again in each thread that asked
+                for ask in chunk:
+                    ask.error, ask.done = err, True
+                continue
+            for ask, documents in zip(chunk, answers, strict=True):
+                ask.documents, ask.done = documents, True
 
     def get(self, collection: str, ids: Sequence[str] | None = None,
             filters: Mapping[str, Any] | None = None, limit: int | None = None) -> list[dict[str, Any]]:

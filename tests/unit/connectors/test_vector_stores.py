@@ -289,3 +289,62 @@ def test_a_model_searches_a_store_offered_as_a_tool() -> None:
     found, refused = seen
     assert [d["id"] for d in json.loads(found)] == ["porto-guest"]
     assert "ToolArgumentError" in refused and "query" in refused
+
+
+def test_queries_that_wait_together_are_answered_together_as_one_at_a_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+    import threading
+
+    from eddies.connectors.stores import embedded
+
+    rng = random.Random(7)
+    store = EmbeddedVectorStore(embedding_model="emb", collection="c")
+    rows = [{"id": f"d{i}", "content": f"doc {i}", "metadata": {"even": i % 2 == 0}} for i in range(3000)]
+    store.add("c", rows, [[rng.gauss(0, 1) for _ in range(16)] for _ in rows])
+    asks: list[tuple[Any, ...]] = [("c", [rng.gauss(0, 1) for _ in range(16)], rng.randint(1, 9), None)
+                                   for _ in range(40)]
+    asks += [("c", [rng.gauss(0, 1) for _ in range(16)], 3, {"even": True}) for _ in range(4)]
+    asks += [("c", [1.0, 2.0], 3, None), ("nowhere", [1.0] * 16, 3, None)]
+    alone = [_answer_or_error(store, ask) for ask in asks]
+
+    sizes: list[int] = []
+    nearest = embedded._Collection.nearest
+
+    def counted(self: Any, vectors: Any, limits: Any) -> Any:
+        sizes.append(len(vectors))
+        return nearest(self, vectors, limits)
+
+    monkeypatch.setattr(embedded._Collection, "nearest", counted)
+    together: list[Any] = [None] * len(asks)
+    start = threading.Barrier(len(asks) + 1)
+
+    def writer() -> None:  # holds the store while the queries arrive
+        start.wait()
+        store.add("other", [{"id": str(i), "content": "x"} for i in range(60_000)],
+                  [[1.0] * 16 for _ in range(60_000)])
+
+    def asker(i: int) -> None:
+        start.wait()
+        together[i] = _answer_or_error(store, asks[i])
+
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=asker, args=(i,))
+                                                   for i in range(len(asks))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert max(sizes) > 1, sizes  # some were answered by one matrix product
+    for one, both in zip(alone, together, strict=True):
+        if isinstance(one, Exception):
+            assert type(both) is type(one) and str(both) == str(one)
+        else:
+            assert [d["id"] for d in both] == [d["id"] for d in one]
+            assert [d["score"] for d in both] == pytest.approx([d["score"] for d in one], abs=1e-5)
+
+
+def _answer_or_error(store: EmbeddedVectorStore, ask: tuple[Any, ...]) -> Any:
+    try:
+        return store.query(*ask)
+    except ValueError as err:
+        return err
