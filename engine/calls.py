@@ -11,16 +11,20 @@ depends on no context or machine. Example (what ``ctx.sleep(5)`` asks for)::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from eddies.events import CallKind, Event
+from eddies.events import CallKind, ChatMessage, Event, MessageRole, ToolCall
 
+from .content import block_of
 from .durable import Outcome
 from .memory import Memory
 from .plan_view import PlanView
 from .state import CallRecord
+
+if TYPE_CHECKING:
+    from .resources import ChatModelSetup
 
 
 class Suspend(BaseException):
@@ -42,6 +46,13 @@ class CallSite(Protocol):
 
     @property
     def short_term_memory(self) -> Memory: ...
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def trigger(self) -> Event:
+        """The event the action runs for."""
 
     def now(self) -> int: ...
 
@@ -227,3 +238,57 @@ def signal_wait_spec(name: str, timeout: float | timedelta | None) -> CallSpec:
     spec = CallSpec(CallKind.SIGNAL, name, (), {"timeout_ms": after}, idempotent=True)
     spec.due_after = after
     return spec
+
+
+# --- a model call as the journal holds it (the chat action's, a handle's, a memory's) ---
+def chat_spec(name: str, setup: ChatModelSetup, messages: Sequence[Any],
+              arguments: Mapping[str, Any]) -> CallSpec:
+    """The durable call that asks CHAT_MODEL ``name`` (of ``setup``) about ``messages``."""
+    return CallSpec(CallKind.CHAT_MODEL, name, (),
+                    {"messages": [message_args(m) for m in messages], **arguments},
+                    idempotent=setup.idempotent)
+
+
+_ROLES = {role.value: role for role in MessageRole}
+
+
+def message_args(message: ChatMessage | Mapping[str, Any]) -> Any:
+    """A message as a model call's arguments hold it: without ``blocks`` when it has none,
+    so that calls journaled before messages had blocks compare equal when replayed."""
+    if isinstance(message, ChatMessage):
+        if message.blocks:
+            return message
+        return {"role": message.role, "content": message.content, "tool_calls": message.tool_calls,
+                "tool_call_id": message.tool_call_id, "extra_args": message.extra_args}
+    if isinstance(message, Mapping) and "blocks" in message and not message["blocks"]:
+        return {k: v for k, v in message.items() if k != "blocks"}
+    return message
+
+
+def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
+    """A ChatMessage from its JSON value (as returned by a CHAT_MODEL call).
+
+    A model connection can return anything: a reply whose parts are not of the schema's
+    types raises TypeError naming the part (the chat action fails, not the worker that
+    would write the event). Null content (common beside tool calls) reads as "".
+    """
+    if not isinstance(value, Mapping):
+        raise TypeError(f"chat model reply: expected a message object, got {type(value).__name__}")
+    content = value.get("content")
+    if content is None:
+        content = ""
+    elif not isinstance(content, str):
+        raise TypeError(f"chat model reply: content: expected text, got {type(content).__name__}")
+    calls = value.get("tool_calls") or []
+    tool_calls = []
+    for k, t in enumerate(calls):
+        call = ToolCall(t["id"], t["name"], t.get("arguments") or {})
+        if not isinstance(call.id, str) or not isinstance(call.name, str):
+            raise TypeError(f"chat model reply: tool_calls[{k}]: id and name must be text, got "
+                            f"{type(call.id).__name__} and {type(call.name).__name__}")
+        tool_calls.append(call)
+    answered = value.get("tool_call_id")
+    if answered is not None and not isinstance(answered, str):
+        raise TypeError(f"chat model reply: tool_call_id: expected text, got {type(answered).__name__}")
+    return ChatMessage(_ROLES[value.get("role", "assistant")], content, tool_calls, answered,
+                       value.get("extra_args", {}), [block_of(b) for b in value.get("blocks") or ()])

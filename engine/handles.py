@@ -21,15 +21,15 @@ from eddies.events import (
     ChatMessage,
     ErrorCategory,
     ErrorInfo,
-    MessageRole,
     ToolCall,
     ToolResult,
 )
 
 from . import approval
-from .calls import CallAwaitable, CallSite, CallSpec, signal_wait_spec
-from .content import block_of, split_blocks
+from .calls import CallAwaitable, CallSite, CallSpec, chat_spec, message_from_value, signal_wait_spec
+from .content import split_blocks
 from .durable import DurableCallError, Outcome
+from .long_term_memory import Flow, memory_tool, run_later
 from .remote_tools import AnyTool
 from .resources import ChatModelSetup, ResourceType
 from .subagents import Result, SubagentSetup, subagent_call
@@ -73,9 +73,7 @@ class ChatModelHandle:
         return call_tools(self._site, self.name, tool_calls)
 
     def _spec(self, messages: list[Any], arguments: dict[str, Any]) -> CallSpec:
-        return CallSpec(CallKind.CHAT_MODEL, self.name, (),
-                        {"messages": [message_args(m) for m in messages], **arguments},
-                        idempotent=self.setup.idempotent)
+        return chat_spec(self.name, self.setup, messages, arguments)
 
     def _reply(self, spec: CallSpec, value: Any) -> ChatMessage:
         self.attempts = self._site.calls[spec.cid].attempt
@@ -137,6 +135,7 @@ async def call_tools(site: CallSite, model: str, calls: list[ToolCall]) -> list[
     results: list[ToolResult | None] = [None] * len(calls)
     waits: list[tuple[int, CallSpec]] = []  # approval waits
     ready: list[tuple[int, CallSpec]] = []  # calls that need none
+    memories: list[tuple[int, Flow[Any]]] = []  # uses of memory sets: calls one after another
     offered = plan.offered_tools(model)
     calls = list(calls)  # with injected arguments below: the model's own list stays as sent
     for i, tc in enumerate(calls):
@@ -173,6 +172,13 @@ async def call_tools(site: CallSite, model: str, calls: list[ToolCall]) -> list[
             ready.append((i, query_spec(tc.name, obj, tc.arguments["query"],
                                         tc.arguments.get("max_results", 5))))
             continue
+        if kind is ResourceType.MEMORY_SET:  # remember and recall, as a tool
+            try:
+                memories.append((i, memory_tool(site, tc.name, obj, tc.arguments)))
+            except ToolArgumentError as err:
+                results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(
+                    "ToolArgumentError", f"tool {tc.name!r}: {err}", category=ErrorCategory.PERMANENT))
+            continue
         tool = plan.tool(tc.name)
         try:
             arguments = prepared(site, tool, tc.arguments)
@@ -208,6 +214,12 @@ async def call_tools(site: CallSite, model: str, calls: list[ToolCall]) -> list[
                 approved.append((i, _tool_call(tc, tool)))
             else:
                 results[i] = ToolResult(tc.id, tc.name, None, refused)
+    for i, flow in memories:  # after the batch, in order: a replay makes the same calls
+        tc = calls[i]
+        try:
+            results[i] = ToolResult(tc.id, tc.name, await run_later(site, flow))
+        except DurableCallError as err:
+            results[i] = ToolResult(tc.id, tc.name, None, ErrorInfo(err.error_type, err.message))
     return results  # type: ignore[return-value]  # every slot was filled above
 
 
@@ -258,50 +270,4 @@ def _tool_result(tc: ToolCall, outcome: Outcome) -> ToolResult:
     return ToolResult(tc.id, tc.name, None, ErrorInfo.of(err))
 
 
-_ROLES = {role.value: role for role in MessageRole}
-
-
-def message_args(message: ChatMessage | Mapping[str, Any]) -> Any:
-    """A message as a model call's arguments hold it: without ``blocks`` when it has none,
-    so that calls journaled before messages had blocks compare equal when replayed."""
-    if isinstance(message, ChatMessage):
-        if message.blocks:
-            return message
-        return {"role": message.role, "content": message.content, "tool_calls": message.tool_calls,
-                "tool_call_id": message.tool_call_id, "extra_args": message.extra_args}
-    if isinstance(message, Mapping) and "blocks" in message and not message["blocks"]:
-        return {k: v for k, v in message.items() if k != "blocks"}
-    return message
-
-
-def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
-    """A ChatMessage from its JSON value (as returned by a CHAT_MODEL call).
-
-    A model connection can return anything: a reply whose parts are not of the schema's
-    types raises TypeError naming the part (the chat action fails, not the worker that
-    would write the event). Null content (common beside tool calls) reads as "".
-    """
-    if not isinstance(value, Mapping):
-        raise TypeError(f"chat model reply: expected a message object, got {type(value).__name__}")
-    content = value.get("content")
-    if content is None:
-        content = ""
-    elif not isinstance(content, str):
-        raise TypeError(f"chat model reply: content: expected text, got {type(content).__name__}")
-    calls = value.get("tool_calls") or []
-    tool_calls = []
-    for k, t in enumerate(calls):
-        call = ToolCall(t["id"], t["name"], t.get("arguments") or {})
-        if not isinstance(call.id, str) or not isinstance(call.name, str):
-            raise TypeError(f"chat model reply: tool_calls[{k}]: id and name must be text, got "
-                            f"{type(call.id).__name__} and {type(call.name).__name__}")
-        tool_calls.append(call)
-    answered = value.get("tool_call_id")
-    if answered is not None and not isinstance(answered, str):
-        raise TypeError(f"chat model reply: tool_call_id: expected text, got {type(answered).__name__}")
-    return ChatMessage(_ROLES[value.get("role", "assistant")], content, tool_calls, answered,
-                       value.get("extra_args", {}), [block_of(b) for b in value.get("blocks") or ()])
-
-
-__all__ = ["ChatModelHandle", "ToolHandle", "approval_wait", "call_tools", "message_args",
-           "message_from_value", "prepared"]
+__all__ = ["ChatModelHandle", "ToolHandle", "approval_wait", "call_tools", "prepared"]

@@ -18,6 +18,11 @@ action)::
     facts.add(["prefers window seats", "vegetarian"])
     facts.search("what does she eat?", limit=3)    # [Document("vegetarian", ...), ...]
 
+A chat model setup that names the set among its ``tools`` offers it to its model as one
+tool that remembers facts and recalls the nearest ones (:func:`memory_tool_spec`); whose
+they are is the setup's ``key`` (the session, a field of the input, the config or
+short-term memory), never the model's choice.
+
 With a ``compaction_model`` (a CHAT_MODEL resource), a set keeps one item per fact, as
 Mem0 does: an item added while the key holds items as near as ``similarity`` (cosine) is
 shown to the model with them, and the model answers whether it is new (added), the same
@@ -30,28 +35,44 @@ three adds the item (nothing is lost to a confused model).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from eddies.events import ChatMessage, Document, MessageRole
+from eddies.events import ChatMessage, Document, InputEvent, MessageRole
 
-from .handles import ChatModelHandle
-from .resources import ResourceType
-from .vector_stores import VectorStoreHandle, document_of
+from .calls import CallAwaitable, CallSite, CallSpec, chat_spec, message_from_value
+from .resources import ResourceType, ToolSpec
+from .tool_args import ToolArgumentError, problem
+from .vector_stores import (
+    MOST_RESULTS_FOR_A_MODEL,
+    document_dict,
+    document_of,
+    query_spec,
+    result,
+    store_spec,
+)
 
 if TYPE_CHECKING:
     from .step import Step
 
+T = TypeVar("T")
+#: A memory operation as the durable calls it makes, one after another: it yields each
+#: call's spec and is sent its answer (run by :func:`run_now` or :func:`run_later`).
+Flow = Generator[CallSpec, Any, T]
+
 #: The metadata keys a memory item carries: whose it is, and when it was written.
 KEY, AT = "key", "at"
+#: Where a set's key comes from when no action names it (a model's use, or ``key=None``).
+KEY_SOURCES = ("session", "input:", "config:", "short_term_memory:")
 
 
 @dataclass(frozen=True)
 class MemorySetSetup:
     """A MEMORY_SET resource: the VECTOR_STORE that keeps its items, and how long an item
-    is kept (None: for ever). Example: ``MemorySetSetup("docs", retention=timedelta(days=30))``."""
+    is kept (None: for ever). Example: ``MemorySetSetup("docs", retention=timedelta(days=30),
+    key="input:user")``."""
 
     vector_store: str
     retention: timedelta | None = None
@@ -61,6 +82,11 @@ class MemorySetSetup:
     compaction_model: str | None = None
     #: How near (cosine similarity) an item must be to one the key holds to be compared.
     similarity: float = 0.75
+    #: Whose items a model that uses the set as a tool (or an action that names no key)
+    #: reads and writes: ``session`` (the session's id), ``input:FIELD`` (that field of
+    #: the input, an object), ``config:KEY`` or ``short_term_memory:KEY``. Never the
+    #: model's choice: a model cannot read another user's memories.
+    key: str = "session"
 
     def __post_init__(self) -> None:
         if self.retention is not None and (
@@ -69,46 +95,83 @@ class MemorySetSetup:
                              f"{self.retention!r}")
         if not 0.0 < self.similarity <= 1.0:
             raise ValueError(f"MemorySetSetup: similarity is in (0, 1], got {self.similarity!r}")
+        source, _, name = self.key.partition(":")
+        if self.key != "session" and not (f"{source}:" in KEY_SOURCES and name):
+            raise ValueError(f"MemorySetSetup: key is 'session', 'input:FIELD', 'config:KEY' or "
+                             f"'short_term_memory:KEY', got {self.key!r}")
 
 
 class MemorySet:
     """One memory set of one key, seen from an action (see the module). Example:
     ``ctx.long_term_memory.get_memory_set("facts", key="u42").search("diet")``."""
 
-    __slots__ = ("_llm", "_now", "_store", "collection", "key", "name", "setup")
+    __slots__ = ("_site", "collection", "key", "name", "setup")
 
-    def __init__(self, store: VectorStoreHandle, name: str, setup: MemorySetSetup, key: str,
-                 collection: str, now: int, llm: ChatModelHandle | None = None) -> None:
-        self._store = store
-        self._llm = llm
-        self._now = now
+    def __init__(self, site: CallSite, name: str, setup: MemorySetSetup, key: str) -> None:
+        self._site = site
         self.name = name
         self.setup = setup
         self.key = key
-        self.collection = collection
+        self.collection = f"memory.{site.plan.agent_name}.{name}"
 
     def add(self, items: Sequence[str | Document | Mapping[str, Any]]) -> list[str]:
         """Remember ``items`` (texts, or Documents with metadata of their own); their ids."""
+        return run_now(self._site, self.adding(items))
+
+    def search(self, query: str, *, limit: int = 5, filters: Mapping[str, Any] | None = None
+               ) -> list[Document]:
+        """The ``limit`` items of this key nearest to ``query`` (and matching ``filters``)."""
+        return run_now(self._site, self.searching(query, limit, filters))
+
+    def get(self, ids: Sequence[str] | None = None, *, limit: int | None = None) -> list[Document]:
+        """Items of this key by id, or all of them (at most ``limit``)."""
+        found = _result_of(self._site, self._spec("get", ids=None if ids is None else list(ids),
+                                                 filters=self._own(None), limit=limit))
+        return [document_of(d) for d in found]
+
+    def delete(self, ids: Sequence[str] | None = None) -> int:
+        """Forget the items of ``ids``, or every item of this key; how many."""
+        return int(_result_of(self._site, self._spec("delete", ids=None if ids is None else list(ids),
+                                                    filters={KEY: self.key})))
+
+    # --- the operations as flows (the same for an action and for a model's tool) -------
+    def adding(self, items: Sequence[str | Document | Mapping[str, Any]]) -> Flow[list[str]]:
+        """:meth:`add`, as a flow."""
+        now = self._site.now()
         docs = []
         for item in items:
             doc = document_of(item)
-            meta = {**doc.metadata, KEY: self.key, AT: self._now}
-            docs.append(Document(doc.content, meta, doc.id))
-        self._forget_expired()
-        if self._llm is None:
-            return self._store.add(docs, collection=self.collection)
-        return [self._compacted(doc) for doc in docs]
+            docs.append(Document(doc.content, {**doc.metadata, KEY: self.key, AT: now}, doc.id))
+        if self.setup.retention is not None:
+            yield self._spec("delete", ids=None,
+                             filters={KEY: self.key, AT: {"$lt": now - _ms(self.setup.retention)}})
+        if self.setup.compaction_model is None:
+            return list(result((yield self._spec("add", documents=[document_dict(d) for d in docs]))))
+        ids = []
+        for doc in docs:
+            ids.append((yield from self._compacted(doc, now)))
+        return ids
 
-    def _compacted(self, doc: Document) -> str:
+    def searching(self, query: str, limit: int = 5, filters: Mapping[str, Any] | None = None
+                  ) -> Flow[list[Document]]:
+        """:meth:`search`, as a flow."""
+        name = self.setup.vector_store
+        spec = query_spec(name, self._site.plan.resources[name][1], query, limit, self._own(filters),
+                          self.collection)
+        return [document_of(d) for d in result((yield spec))]
+
+    def _compacted(self, doc: Document, now: int) -> Flow[str]:
         """Add ``doc``, or fold it into a near item the model says it repeats or updates."""
-        assert self._llm is not None
-        near = [d for d in self.search(doc.content, limit=3) if (d.score or 0) >= self.setup.similarity]
+        found = yield from self.searching(doc.content, 3)
+        near = [d for d in found if (d.score or 0) >= self.setup.similarity]
         if not near:
-            return self._store.add([doc], collection=self.collection)[0]
+            return str(result((yield self._spec("add", documents=[document_dict(doc)])))[0])
         shown = {d.id: d for d in near if d.id is not None}
         asked = {"memories": [{"id": i, "text": d.content} for i, d in shown.items()], "new": doc.content}
-        reply = self._llm.chat([ChatMessage(MessageRole.SYSTEM, COMPACTION_PROMPT),
-                                ChatMessage(MessageRole.USER, json.dumps(asked))])
+        model = str(self.setup.compaction_model)
+        reply = message_from_value((yield chat_spec(model, self._site.plan.resources[model][1], [
+            ChatMessage(MessageRole.SYSTEM, COMPACTION_PROMPT),
+            ChatMessage(MessageRole.USER, json.dumps(asked))], {})))
         decision = _decision(reply.content)
         chosen = shown.get(str(decision.get("id")))
         if decision.get("action") == "none" and chosen is not None:
@@ -116,38 +179,107 @@ class MemorySet:
         if decision.get("action") == "update" and chosen is not None:
             told = decision.get("text")
             text = told if isinstance(told, str) and told.strip() else doc.content
-            self._store.update([Document(text, {**chosen.metadata, AT: self._now}, chosen.id)],
-                               collection=self.collection)
+            kept = Document(text, {**chosen.metadata, AT: now}, chosen.id)
+            yield self._spec("update", documents=[document_dict(kept)])
             return str(chosen.id)
-        return self._store.add([doc], collection=self.collection)[0]
+        return str(result((yield self._spec("add", documents=[document_dict(doc)])))[0])
 
-    def search(self, query: str, *, limit: int = 5, filters: Mapping[str, Any] | None = None
-               ) -> list[Document]:
-        """The ``limit`` items of this key nearest to ``query`` (and matching ``filters``)."""
-        return self._store.query(query, limit=limit, filters=self._own(filters),
-                                 collection=self.collection)
-
-    def get(self, ids: Sequence[str] | None = None, *, limit: int | None = None) -> list[Document]:
-        """Items of this key by id, or all of them (at most ``limit``)."""
-        return self._store.get(ids, filters=self._own(None), limit=limit, collection=self.collection)
-
-    def delete(self, ids: Sequence[str] | None = None) -> int:
-        """Forget the items of ``ids``, or every item of this key; how many."""
-        return self._store.delete(ids, filters={KEY: self.key}, collection=self.collection)
+    def _spec(self, op: str, **arguments: Any) -> CallSpec:
+        name = self.setup.vector_store
+        return store_spec(name, self._site.plan.resources[name][1], op, self.collection, **arguments)
 
     def _own(self, filters: Mapping[str, Any] | None) -> dict[str, Any]:
         """This key's items, younger than the retention, and ``filters``."""
         own: list[dict[str, Any]] = [{KEY: self.key}]
         if self.setup.retention is not None:
-            own.append({AT: {"$gte": self._now - _ms(self.setup.retention)}})
+            own.append({AT: {"$gte": self._site.now() - _ms(self.setup.retention)}})
         if filters:
             own.append(dict(filters))
         return {"$and": own}
 
-    def _forget_expired(self) -> None:
-        if self.setup.retention is not None:
-            self._store.delete(filters={KEY: self.key, AT: {"$lt": self._now - _ms(self.setup.retention)}},
-                               collection=self.collection)
+
+def _result_of(site: CallSite, spec: CallSpec) -> Any:
+    """What the store's operation of one call, made now, returned."""
+    return result(site.call_now(spec))
+
+
+def run_now(site: CallSite, flow: Flow[T]) -> T:
+    """``flow`` run in a sync action: each call made now (Suspend until it has an outcome)."""
+    try:
+        spec = next(flow)
+        while True:
+            spec = flow.send(site.call_now(spec))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def run_later(site: CallSite, flow: Flow[T]) -> T:
+    """``flow`` run in an ``async def`` action, each call awaited in turn."""
+    try:
+        spec = next(flow)
+        while True:
+            spec = flow.send(await CallAwaitable(site, [spec], batch=False))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def memory_tool_spec(name: str, setup: MemorySetSetup) -> ToolSpec:
+    """How a model is offered MEMORY_SET ``name`` (named in its setup's ``tools``): one tool
+    that remembers facts, recalls the nearest ones, or both."""
+    description = setup.description or (
+        f"The {name} memory: what you learnt about the user in earlier conversations. "
+        "'remember' keeps facts (short, one fact each) for later conversations; 'recall' "
+        "returns the remembered facts nearest to a question, nearest first.")
+    return ToolSpec(name, description, {
+        "type": "object",
+        "properties": {
+            "remember": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                         "maxItems": MOST_RESULTS_FOR_A_MODEL, "description": "Facts to keep."},
+            "recall": {"type": "string", "description": "What to look for."},
+            "max_results": {"type": "integer", "minimum": 1, "maximum": MOST_RESULTS_FOR_A_MODEL,
+                            "description": "How many facts to recall (default 5)."}},
+        "additionalProperties": False})
+
+
+def memory_tool(site: CallSite, name: str, setup: MemorySetSetup, arguments: Any) -> Flow[dict[str, Any]]:
+    """What a model's call of memory tool ``name`` does, as a flow: ``{"remembered": n}``
+    and/or ``{"recalled": [{"content", "score"}, ...]}``. ToolArgumentError (raised before any
+    call) says what is wrong with ``arguments`` or the key."""
+    if not isinstance(arguments, Mapping):
+        raise ToolArgumentError("arguments must be an object")
+    wrong = problem(memory_tool_spec(name, setup).parameters, dict(arguments))
+    if wrong is None and "remember" not in arguments and "recall" not in arguments:
+        wrong = "give 'remember', 'recall' or both"
+    if wrong is not None:
+        raise ToolArgumentError(wrong)
+    memory = MemorySet(site, name, setup, key_of(site, setup))
+    return _used(memory, arguments)
+
+
+def _used(memory: MemorySet, arguments: Mapping[str, Any]) -> Flow[dict[str, Any]]:
+    out: dict[str, Any] = {}
+    if "remember" in arguments:
+        out["remembered"] = len((yield from memory.adding(arguments["remember"])))
+    if "recall" in arguments:
+        found = yield from memory.searching(arguments["recall"], arguments.get("max_results", 5))
+        out["recalled"] = [{"content": d.content, "score": d.score} for d in found]
+    return out
+
+
+def key_of(site: CallSite, setup: MemorySetSetup) -> str:
+    """The key ``setup.key`` names for the running action; ToolArgumentError if it has none."""
+    source, _, field = setup.key.partition(":")
+    if source == "session":
+        return site.session_id
+    if source == "input":
+        given = site.trigger.input if isinstance(site.trigger, InputEvent) else None
+        value = given.get(field) if isinstance(given, Mapping) else None
+    else:
+        value = (site.config if source == "config" else site.short_term_memory).get(field)
+    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+        raise ToolArgumentError(f"the memory's key {setup.key!r} is not a text or number here "
+                                f"(got {value!r:.60})")
+    return str(value)
 
 
 #: What the compaction model is asked (its answer: one JSON object).
@@ -183,7 +315,8 @@ class LongTermMemory:
         self._step = step
 
     def get_memory_set(self, name: str, *, key: str | None = None) -> MemorySet:
-        """Memory set ``name`` (a MEMORY_SET resource) of ``key`` (default: the session)."""
+        """Memory set ``name`` (a MEMORY_SET resource) of ``key`` (default: the one its
+        setup's ``key`` names, the session's unless it says otherwise)."""
         step = self._step
         entry = step.plan.resources.get(name)
         if entry is None or entry[0] is not ResourceType.MEMORY_SET:
@@ -191,12 +324,11 @@ class LongTermMemory:
         setup: MemorySetSetup = entry[1]
         if key is not None and (not isinstance(key, str) or not key):
             raise ValueError(f"memory set {name!r}: the key is a non-empty str, got {key!r}")
-        store = VectorStoreHandle(step, setup.vector_store,
-                                  step.plan.resources[setup.vector_store][1])
-        llm = (None if setup.compaction_model is None else
-               ChatModelHandle(step, setup.compaction_model, step.plan.resources[setup.compaction_model][1]))
-        return MemorySet(store, name, setup, key or step.state.session_id,
-                         f"memory.{step.plan.agent_name}.{name}", step.state.clock, llm)
+        try:
+            return MemorySet(step, name, setup, key or key_of(step, setup))
+        except ToolArgumentError as err:
+            raise KeyError(f"memory set {name!r}: {err}") from None
 
 
-__all__ = ["AT", "COMPACTION_PROMPT", "KEY", "LongTermMemory", "MemorySet", "MemorySetSetup"]
+__all__ = ["AT", "COMPACTION_PROMPT", "KEY", "KEY_SOURCES", "Flow", "LongTermMemory", "MemorySet",
+           "MemorySetSetup", "key_of", "memory_tool", "memory_tool_spec", "run_later", "run_now"]

@@ -18,7 +18,7 @@ from . import chat, retrieval
 from .agent import ActionSpec, Agent, PlanError, Resource
 from .budgets import Budget, budgets
 from .embeddings import EmbeddingModelSetup
-from .long_term_memory import MemorySetSetup
+from .long_term_memory import MemorySetSetup, memory_tool_spec
 from .prompts import McpPrompt, Prompt, check_prompt
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool, RemoteTool, remote_names, remote_tools
 from .resources import ChatModelSetup, FunctionTool, ResourceType, ToolSpec
@@ -218,12 +218,14 @@ class AgentPlan:
 
     def _tool_spec(self, name: str) -> ToolSpec:
         """What a model is told of tool ``name``: a tool's own spec, a sub-agent's prompt, a
-        vector store's search."""
+        vector store's search, a memory set's remember and recall."""
         rtype, obj = self.resources[name]
         if rtype is ResourceType.AGENT:
             return subagent_spec(name, obj)
         if rtype is ResourceType.VECTOR_STORE:
             return search_tool_spec(name, obj)
+        if rtype is ResourceType.MEMORY_SET:
+            return memory_tool_spec(name, obj)
         return self.tool(name).spec
 
     def tool_specs(self, model: str) -> list[ToolSpec]:
@@ -369,11 +371,15 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
             )
         for tool in obj.tools:
             entry = out.get(tool)
-            if entry is None or entry[0] not in (ResourceType.TOOL, ResourceType.AGENT,
-                                                 ResourceType.VECTOR_STORE, ResourceType.SKILLS):
+            if entry is None or entry[0] not in _OFFERABLE:
                 raise PlanError(f"resource {name!r}: tool {tool!r} is not a TOOL, AGENT, "
-                                "VECTOR_STORE or SKILLS resource")
+                                "VECTOR_STORE, SKILLS or MEMORY_SET resource")
     return out
+
+
+#: The resources a chat model setup may offer its model as tools.
+_OFFERABLE = (ResourceType.TOOL, ResourceType.AGENT, ResourceType.VECTOR_STORE, ResourceType.SKILLS,
+              ResourceType.MEMORY_SET)
 
 
 def _add_skill_tools(out: dict[str, tuple[ResourceType, Any]], own: set[str], name: str,

@@ -97,6 +97,14 @@ class Step:
         return self.state.clock
 
     @property
+    def session_id(self) -> str:
+        return self.state.session_id
+
+    @property
+    def trigger(self) -> Event:
+        return self.invocation.trigger.payload
+
+    @property
     def short_term_memory(self) -> Memory:
         if self._short_term is None:
             frame = self._frame

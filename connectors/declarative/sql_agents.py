@@ -21,6 +21,7 @@ README's "Agents in SQL".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -408,6 +409,17 @@ class _Script:
                                   "critic takes a prompt with text or messages, not an MCP prompt")
         return made.system_text
 
+    def _add_compaction_model(self, tool: Tool, stmt: Statement,
+                              add: Callable[[str, ResourceType, Any, str], None]) -> None:
+        """A memory set's compaction model (its MODEL ``tool.chat_model``) and connection."""
+        name = Name(str(tool.chat_model), option_at(stmt, "compaction_model"))
+        model = self.ref("MODEL", name)
+        if not isinstance(model, _Model):
+            raise DefinitionError(f"{name.at}: model {name.text!r} is not a chat model")
+        add(str(tool.obj.compaction_model), ResourceType.CHAT_MODEL, model.setup, stmt.at)
+        kind, conn = self.objects[("CONNECTION", model.connection)]
+        add(model.connection, kind, conn, model.statement.at)
+
     def _add(self, agent: Agent, setup_name: str, standard: _Standard, offered: bool = True) -> None:
         """The model setup ``setup_name`` with the agent's tools (``offered``: offered to its
         model; a rag agent's store is not), and every resource it needs."""
@@ -449,6 +461,11 @@ class _Script:
             if tool.server is not None:
                 server_kind, obj = self.build("CONNECTION", tool.server)
                 add(tool.server, server_kind, obj, self.by_kind["CONNECTION"][tool.server].at)
+            if tool.store is not None:
+                store_name, store = tool.store
+                add(store_name, ResourceType.VECTOR_STORE, store, self.by_kind["TOOL"][tool_name].at)
+            if tool.chat_model is not None:
+                self._add_compaction_model(tool, self.by_kind["TOOL"][tool_name], add)
             if tool.model is not None:
                 emb: EmbeddingModel = self.build("MODEL", tool.model)
                 at = self.by_kind["MODEL"][tool.model].at

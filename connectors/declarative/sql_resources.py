@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from eddies.connectors.declarative.located import DefinitionError, located
@@ -36,6 +37,7 @@ from eddies.engine import (
     FunctionTool,
     McpServer,
     McpTool,
+    MemorySetSetup,
     ResourceType,
 )
 from eddies.engine.prompts import McpPrompt, Prompt
@@ -77,9 +79,11 @@ class Tool:
     """What a TOOL statement makes, and what else of the file it needs."""
 
     obj: Any
-    rtype: ResourceType  # TOOL, VECTOR_STORE or SKILLS
+    rtype: ResourceType  # TOOL, VECTOR_STORE, SKILLS or MEMORY_SET
     server: str | None = None  # the MCP or A2A server's connection it needs
     model: str | None = None  # the embedding model a vector store needs
+    store: tuple[str, Any] | None = None  # a memory set's own vector store (name, store)
+    chat_model: str | None = None  # the MODEL of a memory set's compaction model
 
 
 def connection(stmt: Statement) -> tuple[ResourceType | None, Any]:
@@ -283,6 +287,34 @@ def vector_store(stmt: Statement, opts: With, store: VectorStoreConnection, embe
     return made
 
 
+def memory_set(stmt: Statement, opts: With, store: VectorStoreConnection, embedding: str) -> Tool:
+    """``CREATE TOOL m USING CONNECTION c WITH ('type' = 'memory_set', ...)``: a MEMORY_SET
+    (offered to a model to remember and recall) kept in a store of its own, ``m-store``."""
+    target = import_target(VECTOR_STORE_TYPES[store.kind], stmt.at, "type")
+    retention = None
+    if "retention_days" in opts.left:
+        days = opts.number("retention_days", 0.0)
+        if days <= 0:
+            raise DefinitionError(f"{option_at(stmt, 'retention_days')}: retention_days: expected a "
+                                  f"positive number, got {days!r}")
+        retention = timedelta(days=days)
+    compaction = opts.text("compaction_model")
+    key = opts.text("key") or "session"
+    similarity = opts.number("similarity", 0.75)
+    description = opts.text("description") or ""
+    opts.finish("type, embedding_model, key, retention_days, compaction_model, similarity, description")
+    name = f"{stmt.name}-store"
+    with located(stmt.at):  # a memory set keeps its items in a collection of its own
+        made = target(embedding_model=embedding, collection="default", **store.options)
+    # The compaction model gets a setup of its own (offering no tools), apart from the
+    # agent's model even when both are the same MODEL.
+    with located(option_at(stmt, "key") if key != "session" else stmt.at):
+        setup = MemorySetSetup(name, retention=retention, description=description,
+                               compaction_model=None if compaction is None else f"{stmt.name}-compaction",
+                               similarity=similarity, key=key)
+    return Tool(setup, ResourceType.MEMORY_SET, model=embedding, store=(name, made), chat_model=compaction)
+
+
 def skills(stmt: Statement, opts: With) -> Any:
     """``CREATE TOOL t WITH ('type' = 'skills', 'paths' = '[...]', ...)``: a SKILLS resource."""
     from eddies.connectors.skills.catalog import SkillError
@@ -315,9 +347,9 @@ def tool(stmt: Statement, ref: Callable[[str, Name], Any]) -> Tool:
             raise DefinitionError(f"{stmt.at}: CREATE TOOL {stmt.name}: a skills tool uses no function "
                                   "or connection: its WITH ('paths' = ...) says where the skills are")
         return Tool(skills(stmt, opts), ResourceType.SKILLS)
-    if kind == "vector_search":
+    if kind in ("vector_search", "memory_set"):
         if not uses_conn:
-            raise DefinitionError(f"{stmt.at}: CREATE TOOL {stmt.name}: a vector_search tool is USING "
+            raise DefinitionError(f"{stmt.at}: CREATE TOOL {stmt.name}: a {kind} tool is USING "
                                   "CONNECTION c (of type pgvector or embedded)")
         _none, store = ref("CONNECTION", uses_conn[0])
         if not isinstance(store, VectorStoreConnection):
@@ -331,6 +363,8 @@ def tool(stmt: Statement, ref: Callable[[str, Name], Any]) -> Tool:
         if not isinstance(model, EmbeddingModel):
             raise DefinitionError(f"{emb.at}: model {emb.value!r} is not an embedding model "
                                   "('task' = 'embedding')")
+        if kind == "memory_set":
+            return memory_set(stmt, opts, store, str(emb.value))
         return Tool(vector_store(stmt, opts, store, str(emb.value)), ResourceType.VECTOR_STORE,
                      model=str(emb.value))
     if kind == "function":
@@ -351,7 +385,7 @@ def tool(stmt: Statement, ref: Callable[[str, Name], Any]) -> Tool:
         return Tool(tool, ResourceType.TOOL)
     if kind not in ("mcp", "a2a"):
         raise DefinitionError(f"{option_at(stmt, 'type')}: type {kind!r} is not one of function, mcp, "
-                              "a2a, vector_search, skills")
+                              "a2a, vector_search, memory_set, skills")
     if not uses_conn:
         raise DefinitionError(f"{stmt.at}: CREATE TOOL {stmt.name}: an {kind} tool is USING CONNECTION c")
     server_kind, _server = ref("CONNECTION", uses_conn[0])

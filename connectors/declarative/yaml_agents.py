@@ -103,6 +103,9 @@ _SETUP_KEYS = {"name", "clazz", "type", "connection", "model", "prompt", "tools"
 _TOOL_KEYS = {"name", "type", "function", "description", "idempotent", "timeout_ms", "requires_approval",
               "approval_timeout_ms", "injected_args"}
 
+#: The sections whose entries a chat model setup may offer its model as tools.
+_OFFERED_SECTIONS = ("tools", "subagents", "vector_stores", "memory_sets", "skills")
+
 
 def load_yaml(path: str | Path, agent: str | None = None) -> Agent:
     """The agent the YAML file ``path`` declares (``agent``: which one, when it declares
@@ -319,11 +322,10 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, Prompt | McpPrompt],
         _python(entry)
         tools = _list(entry, "tools")
         for k, t in enumerate(tools):
-            known = (declared.get(t, ("",))[0] in ("tools", "subagents", "vector_stores", "skills")
-                     or t == GENERAL_PURPOSE)
+            known = (declared.get(t, ("",))[0] in _OFFERED_SECTIONS or t == GENERAL_PURPOSE)
             if not known and not (inherits and t not in declared):
                 raise DefinitionError(f"{where(tools, k)}: tool {t!r} is not declared in tools (or "
-                                      "subagents, vector_stores, skills)")
+                                      "subagents, vector_stores, memory_sets, skills)")
         setup = ChatModelSetup(
             ref(entry, "connection", "chat_model_connections", "connection"),
             model=_text(entry, "model") or "",

@@ -14,7 +14,7 @@ skills. Example::
     vector_stores:
       - {name: docs, clazz: embedded, embedding_model: emb, collection: travel}
     memory_sets:
-      - {name: facts, vector_store: docs, retention_days: 90, compaction_model: llm}
+      - {name: facts, vector_store: docs, retention_days: 90, compaction_model: llm, key: "input:user"}
     skills:
       - {name: skills, paths: [./skills], allowed_commands: [python3, cat], timeout_s: 20}
 
@@ -50,7 +50,7 @@ VECTOR_STORES = {"embedded": "eddies.connectors.stores.embedded:EmbeddedVectorSt
 _EMBEDDING_SETUP_KEYS = {"name", "clazz", "type", "connection", "model", "dimensions", "arguments",
                          "idempotent", "timeout_ms"}
 _MEMORY_SET_KEYS = {"name", "vector_store", "retention_days", "description", "compaction_model",
-                    "similarity"}
+                    "similarity", "key"}
 _SKILLS_KEYS = {"name", "paths", "allowed_commands", "timeout_s", "outside_paths"}
 _ROLES = {r.value: r for r in MessageRole}
 
@@ -142,7 +142,8 @@ def knowledge_resources(spec: Map, agent: Agent, ref: Ref,
             memory = MemorySetSetup(ref(entry, "vector_store", "vector_stores", "vector store"),
                                     retention=None if days is None else timedelta(days=days),
                                     description=text(entry, "description") or "",
-                                    compaction_model=model, similarity=float(entry.get("similarity", 0.75)))
+                                    compaction_model=model, similarity=float(entry.get("similarity", 0.75)),
+                                    key=text(entry, "key") or "session")
         agent.add_resource(text(entry, "name", required=True), ResourceType.MEMORY_SET, memory)
 
     for i, item in enumerate(seq(spec, "skills")):

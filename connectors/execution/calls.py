@@ -19,8 +19,8 @@ from eddies.connectors.execution.store_calls import embed, vector_store_call
 from eddies.connectors.execution.token_budget import fit
 from eddies.connectors.remote import secrets
 from eddies.engine import AgentPlan
+from eddies.engine.calls import message_from_value
 from eddies.engine.embeddings import embedding_value
-from eddies.engine.handles import message_from_value
 from eddies.engine.remote_tools import RemoteTool
 from eddies.engine.resources import ResourceType
 from eddies.engine.subagents import RECONCILER, SubagentSetup

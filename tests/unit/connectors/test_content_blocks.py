@@ -136,7 +136,7 @@ def test_the_web_view_and_the_trace_show_blocks_as_placeholders() -> None:
 
 
 def test_a_model_calls_arguments_are_as_before_for_messages_without_blocks() -> None:
-    from eddies.engine.handles import message_args
+    from eddies.engine.calls import message_args
     from eddies.events import EncodingError, encode_value
 
     plain = ChatMessage(MessageRole.TOOL, "3", [ToolCall("1", "add", {"a": 1})], "1", {"k": 1})

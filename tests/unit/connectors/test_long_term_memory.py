@@ -206,3 +206,109 @@ def test_a_compaction_model_keeps_one_item_per_fact_and_a_replay_decides_the_sam
     agent.add_resource("facts", ResourceType.MEMORY_SET, MemorySetSetup("docs", compaction_model="docs"))
     with pytest.raises(PlanError, match="compaction_model 'docs' is not a CHAT_MODEL"):
         LocalRunner(agent)
+
+
+def remembering(messages: list[Any], tools: list[Any]) -> Any:
+    """A model that keeps what the user says ("I ...") and recalls for a question ("...?"),
+    answering with what it recalled."""
+    import json
+
+    from eddies import ChatMessage, MessageRole, ToolCall
+
+    said = json.loads(next(m.content for m in messages if m.role is MessageRole.USER))["say"]
+    results = [m.content for m in messages if m.role is MessageRole.TOOL]
+    if results:
+        return ChatMessage(MessageRole.ASSISTANT, results[-1])
+    if said.endswith("?"):
+        recall = {"recall": said, "max_results": 1}
+        return ChatMessage(MessageRole.ASSISTANT, "", [ToolCall("r", "facts", recall)])
+    if said == "nothing":
+        return ChatMessage(MessageRole.ASSISTANT, "", [ToolCall("n", "facts", {"max_results": 1})])
+    return ChatMessage(MessageRole.ASSISTANT, "", [ToolCall("k", "facts", {"remember": [said]})])
+
+
+def _remembering_agent(store: EmbeddedVectorStore, key: str = "input:user") -> Any:
+    from eddies import ChatModelSetup, ReActAgent, ScriptedChatModel
+
+    agent = ReActAgent("concierge", model="llm")
+    agent.add_resource("emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION, OfflineEmbeddingModel())
+    agent.add_resource("emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("emb_conn"))
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, store)
+    agent.add_resource("facts", ResourceType.MEMORY_SET, MemorySetSetup("docs", key=key))
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(remembering))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", tools=["facts"]))
+    return agent
+
+
+def test_a_model_remembers_and_recalls_through_a_memory_set_offered_as_a_tool() -> None:
+    import json
+
+    store = _store()
+    runner = LocalRunner(_remembering_agent(store))
+    spec = runner.plan.tool_specs("llm")[0]
+    assert spec.name == "facts"
+    assert set(spec.parameters["properties"]) == {"remember", "recall", "max_results"}
+    said = runner.run([("s1", {"user": "ana", "say": "I am vegetarian"}),
+                       ("s2", {"user": "bo", "say": "I eat everything"})])
+    assert [json.loads(s) for s in said] == [{"remembered": 1}, {"remembered": 1}]
+    [ana] = runner.run([("s3", {"user": "ana", "say": "what do I eat?"})])
+    assert [r["content"] for r in json.loads(ana)["recalled"]] == ["I am vegetarian"]  # hers, not bo's
+    [nobody] = runner.run([("s4", {"user": "cy", "say": "what do I eat?"})])
+    assert json.loads(nobody) == {"recalled": []}
+    items = {d["content"]: d["metadata"]["key"] for d in store.get("memory.concierge.facts")}
+    assert items == {"I am vegetarian": "ana", "I eat everything": "bo"}
+
+    [refused] = runner.run([("s5", {"user": "ana", "say": "nothing"})])
+    assert "ToolArgumentError" in refused and "'remember', 'recall'" in refused
+    [keyless] = runner.run([("s6", {"say": "what do I eat?"})])  # the input names no user
+    assert "ToolArgumentError" in keyless and "input:user" in keyless
+
+    history = [(i, e) for i, e in enumerate(runner.history) if e.session_id == "s3"]
+    store.delete_collection("memory.concierge.facts")
+    report = replay(runner.plan, history, "s3")
+    assert report.ok  # the recorded recall, though the store forgot it
+
+
+def test_a_memory_sets_key_is_a_session_an_input_field_config_or_short_term_memory() -> None:
+    with pytest.raises(ValueError, match="key is 'session', 'input:FIELD'"):
+        MemorySetSetup("docs", key="user")
+    with pytest.raises(ValueError, match="key is 'session'"):
+        MemorySetSetup("docs", key="input:")
+    store = _store()
+    runner = LocalRunner(_remembering_agent(store, key="session"))
+    runner.run([("s1", {"say": "I am vegetarian"})])
+    assert runner.run([("s1", {"say": "what do I eat?"})]) != runner.run([("s2", {"say": "what do I eat?"})])
+    assert {d["metadata"]["key"] for d in store.get("memory.concierge.facts")} == {"s1"}
+
+
+def test_a_react_agent_in_yaml_remembers_with_a_memory_set_as_a_tool() -> None:
+    import json
+
+    from eddies.connectors.declarative.located import DefinitionError
+    from eddies.connectors.declarative.yaml_agents import load_yaml_text
+
+    text = """\
+agents:
+  - name: concierge
+    type: react
+    model: llm
+    chat_model_connections:
+      - {name: conn, clazz: scripted, responder: "tests.unit.connectors.test_long_term_memory:remembering"}
+    chat_model_setups:
+      - {name: llm, connection: conn, tools: [facts]}
+    embedding_model_connections:
+      - {name: emb_conn, clazz: offline}
+    embedding_model_setups:
+      - {name: emb, connection: emb_conn}
+    vector_stores:
+      - {name: docs, clazz: embedded, embedding_model: emb}
+    memory_sets:
+      - {name: facts, vector_store: docs, key: "input:user"}
+"""
+    runner = LocalRunner(load_yaml_text(text))
+    assert runner.plan.resource("facts", ResourceType.MEMORY_SET) == MemorySetSetup("docs", key="input:user")
+    runner.run([("s1", {"user": "ana", "say": "I am vegetarian"})])
+    [ana] = runner.run([("s2", {"user": "ana", "say": "what do I eat?"})])
+    assert [r["content"] for r in json.loads(ana)["recalled"]] == ["I am vegetarian"]
+    with pytest.raises(DefinitionError, match="<yaml>:16:9: MemorySetSetup: key is .session."):
+        load_yaml_text(text.replace('key: "input:user"', 'key: "user"'))

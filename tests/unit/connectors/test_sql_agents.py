@@ -359,3 +359,52 @@ def test_knowledge_errors_name_the_line_and_column(change: tuple[str, str], mess
     with pytest.raises(DefinitionError) as err:
         _knowing(KNOWING_SQL.replace(*change))
     assert message in str(err.value), str(err.value)
+
+
+MEMORY_SQL = """\
+CREATE CONNECTION conn WITH ('type' = 'scripted',
+                             'responder' = 'tests.unit.connectors.test_long_term_memory:remembering');
+CREATE MODEL llm WITH ('connection' = 'conn');
+CREATE MODEL emb WITH ('provider' = 'offline', 'task' = 'embedding');
+CREATE CONNECTION kb WITH ('type' = 'embedded');
+CREATE TOOL facts USING CONNECTION kb
+  WITH ('type' = 'memory_set', 'embedding_model' = 'emb', 'key' = 'input:user',
+        'retention_days' = 30, 'compaction_model' = 'llm', 'similarity' = 0.99);
+CREATE AGENT concierge USING MODEL llm USING TOOLS facts;
+"""
+
+
+def test_a_memory_set_in_sql_is_a_tool_the_model_remembers_and_recalls_with() -> None:
+    import json
+    from datetime import timedelta
+
+    from eddies import LocalRunner, MemorySetSetup
+    from eddies.engine import ResourceType
+
+    agent = load_sql_text(MEMORY_SQL)
+    kinds = {r.name: r.type for r in agent.resources}
+    assert kinds["facts"] is ResourceType.MEMORY_SET
+    assert kinds["facts-store"] is ResourceType.VECTOR_STORE and kinds["emb"] is ResourceType.EMBEDDING_MODEL
+    assert kinds["facts-compaction"] is ResourceType.CHAT_MODEL
+    [facts] = [r.obj for r in agent.resources if r.name == "facts"]
+    assert facts == MemorySetSetup("facts-store", retention=timedelta(days=30),
+                                   compaction_model="facts-compaction", similarity=0.99, key="input:user")
+    runner = LocalRunner(agent)
+    runner.run([("s1", {"user": "ana", "say": "I am vegetarian"}),
+                ("s2", {"user": "bo", "say": "I eat fish"})])
+    [ana] = runner.run([("s3", {"user": "ana", "say": "what do I eat?"})])
+    assert [r["content"] for r in json.loads(ana)["recalled"]] == ["I am vegetarian"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("'key' = 'input:user'", "'key' = 'user'"),
+     "<sql>:7:67: MemorySetSetup: key is 'session', 'input:FIELD'"),
+    (("'compaction_model' = 'llm'", "'compaction_model' = 'emb'"),
+     "<sql>:8:53: model 'emb' is not a chat model"),
+    (("'retention_days' = 30", "'retention_days' = 0"), "<sql>:8:28: retention_days: expected a positive"),
+    (("'similarity' = 0.99", "'similarity' = 0.99, 'collection' = 'x'"), "'collection' is not an option"),
+])
+def test_memory_set_errors_name_the_line_and_column(change: tuple[str, str], message: str) -> None:
+    with pytest.raises(DefinitionError) as err:
+        load_sql_text(MEMORY_SQL.replace(*change))
+    assert message in str(err.value)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from eddies.engine import SessionMachine, SessionState
-from eddies.engine.handles import message_from_value
+from eddies.engine.calls import message_from_value
 from eddies.events import (
     AgentEvent,
     CallKind,

@@ -204,7 +204,7 @@ def test_a_model_reply_that_does_not_fit_the_schema_fails_the_chat_action(
 
 
 def test_null_content_beside_tool_calls_reads_as_empty_text() -> None:
-    from eddies.engine.handles import message_from_value
+    from eddies.engine.calls import message_from_value
 
     msg = message_from_value({"role": "assistant", "content": None,
                               "tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 1}}]})
