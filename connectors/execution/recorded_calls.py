@@ -18,7 +18,15 @@ from collections.abc import Callable
 
 from eddies.connectors.execution.calls import MODEL_KEY, result_event
 from eddies.engine import AgentPlan
-from eddies.events import AgentEvent, CallKind, DurableCallRequest, DurableCallResult
+from eddies.events import (
+    AgentEvent,
+    CallKind,
+    CallStatus,
+    DurableCallRequest,
+    DurableCallResult,
+    ErrorCategory,
+    ErrorInfo,
+)
 from eddies.events.ids import call_digest
 
 #: (call id, attempt) -> the recorded result event of that call.
@@ -30,8 +38,13 @@ class RecordedCalls:
 
     def __init__(self, outcomes: Outcomes, *,
                  source: Callable[[str], str | None] = lambda cid: cid,
-                 plan: AgentPlan | None = None) -> None:
+                 plan: AgentPlan | None = None,
+                 refuse: Callable[[DurableCallRequest], str | None] | None = None) -> None:
         self.outcomes = outcomes
+        #: Why a call the recording does not answer may not be made live (None: it may);
+        #: a refused call fails with a CallRefusedError saying so (an evaluation's rule).
+        self.refuse = refuse
+        self._refused: dict[str, str] = {}
         #: The re-run's plan: a model call whose setup now names another model than the
         #: one that answered (``extra_args["model"]``) is another call.
         self.plan = plan
@@ -47,6 +60,11 @@ class RecordedCalls:
         """The calls (ids, in the order first asked) whose every attempt was answered
         from the recording."""
         return list(self._reused)
+
+    @property
+    def refused(self) -> dict[str, str]:
+        """The calls refused (ids, in the order asked) and why."""
+        return dict(self._refused)
 
     @property
     def live(self) -> list[str]:
@@ -71,11 +89,14 @@ class RecordedCalls:
         origin = self.source(req.call_id)
         recorded = None if origin is None else self.outcomes.get((origin, req.attempt))
         result = None if recorded is None else recorded.payload
-        if not isinstance(result, DurableCallResult):
-            self._made_live(req.call_id)
-            return None
         asked = req.digest or call_digest(req.kind, req.target, req.args)
-        if result.digest != asked or not self._same_model(request, result):
+        if not isinstance(result, DurableCallResult) or result.digest != asked \
+                or not self._same_model(request, result):
+            why = None if self.refuse is None else self.refuse(req)
+            if why is not None:
+                self._refused[req.call_id] = why
+                return result_event(request, CallStatus.ERROR, "null", ErrorInfo(
+                    "CallRefusedError", why, category=ErrorCategory.PERMANENT))
             self._made_live(req.call_id)
             return None
         self.reused_from_record(req.call_id)

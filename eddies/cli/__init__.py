@@ -1,4 +1,4 @@
-"""The ``eddies`` command: demo, broker, worker, send, tail, replay, trace, fork, reprocess,
+"""The ``eddies`` command: demo, broker, worker, send, tail, replay, trace, fork, reprocess, eval,
 ui, topics, signal, approve, reject, resume, check, flink.
 
 Every command that needs Kafka uses ``bootstrap_servers`` from the config file,
@@ -29,6 +29,7 @@ from eddies.cli.broker import broker_app
 from eddies.cli.check import check_app
 from eddies.cli.demo import demo_app
 from eddies.cli.errors import click_types, print_error, user_error
+from eddies.cli.evaluate import eval_app
 from eddies.cli.flink import flink_app
 from eddies.cli.history import history_app
 from eddies.cli.output import console, err_console
@@ -55,6 +56,7 @@ app.add_typer(demo_app)  # demo
 app.add_typer(check_app)  # check
 app.add_typer(ui_app)  # ui
 app.add_typer(history_app)  # replay, trace, fork, reprocess
+app.add_typer(eval_app)  # eval
 
 
 @app.callback(invoke_without_command=True)

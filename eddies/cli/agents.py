@@ -11,11 +11,17 @@ import typer
 def agent_plan(settings: Any, assignments: list[str]) -> Any:
     """The agent of ``settings`` with ``--set`` applied, compiled, its MCP and A2A tools'
     specs read from their servers (ConfigError: main says so, exit 2)."""
+    return plan_of(settings.agent, assignments)
+
+
+def plan_of(spec: str, assignments: list[str] | tuple[str, ...] = ()) -> Any:
+    """The agent ``spec`` names (as ``--agent`` does) with ``--set`` ``assignments``
+    applied, compiled, its MCP and A2A tools' specs read from their servers."""
     from eddies.connectors.remote.discovery import discover_tools
     from eddies.connectors.runtime.settings import load_agent
     from eddies.engine import AgentPlan
 
-    agent = _with_settings(load_agent(settings.agent), assignments)
+    agent = _with_settings(load_agent(spec), list(assignments))
     discover_tools(agent)
     return AgentPlan.compile(agent)
 

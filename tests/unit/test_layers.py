@@ -104,6 +104,7 @@ def test_the_built_in_actions_use_only_the_public_context() -> None:
 #: row never import each other, and nothing imports a runner.
 CONNECTOR_LAYERS: tuple[tuple[str, ...], ...] = (
     ("kafka", "flink", "local"),   # the runners: the worker, the Flink job, in-process
+    ("evaluation",),               # cases, scorers and reports of an evaluation
     ("observability",),            # metrics and live spans of a running worker
     ("inspect",),                  # reading sessions back from the topics and showing them
     ("journal",),                  # the journal topic's records and the fold that reads them

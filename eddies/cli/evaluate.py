@@ -1,0 +1,102 @@
+"""``eddies eval``: candidate agents run on cases, scored, compared with a baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from eddies.cli.agents import plan_of
+from eddies.cli.errors import fail
+from eddies.cli.output import console, err_console
+
+eval_app = typer.Typer()
+
+
+@eval_app.command("eval")
+def eval_cmd(
+    config: Annotated[Path | None, typer.Argument(
+        help="An eval config (YAML): inputs, candidates, baseline, scorers, allow_calls, "
+        "fail_under.")] = None,
+    inputs: Annotated[Path | None, typer.Option(
+        help="The cases: a JSONL file ({\"input\", \"expected\", \"id\"} a line) or a CSV file.")] = None,
+    candidate: Annotated[list[str] | None, typer.Option(
+        "--candidate", help="NAME=AGENT (or AGENT) to evaluate; AGENT as --agent takes it "
+        "(repeatable).")] = None,
+    baseline: Annotated[str | None, typer.Option(
+        help="NAME=AGENT run the same way, or a candidate's NAME; default: the cases' expected "
+        "outputs.")] = None,
+    scorer: Annotated[list[str] | None, typer.Option(
+        "--scorer", help="equals, contains:TEXT, icontains:TEXT, regex:PATTERN, is-json, json-schema:FILE, "
+        "python:MODULE:FUNCTION, max:METRIC=N, min:METRIC=N (repeatable).")] = None,
+    allow_call: Annotated[list[str] | None, typer.Option(
+        "--allow-call", help="A tool (or other call target) the evaluation may run though it may be a "
+        "side effect (repeatable).")] = None,
+    fail_under: Annotated[list[str] | None, typer.Option(
+        "--fail-under", help="SCORER=RATE: exit 1 if a candidate's pass rate is lower ('all': every "
+        "scorer passed) (repeatable).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Evaluate agents on cases before they ship: each candidate (and a baseline agent, if
+    given) answers every case in this process, with live model calls; a call that may be
+    a side effect (a tool that is not idempotent, a vector store write) is refused unless
+    --allow-call names it, and reported. Prints pass rates per scorer, cost, tokens and
+    latency, and each pass rate's difference to the baseline with a 95% paired bootstrap
+    interval. Exit 1 when a rate is under its --fail-under."""
+    from eddies.connectors.evaluation.cases import CaseFileError, load_cases
+    from eddies.connectors.evaluation.config import (
+        CandidateSpec,
+        EvalConfig,
+        EvalConfigError,
+        load_config,
+        rate,
+        scorer_flag,
+    )
+    from eddies.connectors.evaluation.config import (
+        candidate as candidate_of,
+    )
+    from eddies.connectors.local.evaluation import CallPolicy, evaluate
+
+    try:
+        cfg = load_config(config) if config is not None else EvalConfig()
+        cfg.inputs = inputs or cfg.inputs
+        cfg.candidates += [candidate_of(c, "--candidate") for c in candidate or []]
+        if baseline is not None:
+            cfg.baseline = candidate_of(baseline, "--baseline") if "=" in baseline else baseline
+        cfg.scorers += [scorer_flag(s) for s in scorer or []]
+        cfg.allow_calls |= set(allow_call or [])
+        for item in fail_under or []:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise EvalConfigError(f"--fail-under {item}: SCORER=RATE")
+            cfg.fail_under[name] = rate(value, f"--fail-under {item}")
+        if cfg.inputs is None:
+            raise EvalConfigError("give the cases: --inputs FILE (or inputs: in the config)")
+        if not cfg.candidates:
+            raise EvalConfigError("give a candidate: --candidate NAME=AGENT (or candidates: in the config)")
+        if not cfg.scorers:
+            raise EvalConfigError("give a scorer: --scorer equals, ... (or scorers: in the config)")
+        cases = load_cases(cfg.inputs)
+    except (EvalConfigError, CaseFileError) as err:
+        fail(str(err))
+    plans = {c.name: plan_of(c.agent, c.set) for c in cfg.candidates}
+    base: Any = (cfg.baseline if not isinstance(cfg.baseline, CandidateSpec)
+                 else (cfg.baseline.name, plan_of(cfg.baseline.agent, cfg.baseline.set)))
+    try:
+        policy = CallPolicy(frozenset(cfg.allow_calls))
+        report = evaluate(cases, plans, cfg.scorers, baseline=base, policy=policy)
+        below = report.below(cfg.fail_under)
+    except (ValueError, KeyError) as err:
+        fail(str(err.args[0] if isinstance(err, KeyError) else err))
+    if as_json:
+        console.print_json(json.dumps(report.to_dict(), default=str))
+    else:
+        for line in report.lines():
+            console.print(escape(line), highlight=False)
+    for line in below:
+        err_console.print(f"[red]under the floor: {escape(line)}[/red]", highlight=False)
+    if below:
+        raise typer.Exit(1)

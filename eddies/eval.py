@@ -1,0 +1,37 @@
+"""Evaluate agents before they ship: run candidates on cases (inputs, with expected
+outputs where known), score their answers, compare them with a baseline. The same as
+``eddies eval``, from Python::
+
+    from eddies.eval import Contains, Equals, Threshold, evaluate, load_cases
+
+    report = evaluate(load_cases("cases.jsonl"), {"new": new_agent_plan},
+                      [Equals(), Contains("Porto"), Threshold("cost_usd", max=0.01)],
+                      baseline=("old", old_agent_plan))
+    print("\\n".join(report.lines()))
+    assert not report.below({"equals": 0.9})
+
+Model calls are live; a call that may be a side effect (a tool that is not idempotent, a
+write to a vector store) is refused unless ``policy=CallPolicy(allow={"name"})`` allows
+it, and the report lists it.
+"""
+
+from eddies.connectors.evaluation.cases import Case, CaseFileError, load_cases
+from eddies.connectors.evaluation.report import ALL, Difference, EvalReport, Summary, paired_bootstrap
+from eddies.connectors.evaluation.results import METRICS, CaseResult
+from eddies.connectors.evaluation.scorers import (
+    EXPECTED,
+    Contains,
+    Equals,
+    Function,
+    IsJson,
+    JsonSchema,
+    Regex,
+    Score,
+    Scorer,
+    Threshold,
+)
+from eddies.connectors.local.evaluation import CallPolicy, evaluate, run_candidate
+
+__all__ = ["ALL", "EXPECTED", "METRICS", "CallPolicy", "Case", "CaseFileError", "CaseResult", "Contains",
+           "Difference", "Equals", "EvalReport", "Function", "IsJson", "JsonSchema", "Regex", "Score",
+           "Scorer", "Summary", "Threshold", "evaluate", "load_cases", "paired_bootstrap", "run_candidate"]

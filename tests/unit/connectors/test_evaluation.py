@@ -1,0 +1,243 @@
+"""``eddies eval``: candidates run on cases, scored, compared with a baseline; a call that
+may be a side effect is not made unless allowed, and the report says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from eddies import (
+    AgentPlan,
+    ChatMessage,
+    ChatModelSetup,
+    FunctionTool,
+    MessageRole,
+    ReActAgent,
+    ResourceType,
+    ScriptedChatModel,
+    ToolCall,
+)
+from eddies.cli import app
+from eddies.eval import (
+    CallPolicy,
+    Case,
+    CaseResult,
+    Contains,
+    Equals,
+    EvalReport,
+    Function,
+    IsJson,
+    JsonSchema,
+    Regex,
+    Threshold,
+    evaluate,
+    load_cases,
+    paired_bootstrap,
+)
+
+CAPITALS = {"France": "Paris", "Portugal": "Lisbon", "Spain": "Madrid", "Italy": "Rome"}
+CASES = [{"id": c, "input": c, "expected": CAPITALS.get(c, "Tokyo")}
+         for c in ("France", "Portugal", "Spain", "Italy", "Japan")]
+BOOKED: list[str] = []
+
+
+def _asked(messages: list[ChatMessage]) -> str:
+    return next(m.content for m in messages if m.role is MessageRole.USER)
+
+
+def knows_all(messages: list[ChatMessage], tools: list[Any]) -> str:
+    return CAPITALS.get(_asked(messages), "I do not know")
+
+
+def knows_two(messages: list[ChatMessage], tools: list[Any]) -> str:
+    country = _asked(messages)
+    return CAPITALS[country] if country in ("France", "Portugal") else "Porto"
+
+
+def _geo(responder: Any) -> ReActAgent:
+    agent = ReActAgent("geo", model="llm")
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(responder))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn"))
+    return agent
+
+
+def new_geo() -> ReActAgent:
+    return _geo(knows_all)
+
+
+def old_geo() -> ReActAgent:
+    return _geo(knows_two)
+
+
+def book(city: str) -> str:
+    """Book a room in ``city`` (a side effect: not idempotent)."""
+    BOOKED.append(city)
+    return f"booked in {city}"
+
+
+def books(messages: list[ChatMessage], tools: list[Any]) -> Any:
+    if messages[-1].role is MessageRole.TOOL:
+        return messages[-1].content
+    return ChatMessage(MessageRole.ASSISTANT, "", [ToolCall("1", "book", {"city": _asked(messages)})])
+
+
+def booker() -> ReActAgent:
+    agent = _geo(books)
+    agent.resources = [r for r in agent.resources if r.name != "llm"]
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", tools=["book"]))
+    agent.add_resource("book", ResourceType.TOOL, FunctionTool(book))
+    return agent
+
+
+def _cases_file(tmp_path: Path, rows: list[dict[str, Any]] = CASES) -> Path:
+    path = tmp_path / "cases.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_candidates_are_scored_and_compared_with_the_baseline_as_counted_by_hand(tmp_path: Path) -> None:
+    cases = load_cases(_cases_file(tmp_path))
+    report = evaluate(cases, {"new": AgentPlan.compile(new_geo())},
+                      [Equals(), Contains("o"), Threshold("tokens", max=100)],
+                      baseline=("old", AgentPlan.compile(old_geo())))
+    new, old = report.summary("new"), report.summary("old")
+    # new: Paris, Lisbon, Madrid, Rome right, Japan not: 4 of 5; old: France and Portugal: 2 of 5.
+    assert new.pass_rates["equals"] == 0.8 and old.pass_rates["equals"] == 0.4
+    # "o" in: new Lisbon, Rome, "I do not know" (3); old Lisbon, Porto x3 (4).
+    assert new.pass_rates["contains"] == 0.6 and old.pass_rates["contains"] == 0.8
+    assert new.pass_rates["all"] == 0.4  # Lisbon and Rome pass all three
+    diff = new.vs_baseline["equals"]
+    assert diff.delta == pytest.approx(0.4) and diff.low <= 0.4 <= diff.high
+    assert old.vs_baseline == {}
+    # One model call a case, no tool: 25 tokens in, len(answer) // 4 + 1 out (the scripted model).
+    assert new.iterations_mean == 1 and new.tool_calls_mean == 0 and new.errors == 0
+    assert [r.tokens for r in report.results["new"]] == [27, 27, 27, 27, 29]
+    assert new.tokens_p95 == 29 and new.tokens_mean == pytest.approx(27.4)
+    lines = "\n".join(report.lines())
+    assert "old (baseline): 5 cases" in lines and "+0.400 vs baseline" in lines
+    assert report.below({"equals": 0.9}) == ["new: equals 0.8 < 0.9"] and report.below({"all": 0.4}) == []
+    with pytest.raises(KeyError, match="no such scorer"):
+        report.below({"nope": 0.5})
+    data = report.to_dict()
+    assert data["cases"][4]["by"]["new"]["output"] == "I do not know"
+    assert data["cases"][4]["by"]["old"]["scores"]["equals"]["passed"] is False
+
+
+def test_a_call_that_may_be_a_side_effect_is_not_made_and_is_reported(tmp_path: Path) -> None:
+    BOOKED.clear()
+    cases = [Case("c1", "Lisbon"), Case("c2", "Porto")]
+    plan = AgentPlan.compile(booker())
+    report = evaluate(cases, {"booker": plan}, [Contains("booked")])
+    assert BOOKED == []  # never run
+    summary = report.summary("booker")
+    assert summary.refused_calls == 2 and summary.pass_rates["contains"] == 0.0
+    [first, _] = report.results["booker"]
+    [why] = first.refused.values()
+    assert "TOOL book is not idempotent" in why and "--allow-call book" in why
+    assert "CallRefusedError" in first.output  # the model saw the refusal
+    allowed = evaluate(cases, {"booker": plan}, [Contains("booked")], policy=CallPolicy(frozenset({"book"})))
+    assert BOOKED == ["Lisbon", "Porto"] and allowed.summary("booker").pass_rates["contains"] == 1.0
+    assert allowed.summary("booker").refused_calls == 0 and allowed.summary("booker").tool_calls_mean == 1
+
+
+def _result(output: Any, expected: Any = None, error: str | None = None) -> CaseResult:
+    return CaseResult(Case("c", "q", expected, expected is not None), "x", output=output, error=error)
+
+
+def test_scorers() -> None:
+    assert Equals()(_result(" Paris\n", "Paris")).passed
+    assert not Equals()(_result("Paris")).passed  # no expected output
+    assert Equals({"a": 1})(_result({"a": 1}, "ignored")).passed
+    assert not Equals()(_result("Lyon", "Paris")).passed
+    assert Contains("paris", ignore_case=True)(_result("PARIS!")).passed
+    assert Regex(r"\d+ days")(_result("3 days in Porto")).passed
+    assert not Regex(r"^\d")(_result("three")).passed
+    assert IsJson()(_result('{"a": 1}')).passed and IsJson()(_result({"a": 1})).passed
+    assert not IsJson()(_result("not json")).passed
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    assert JsonSchema(schema)(_result('{"city": "Oslo"}')).passed
+    wrong = JsonSchema(schema)(_result({"town": "Oslo"}))
+    assert not wrong.passed and "city" in wrong.reason
+    assert Function(lambda out, case: len(out) < 5, name="short")(_result("abc")).passed
+    assert Function(lambda out, case: 0.3, name="so-so")(_result("abc")).value == 0.3
+    assert not Function(lambda out, case: 0.3, name="so-so")(_result("abc")).passed
+    failed = Contains("x")(_result(None, error="ModelFailedError: down"))
+    assert not failed.passed and "no answer" in failed.reason
+    over = Threshold("cost_usd", max=0.01)(CaseResult(Case("c", "q"), "x", output="a", cost_usd=0.02))
+    assert not over.passed and "over 0.01" in over.reason
+    with pytest.raises(ValueError, match="no metric 'dollars'"):
+        Threshold("dollars", max=1)
+    with pytest.raises(ValueError, match="give max, min or both"):
+        Threshold("tokens")
+    with pytest.raises(ValueError, match="regex scorer"):
+        Regex("(")
+
+
+def test_the_paired_bootstrap_interval() -> None:
+    same = paired_bootstrap([True, False] * 20, [True, False] * 20)
+    assert (same.delta, same.low, same.high) == (0.0, 0.0, 0.0) and not same.sure
+    better = paired_bootstrap([True] * 40, [False] * 10 + [True] * 30)
+    assert better.delta == 0.25 and better.low > 0 and better.sure
+    noisy = paired_bootstrap([True, False, True, False], [False, True, True, False])
+    assert noisy.low < 0 < noisy.high and not noisy.sure
+
+
+def test_cases_files(tmp_path: Path) -> None:
+    csv = tmp_path / "cases.csv"
+    csv.write_text('id,input,expected\na,"{""city"": ""Oslo""}",Oslo\nb,hello,\n')
+    a, b = load_cases(csv)
+    assert (a.id, a.input, a.expected, a.has_expected) == ("a", {"city": "Oslo"}, "Oslo", True)
+    assert (b.input, b.has_expected) == ("hello", False)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"input": 1}\n{"output": 2}\n')
+    with pytest.raises(ValueError, match="bad.jsonl:2: a case is an object with an 'input'"):
+        load_cases(bad)
+    bad.write_text('{"input": 1, "id": "x"}\n{"input": 2, "id": "x"}\n')
+    with pytest.raises(ValueError, match="case id 'x' again"):
+        load_cases(bad)
+
+
+def test_eddies_eval_from_flags_and_from_a_config(tmp_path: Path) -> None:
+    cases = _cases_file(tmp_path)
+    me = "tests.unit.connectors.test_evaluation"
+    args = ["eval", "--inputs", str(cases), "--candidate", f"new={me}:new_geo",
+            "--baseline", f"old={me}:old_geo", "--scorer", "equals", "--scorer", "max:tokens=100"]
+    ran = CliRunner().invoke(app, args)
+    assert ran.exit_code == 0, ran.output
+    assert "new: 5 cases" in ran.output and "equals" in ran.output and "+0.400 vs baseline" in ran.output
+    under = CliRunner().invoke(app, [*args, "--fail-under", "equals=0.9"])
+    assert under.exit_code == 1 and "under the floor: new: equals 0.8 < 0.9" in under.output
+    as_json = CliRunner().invoke(app, [*args, "--json"])
+    assert json.loads(as_json.output)["candidates"]["new"]["pass_rates"]["equals"] == 0.8
+
+    config = tmp_path / "eval.yaml"
+    config.write_text(f"""\
+inputs: cases.jsonl
+candidates:
+  - {{name: new, agent: "{me}:new_geo"}}
+baseline: {{name: old, agent: "{me}:old_geo"}}
+scorers:
+  - equals
+  - {{type: contains, value: "o", name: has-o}}
+fail_under: {{has-o: 0.6}}
+""")
+    ran = CliRunner().invoke(app, ["eval", str(config)])
+    assert ran.exit_code == 0 and "has-o" in ran.output, ran.output
+    wrong = CliRunner().invoke(app, ["eval", str(config), "--scorer", "contains"])
+    assert wrong.exit_code == 2 and "--scorer contains: one of equals" in wrong.output
+    config.write_text(config.read_text().replace("scorers:", "scorer:"))
+    bad = CliRunner().invoke(app, ["eval", str(config)])
+    assert bad.exit_code == 2 and "'scorer' is not a key of an eval config" in bad.output
+
+
+def test_an_evaluation_needs_scorers_of_their_own_names() -> None:
+    with pytest.raises(ValueError, match="scorers need names of their own"):
+        evaluate([Case("c", "q")], {"new": AgentPlan.compile(new_geo())}, [Contains("a"), Contains("b")])
+    with pytest.raises(ValueError, match="baseline 'old' is not a candidate"):
+        evaluate([Case("c", "q")], {"new": AgentPlan.compile(new_geo())}, [Equals()], baseline="old")
+    assert isinstance(evaluate([Case("c", "q")], {"new": AgentPlan.compile(new_geo())}, [Equals()]),
+                      EvalReport)
