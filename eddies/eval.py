@@ -10,9 +10,13 @@ outputs where known), score their answers, compare them with a baseline. The sam
     print("\\n".join(report.lines()))
     assert not report.below({"equals": 0.9})
 
-Model calls are live; a call that may be a side effect (a tool that is not idempotent, a
-write to a vector store) is refused unless ``policy=CallPolicy(allow={"name"})`` allows
-it, and the report lists it.
+On recorded traffic, ``recorded_traffic(settings, from_time_ms=...)`` gives the cases
+(a session each, what the recording answered as expected) and ``evaluate(traffic.cases,
+..., baseline="recorded", traffic=traffic)`` answers a call made just as the recording
+made it from the recording. Model calls are otherwise live; a call that may be a side
+effect (a tool that is not idempotent, a write to a vector store) and that no recording
+answers is refused unless ``policy=CallPolicy(allow={"name"})`` allows it, and the report
+lists it.
 """
 
 from eddies.connectors.evaluation.cases import Case, CaseFileError, load_cases
@@ -30,8 +34,40 @@ from eddies.connectors.evaluation.scorers import (
     Scorer,
     Threshold,
 )
-from eddies.connectors.local.evaluation import CallPolicy, evaluate, run_candidate
+from eddies.connectors.local.evaluation import (
+    RECORDED,
+    CallPolicy,
+    RecordedTraffic,
+    evaluate,
+    recorded_traffic,
+    run_candidate,
+)
 
-__all__ = ["ALL", "EXPECTED", "METRICS", "CallPolicy", "Case", "CaseFileError", "CaseResult", "Contains",
-           "Difference", "Equals", "EvalReport", "Function", "IsJson", "JsonSchema", "Regex", "Score",
-           "Scorer", "Summary", "Threshold", "evaluate", "load_cases", "paired_bootstrap", "run_candidate"]
+__all__ = [
+    "ALL",
+    "EXPECTED",
+    "METRICS",
+    "RECORDED",
+    "CallPolicy",
+    "Case",
+    "CaseFileError",
+    "CaseResult",
+    "Contains",
+    "Difference",
+    "Equals",
+    "EvalReport",
+    "Function",
+    "IsJson",
+    "JsonSchema",
+    "RecordedTraffic",
+    "Regex",
+    "Score",
+    "Scorer",
+    "Summary",
+    "Threshold",
+    "evaluate",
+    "load_cases",
+    "paired_bootstrap",
+    "recorded_traffic",
+    "run_candidate",
+]

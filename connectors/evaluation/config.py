@@ -2,7 +2,8 @@
 calls it may make live and the floors under which it fails, from a YAML file or from its
 flags (a flag adds to the file). Example::
 
-    inputs: cases.jsonl
+    inputs: cases.jsonl          # or recorded traffic: {app: travel, from_time: "2026-12-01T00:00:00Z",
+                                 #   sessions: [...], sample: 200}
     candidates:
       - {name: new, agent: "travel.agents:planner", set: {model: "openai/gpt-5-mini"}}
     baseline: {name: old, agent: "travel.agents:planner"}   # or a candidate's name
@@ -15,6 +16,7 @@ flags (a flag adds to the file). Example::
       - {type: python, function: "travel.checks:polite", name: polite}
       - {type: threshold, metric: cost_usd, max: 0.01}
     allow_calls: [search_hotels]
+    live_models: false           # recorded traffic: reuse a recorded reply to the same model call
     fail_under: {equals: 0.8, all: 0.5}
 """
 
@@ -38,7 +40,7 @@ from eddies.connectors.evaluation.scorers import (
 
 _SCORER_KEYS = {"type", "name", "value", "ignore_case", "pattern", "schema", "function", "threshold",
                 "metric", "max", "min"}
-_KEYS = {"inputs", "candidates", "baseline", "scorers", "allow_calls", "fail_under"}
+_KEYS = {"inputs", "candidates", "baseline", "scorers", "allow_calls", "live_models", "fail_under"}
 
 
 class EvalConfigError(ValueError):
@@ -55,15 +57,29 @@ class CandidateSpec:
     set: tuple[str, ...] = ()  # FIELD=VALUE or RESOURCE.FIELD=VALUE, as --set
 
 
+@dataclass(frozen=True)
+class TrafficSpec:
+    """Cases from an app's recorded traffic: its inputs from ``from_offset``
+    (``PARTITION:OFFSET,...``) or ``from_time`` (ISO 8601 or ms), of ``sessions`` only if
+    named, ``sample`` sessions at most; ``app`` None: the settings' app."""
+
+    app: str | None = None
+    from_offset: str | None = None
+    from_time: str | None = None
+    sessions: tuple[str, ...] = ()
+    sample: int | None = None
+
+
 @dataclass
 class EvalConfig:
     """An evaluation, before it runs."""
 
-    inputs: Path | None = None
+    inputs: Path | TrafficSpec | None = None
     candidates: list[CandidateSpec] = field(default_factory=list)
     baseline: CandidateSpec | str | None = None
     scorers: list[Scorer] = field(default_factory=list)
     allow_calls: set[str] = field(default_factory=set)
+    live_models: bool = False
     fail_under: dict[str, float] = field(default_factory=dict)
 
 
@@ -83,8 +99,11 @@ def load_config(path: str | Path) -> EvalConfig:
         raise EvalConfigError(f"{path}: {unknown[0]!r} is not a key of an eval config "
                               f"({', '.join(sorted(_KEYS))})")
     out = EvalConfig()
-    if data.get("inputs") is not None:
-        out.inputs = path.parent / str(data["inputs"])
+    given = data.get("inputs")
+    if isinstance(given, dict):
+        out.inputs = traffic(given, f"{path}: inputs")
+    elif given is not None:
+        out.inputs = path.parent / str(given)
     for i, entry in enumerate(_list(data, "candidates", path)):
         out.candidates.append(candidate(entry, f"{path}: candidates[{i}]"))
     base = data.get("baseline")
@@ -92,11 +111,35 @@ def load_config(path: str | Path) -> EvalConfig:
     for i, entry in enumerate(_list(data, "scorers", path)):
         out.scorers.append(scorer(entry, f"{path}: scorers[{i}]"))
     out.allow_calls = {str(c) for c in _list(data, "allow_calls", path)}
+    live = data.get("live_models", False)
+    if not isinstance(live, bool):
+        raise EvalConfigError(f"{path}: live_models: true or false, got {live!r}")
+    out.live_models = live
     floors = data.get("fail_under") or {}
     if not isinstance(floors, dict):
         raise EvalConfigError(f"{path}: fail_under: a mapping of scorer names to pass rates")
     out.fail_under = {str(k): rate(v, f"{path}: fail_under.{k}") for k, v in floors.items()}
     return out
+
+
+def traffic(entry: dict[str, Any], where: str) -> TrafficSpec:
+    """Recorded traffic from ``{app, from_offset, from_time, sessions, sample}``."""
+    unknown = sorted(set(entry) - {"app", "from_offset", "from_time", "sessions", "sample"})
+    if unknown:
+        raise EvalConfigError(f"{where}: {unknown[0]!r} is not a key of recorded inputs (app, from_offset, "
+                              "from_time, sessions, sample)")
+    if (entry.get("from_offset") is None) == (entry.get("from_time") is None):
+        raise EvalConfigError(f"{where}: give one of from_offset and from_time")
+    sample = entry.get("sample")
+    if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
+        raise EvalConfigError(f"{where}: sample: a positive number of sessions, got {sample!r}")
+    sessions = entry.get("sessions") or []
+    if not isinstance(sessions, list):
+        raise EvalConfigError(f"{where}: sessions: a list of session ids")
+    return TrafficSpec(None if entry.get("app") is None else str(entry["app"]),
+                       None if entry.get("from_offset") is None else str(entry["from_offset"]),
+                       None if entry.get("from_time") is None else str(entry["from_time"]),
+                       tuple(str(x) for x in sessions), sample)
 
 
 def candidate(entry: Any, where: str) -> CandidateSpec:
@@ -204,5 +247,5 @@ def _list(data: dict[str, Any], key: str, path: Path) -> list[Any]:
     return value
 
 
-__all__ = ["CandidateSpec", "EvalConfig", "EvalConfigError", "candidate", "load_config", "rate", "scorer",
-           "scorer_flag"]
+__all__ = ["CandidateSpec", "EvalConfig", "EvalConfigError", "TrafficSpec", "candidate", "load_config",
+           "rate", "scorer", "scorer_flag", "traffic"]

@@ -39,8 +39,11 @@ class RecordedCalls:
     def __init__(self, outcomes: Outcomes, *,
                  source: Callable[[str], str | None] = lambda cid: cid,
                  plan: AgentPlan | None = None,
-                 refuse: Callable[[DurableCallRequest], str | None] | None = None) -> None:
+                 refuse: Callable[[DurableCallRequest], str | None] | None = None,
+                 fresh: Callable[[DurableCallRequest], bool] | None = None) -> None:
         self.outcomes = outcomes
+        #: Calls made live though the recording may answer them (an evaluation's live models).
+        self.fresh = fresh
         #: Why a call the recording does not answer may not be made live (None: it may);
         #: a refused call fails with a CallRefusedError saying so (an evaluation's rule).
         self.refuse = refuse
@@ -86,7 +89,7 @@ class RecordedCalls:
         """The result of ``request`` from the recording, or None: make the call live."""
         req = request.payload
         assert isinstance(req, DurableCallRequest)
-        origin = self.source(req.call_id)
+        origin = None if self.fresh is not None and self.fresh(req) else self.source(req.call_id)
         recorded = None if origin is None else self.outcomes.get((origin, req.attempt))
         result = None if recorded is None else recorded.payload
         asked = req.digest or call_digest(req.kind, req.target, req.args)

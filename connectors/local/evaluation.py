@@ -1,10 +1,15 @@
 """Running an evaluation: each candidate agent (and the baseline agent, if there is one)
 answers every case in this process, on a :class:`LocalRunner` of its own, and the scorers
-judge the answers. Model calls are made live (the candidate's model); any other call is
-made only if it cannot be a side effect: an idempotent call (a read), or one of the
-targets ``CallPolicy(allow=...)`` names. Any other call fails with a CallRefusedError the
-agent sees, and the report lists it per case: an evaluation never repeats a production
-side effect by default. Example::
+judge the answers. Cases come from a file, or from an app's recorded traffic
+(:func:`recorded_traffic`: a case a session, what the recording answered as expected).
+
+Model calls are made live, by the candidate's model; on recorded traffic, a call made just
+as the recording made it (same place, same arguments, same model) is answered from it,
+models too unless ``CallPolicy(live_models=True)``. Any other call is made only if it
+cannot be a side effect: an idempotent call (a read), or one of the targets
+``CallPolicy(allow=...)`` names; the rest fail with a CallRefusedError the agent sees, and
+the report lists them per case: an evaluation never repeats a production side effect by
+default. Example::
 
     report = evaluate(load_cases("cases.jsonl"), {"new": new_plan}, [Equals(), Contains("Porto")],
                       baseline=("old", old_plan))
@@ -14,8 +19,9 @@ side effect by default. Example::
 from __future__ import annotations
 
 import json
+import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from eddies.connectors.evaluation.cases import Case
@@ -23,9 +29,11 @@ from eddies.connectors.evaluation.report import EvalReport
 from eddies.connectors.evaluation.results import CaseResult, case_result
 from eddies.connectors.evaluation.scorers import Score, Scorer
 from eddies.connectors.execution.recorded_calls import RecordedCalls
+from eddies.connectors.local.rerun import Recording, read_recording
 from eddies.connectors.local.runner import LocalRunner
+from eddies.connectors.runtime.settings import Settings
 from eddies.engine import AgentPlan
-from eddies.events import CallKind, DurableCallRequest
+from eddies.events import AgentEvent, CallKind, DurableCallRequest, InputEvent, OutputEvent
 
 #: Calls that are always made live: asking a model (or an embedding model) changes nothing.
 MODEL_KINDS = (CallKind.CHAT_MODEL, CallKind.EMBEDDING)
@@ -35,9 +43,16 @@ STORE_WRITES = ("add", "update", "delete")
 
 @dataclass(frozen=True)
 class CallPolicy:
-    """Which calls an evaluation makes live: models, reads, and the targets of ``allow``."""
+    """Which calls an evaluation makes live: models, reads, and the targets of ``allow``.
+    ``live_models``: a model call is made live even where the recording made the same one
+    (the candidate's model answers every time); else the recorded reply is reused."""
 
     allow: frozenset[str] = frozenset()
+    live_models: bool = False
+
+    def fresh(self, request: DurableCallRequest) -> bool:
+        """Whether ``request`` is made live whatever the recording holds."""
+        return self.live_models and request.kind in MODEL_KINDS
 
     def refusal(self, request: DurableCallRequest) -> str | None:
         """Why ``request`` may not be made live (None: it may)."""
@@ -51,17 +66,69 @@ class CallPolicy:
                 f"evaluation does not repeat a side effect (allow it: --allow-call {request.target})")
 
 
-def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case],
-                  policy: CallPolicy = CallPolicy()) -> list[CaseResult]:
-    """What candidate ``name`` (its plan) does with each case, one case at a time."""
-    calls = RecordedCalls({}, plan=plan, refuse=policy.refusal)
+@dataclass
+class RecordedTraffic:
+    """Cases taken from an app's recorded traffic: one a session of the range (its inputs
+    in order; its answer is its last output), what the recording answered as each case's
+    expected output, the recording's own results (the baseline ``recorded``), and the
+    recorded outcomes a candidate's same calls are answered from."""
+
+    recording: Recording
+    cases: list[Case]
+    results: list[CaseResult]
+
+
+#: The baseline that is what the recording did.
+RECORDED = "recorded"
+
+
+def recorded_traffic(source: Settings, *, from_offsets: dict[int, int] | None = None,
+                     from_time_ms: int | None = None, sessions: Callable[[str], bool] = lambda _s: True,
+                     sample: int | None = None, seed: int = 0) -> RecordedTraffic:
+    """The sessions of ``source.app``'s inputs from ``from_offsets`` or ``from_time_ms``
+    (as ``eddies reprocess`` takes them), ``sample`` of them at most (drawn with ``seed``)."""
+    from eddies.connectors.inspect.replay import sessions_records
+
+    recording = read_recording(source, from_offsets=from_offsets, from_time_ms=from_time_ms,
+                               sessions=sessions)
+    chosen = recording.sessions
+    if sample is not None and sample < len(chosen):
+        chosen = sorted(random.Random(seed).sample(chosen, sample))
+    histories: dict[str, list[tuple[int, AgentEvent]]] = {sid: [] for sid in chosen}
+    for _, time_ms, ev in sessions_records(source, chosen):
+        if ev.run in recording.order[ev.session_id]:
+            histories[ev.session_id].append((time_ms, ev))
+    cases, results = [], []
+    for sid in chosen:
+        given = [ev.payload.input for ev in recording.inputs
+                 if ev.session_id == sid and isinstance(ev.payload, InputEvent)]
+        events = [ev for _, ev in histories[sid]]
+        answer = case_result(Case(sid, given[0] if len(given) == 1 else given), RECORDED, events,
+                             latency_ms=_recorded_latency(histories[sid]), refused={})
+        case = Case(sid, answer.case.input, answer.output, answer.error is None)
+        answer.case = case
+        cases.append(case)
+        results.append(answer)
+    return RecordedTraffic(recording, cases, results)
+
+
+def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: CallPolicy = CallPolicy(),
+                  traffic: RecordedTraffic | None = None) -> list[CaseResult]:
+    """What candidate ``name`` (its plan) does with each case, one case at a time; with
+    ``traffic``, the recorded inputs of each case's session, its calls answered from the
+    recording where they are the same calls."""
+    calls = (traffic.recording.calls(plan, refuse=policy.refusal, fresh=policy.fresh) if traffic is not None
+             else RecordedCalls({}, plan=plan, refuse=policy.refusal))
     runner = LocalRunner(plan, recorded=calls)
     out = []
     try:
         for case in cases:
             seen, refused_before = len(runner.history), set(calls.refused)
             start = time.perf_counter()
-            runner.submit(case.id, case.input)
+            if traffic is not None:
+                traffic.recording.submit(runner, {case.id})
+            else:
+                runner.submit(case.id, case.input)
             runner.run_until_waiting()
             latency = (time.perf_counter() - start) * 1000
             history = [ev for ev in runner.history[seen:] if ev.session_id == case.id]
@@ -74,27 +141,46 @@ def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case],
 
 def evaluate(cases: Sequence[Case], candidates: Mapping[str, AgentPlan], scorers: Sequence[Scorer], *,
              baseline: tuple[str, AgentPlan] | str | None = None,
-             policy: CallPolicy = CallPolicy()) -> EvalReport:
+             policy: CallPolicy = CallPolicy(), traffic: RecordedTraffic | None = None) -> EvalReport:
     """Run ``candidates`` (name -> plan) on ``cases`` and score them. ``baseline``: another
-    agent (name, plan) run the same way, or the name of one of the candidates; None: the
-    cases' expected outputs are the only yardstick."""
+    agent (name, plan) run the same way, the name of one of the candidates, or
+    ``"recorded"`` (with ``traffic``: what the recording did); None: the cases' expected
+    outputs are the only yardstick. With ``traffic`` (its cases), calls the recording made
+    the same way are answered from it."""
     names = [s.name for s in scorers]
     if len(set(names)) != len(names):
         raise ValueError(f"scorers need names of their own (name=...): {', '.join(names)}")
     runs = dict(candidates)
     base_name = baseline if isinstance(baseline, str) or baseline is None else baseline[0]
+    if RECORDED in runs or (isinstance(baseline, tuple) and baseline[0] in (*runs, RECORDED)):
+        raise ValueError(f"a candidate or baseline named {RECORDED!r} or twice: name it otherwise")
     if isinstance(baseline, tuple):
-        if baseline[0] in runs:
-            raise ValueError(f"the baseline's name {baseline[0]!r} is a candidate's")
         runs = {baseline[0]: baseline[1], **runs}
-    elif baseline is not None and baseline not in runs:
+    elif baseline == RECORDED and traffic is None:
+        raise ValueError("the baseline 'recorded' needs cases from recorded traffic")
+    elif baseline is not None and baseline != RECORDED and baseline not in runs:
         raise ValueError(f"baseline {baseline!r} is not a candidate (candidates: {', '.join(runs)})")
-    results = {name: run_candidate(name, plan, cases, policy) for name, plan in runs.items()}
+    results = {name: run_candidate(name, plan, cases, policy, traffic) for name, plan in runs.items()}
+    if baseline == RECORDED and traffic is not None:
+        by_id = {r.case.id: r for r in traffic.results}
+        results = {RECORDED: [by_id[c.id] for c in cases], **results}
     base = results.get(base_name) if base_name is not None else None
     scores: dict[str, dict[str, list[Score]]] = {
         name: {s.name: [s(r, None if base is None else base[i]) for i, r in enumerate(got)] for s in scorers}
         for name, got in results.items()}
     return EvalReport(list(candidates), base_name, results, scores)
+
+
+def _recorded_latency(timed: Sequence[tuple[int, AgentEvent]]) -> float:
+    """Wall time of the recorded runs: from each input's record to its run's last output's."""
+    starts: dict[int, int] = {}
+    ends: dict[int, int] = {}
+    for time_ms, ev in timed:
+        if isinstance(ev.payload, InputEvent) and not ev.scope:
+            starts.setdefault(ev.run, time_ms)
+        elif isinstance(ev.payload, OutputEvent) and not ev.scope:
+            ends[ev.run] = time_ms
+    return float(sum(ends[r] - starts[r] for r in ends if r in starts))
 
 
 def _store_op(request: DurableCallRequest) -> str | None:
@@ -105,4 +191,4 @@ def _store_op(request: DurableCallRequest) -> str | None:
     return op if isinstance(op, str) else None
 
 
-__all__ = ["CallPolicy", "evaluate", "run_candidate"]
+__all__ = ["RECORDED", "CallPolicy", "RecordedTraffic", "evaluate", "recorded_traffic", "run_candidate"]

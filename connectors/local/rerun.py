@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from eddies.connectors.execution.recorded_calls import Outcomes, RecordedCalls
@@ -29,6 +29,7 @@ from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import AgentPlan
 from eddies.events import (
     AgentEvent,
+    DurableCallRequest,
     DurableCallResult,
     InputEvent,
     OutputEvent,
@@ -114,6 +115,61 @@ def _forked(ev: AgentEvent, old: str, new: str, origin: str) -> AgentEvent | Non
                                event_id=f"fork:{origin}:{ev.event_id}", causation_id=None, payload=p)
 
 
+@dataclass
+class Recording:
+    """A range of an app's recorded inputs (and signals), the run each input started
+    there, and the recorded outcomes of their sessions' calls: what a re-run of the range
+    offers its calls (:meth:`calls`)."""
+
+    inputs: list[AgentEvent]
+    runs: dict[tuple[str, str], int]
+    outcomes: Outcomes
+    #: session -> the source's run of each of its inputs in the range, in order.
+    order: dict[str, list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for ev in self.inputs:
+            if isinstance(ev.payload, InputEvent):
+                run = self.runs.get((ev.session_id, ev.event_id), 0)
+                self.order.setdefault(ev.session_id, []).append(run)
+
+    @property
+    def sessions(self) -> list[str]:
+        """The sessions of the range, sorted."""
+        return sorted(self.order)
+
+    def origin(self, call_id: str) -> str | None:
+        """The recorded call a re-run's call stands for: the same place in the source's
+        run of the same input (None: that run is not in the range)."""
+        path, run, inv, ordinal = call_id.rsplit(":", 3)
+        runs_here = self.order.get(session_of_call(call_id), [])
+        k = int(run[1:])
+        return f"{path}:r{runs_here[k - 1]}:{inv}:{ordinal}" if 0 < k <= len(runs_here) else None
+
+    def calls(self, plan: AgentPlan, refuse: Callable[[DurableCallRequest], str | None] | None = None,
+              fresh: Callable[[DurableCallRequest], bool] | None = None) -> RecordedCalls:
+        """The recorded outcomes, offered to a re-run of the range with ``plan`` (see
+        :class:`RecordedCalls` for ``refuse`` and ``fresh``)."""
+        return RecordedCalls(self.outcomes, source=self.origin, plan=plan, refuse=refuse, fresh=fresh)
+
+    def submit(self, runner: LocalRunner, sessions: Collection[str] | None = None) -> None:
+        """Give ``runner`` the range's inputs and signals (of ``sessions`` only), in order."""
+        for ev in self.inputs:
+            if sessions is None or ev.session_id in sessions:
+                _submit(runner, ev)
+
+
+def read_recording(source: Settings, *, from_offsets: dict[int, int] | None = None,
+                   from_time_ms: int | None = None,
+                   sessions: Callable[[str], bool] = lambda _s: True) -> Recording:
+    """The inputs of ``source.app`` from ``from_offsets`` (partition -> offset of
+    APP.input; partitions not named are left out) or from ``from_time_ms`` (all
+    partitions) to their end, with what was recorded of their sessions."""
+    inputs = _inputs(source, TopicNames(source.app).input, from_offsets, from_time_ms, sessions)
+    runs, outcomes = _recorded(source, {ev.session_id for ev in inputs})
+    return Recording(inputs, runs, outcomes)
+
+
 def reprocess(source: Settings, target: Settings, plan: AgentPlan, *,
               from_offsets: dict[int, int] | None = None, from_time_ms: int | None = None,
               sessions: Callable[[str], bool] = lambda _s: True) -> RerunReport:
@@ -123,26 +179,13 @@ def reprocess(source: Settings, target: Settings, plan: AgentPlan, *,
     recorded outcome when it is the same call (same place in the same run of its input,
     same digest of kind, target and arguments, same model); others are made live. Sessions start anew
     in the target: their inputs before the range are not part of it."""
-    names = TopicNames(source.app)
-    inputs = _inputs(source, names.input, from_offsets, from_time_ms, sessions)
-    runs, outcomes = _recorded(source, {ev.session_id for ev in inputs})
-    order: dict[str, list[int]] = {}  # session -> the source's run of each of its inputs here
-    for ev in inputs:
-        if isinstance(ev.payload, InputEvent):
-            order.setdefault(ev.session_id, []).append(runs.get((ev.session_id, ev.event_id), 0))
-
-    def origin(call_id: str) -> str | None:  # the same call, in the source's run number
-        path, run, inv, ordinal = call_id.rsplit(":", 3)
-        runs_here = order.get(session_of_call(call_id), [])
-        k = int(run[1:])
-        return f"{path}:r{runs_here[k - 1]}:{inv}:{ordinal}" if 0 < k <= len(runs_here) else None
-
-    recorded = RecordedCalls(outcomes, source=origin, plan=plan)
+    recording = read_recording(source, from_offsets=from_offsets, from_time_ms=from_time_ms,
+                               sessions=sessions)
+    recorded = recording.calls(plan)
     runner = LocalRunner(plan, recorded=recorded)
-    for ev in inputs:
-        _submit(runner, ev)
+    recording.submit(runner)
     report = _run(target, runner, list(HEADERS))
-    report.sessions, report.inputs = sorted(order), len(inputs)
+    report.sessions, report.inputs = recording.sessions, len(recording.inputs)
     report.reused, report.live = recorded.reused, recorded.live
     return report
 

@@ -11,14 +11,16 @@ from rich.markup import escape
 
 from eddies.cli.agents import plan_of
 from eddies.cli.errors import fail
+from eddies.cli.options import AppOpt, BootstrapOpt, ConfigOpt, offsets_of, time_ms_of
 from eddies.cli.output import console, err_console
+from eddies.cli.settings import kafka_settings, need_configured_broker, settings_or_exit
 
 eval_app = typer.Typer()
 
 
 @eval_app.command("eval")
 def eval_cmd(
-    config: Annotated[Path | None, typer.Argument(
+    config: Annotated[Path | None, typer.Argument(metavar="EVAL.yaml",
         help="An eval config (YAML): inputs, candidates, baseline, scorers, allow_calls, "
         "fail_under.")] = None,
     inputs: Annotated[Path | None, typer.Option(
@@ -38,30 +40,52 @@ def eval_cmd(
     fail_under: Annotated[list[str] | None, typer.Option(
         "--fail-under", help="SCORER=RATE: exit 1 if a candidate's pass rate is lower ('all': every "
         "scorer passed) (repeatable).")] = None,
+    live_models: Annotated[bool, typer.Option(
+        "--live-models", help="Recorded traffic: ask the candidate's model every time, even where "
+        "the recording made the same model call.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    from_offset: Annotated[str | None, typer.Option(
+        help="Cases from APP's recorded traffic: PARTITION:OFFSET[,...] of APP.input to start from.")] = None,
+    from_time: Annotated[str | None, typer.Option(
+        help="Cases from APP's recorded traffic from this time: ISO 8601 or ms.")] = None,
+    session: Annotated[list[str] | None, typer.Option(
+        "--session", help="Recorded traffic: only these sessions (repeatable).")] = None,
+    sample: Annotated[int | None, typer.Option(
+        help="Recorded traffic: this many sessions at most, drawn at random (seeded).")] = None,
+    settings_file: ConfigOpt = None,
+    app_id: AppOpt = None,
+    bootstrap_servers: BootstrapOpt = None,
 ) -> None:
     """Evaluate agents on cases before they ship: each candidate (and a baseline agent, if
-    given) answers every case in this process, with live model calls; a call that may be
-    a side effect (a tool that is not idempotent, a vector store write) is refused unless
-    --allow-call names it, and reported. Prints pass rates per scorer, cost, tokens and
-    latency, and each pass rate's difference to the baseline with a 95% paired bootstrap
-    interval. Exit 1 when a rate is under its --fail-under."""
+    given) answers every case in this process, with live model calls. Cases come from a
+    file (--inputs) or from APP's recorded traffic (--from-offset or --from-time: a case a
+    session, the recording's answers as the expected outputs and as the baseline
+    'recorded'; a call made just as the recording made it is answered from it). A call
+    that may be a side effect (a tool that is not idempotent, a vector store write) and
+    that no recording answers is refused unless --allow-call names it, and reported.
+    Prints pass rates per scorer, cost, tokens and latency, and each pass rate's
+    difference to the baseline with a 95% paired bootstrap interval. Exit 1 when a rate is
+    under its --fail-under."""
     from eddies.connectors.evaluation.cases import CaseFileError, load_cases
     from eddies.connectors.evaluation.config import (
         CandidateSpec,
         EvalConfig,
         EvalConfigError,
+        TrafficSpec,
         load_config,
         rate,
         scorer_flag,
     )
-    from eddies.connectors.evaluation.config import (
-        candidate as candidate_of,
-    )
-    from eddies.connectors.local.evaluation import CallPolicy, evaluate
+    from eddies.connectors.evaluation.config import candidate as candidate_of
+    from eddies.connectors.local.evaluation import RECORDED, CallPolicy, evaluate, recorded_traffic
+    from eddies.connectors.runtime.topics import TopicNames
 
     try:
         cfg = load_config(config) if config is not None else EvalConfig()
+        if from_offset is not None or from_time is not None:
+            if from_offset is not None and from_time is not None:
+                raise EvalConfigError("give one of --from-offset and --from-time")
+            cfg.inputs = TrafficSpec(app_id, from_offset, from_time, tuple(session or []), sample)
         cfg.inputs = inputs or cfg.inputs
         cfg.candidates += [candidate_of(c, "--candidate") for c in candidate or []]
         if baseline is not None:
@@ -79,15 +103,32 @@ def eval_cmd(
             raise EvalConfigError("give a candidate: --candidate NAME=AGENT (or candidates: in the config)")
         if not cfg.scorers:
             raise EvalConfigError("give a scorer: --scorer equals, ... (or scorers: in the config)")
-        cases = load_cases(cfg.inputs)
+        cases = load_cases(cfg.inputs) if isinstance(cfg.inputs, Path) else []
     except (EvalConfigError, CaseFileError) as err:
         fail(str(err))
     plans = {c.name: plan_of(c.agent, c.set) for c in cfg.candidates}
     base: Any = (cfg.baseline if not isinstance(cfg.baseline, CandidateSpec)
                  else (cfg.baseline.name, plan_of(cfg.baseline.agent, cfg.baseline.set)))
+    policy = CallPolicy(frozenset(cfg.allow_calls), live_models=live_models or cfg.live_models)
     try:
-        policy = CallPolicy(frozenset(cfg.allow_calls))
-        report = evaluate(cases, plans, cfg.scorers, baseline=base, policy=policy)
+        if isinstance(cfg.inputs, TrafficSpec):
+            spec = cfg.inputs
+            settings = settings_or_exit(settings_file, app=spec.app or app_id,
+                                        bootstrap_servers=bootstrap_servers)
+            need_configured_broker(settings)
+            names = TopicNames(settings.app)
+            with kafka_settings(settings, need=(names.input, names.events)) as s:
+                only = set(spec.sessions)
+                traffic = recorded_traffic(
+                    s, from_offsets=None if spec.from_offset is None else offsets_of(spec.from_offset),
+                    from_time_ms=None if spec.from_time is None else time_ms_of(spec.from_time),
+                    sessions=(lambda sid: sid in only) if only else (lambda _sid: True), sample=spec.sample)
+            if not traffic.cases:
+                fail(f"no inputs of {settings.app} in that range")
+            report = evaluate(traffic.cases, plans, cfg.scorers, baseline=base or RECORDED, policy=policy,
+                              traffic=traffic)
+        else:
+            report = evaluate(cases, plans, cfg.scorers, baseline=base, policy=policy)
         below = report.below(cfg.fail_under)
     except (ValueError, KeyError) as err:
         fail(str(err.args[0] if isinstance(err, KeyError) else err))

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from eddies.cli.agents import agent_plan
-from eddies.cli.options import AppOpt, BootstrapOpt, ConfigOpt
+from eddies.cli.options import AppOpt, BootstrapOpt, ConfigOpt, offsets_of, time_ms_of
 from eddies.cli.output import console, err_console, print_tree
 from eddies.cli.settings import kafka_settings, settings_or_exit
 
@@ -211,8 +211,8 @@ def reprocess_cmd(
 
     if (from_offset is None) == (from_time is None):
         raise typer.BadParameter("give one of --from-offset and --from-time")
-    offsets = _offsets(from_offset) if from_offset is not None else None
-    since = _time_ms(from_time) if from_time is not None else None
+    offsets = offsets_of(from_offset) if from_offset is not None else None
+    since = time_ms_of(from_time) if from_time is not None else None
     settings = settings_or_exit(config, app=app_id, bootstrap_servers=bootstrap_servers, agent=agent)
     if to_app == settings.app:
         raise typer.BadParameter("reprocess writes into another application id", param_hint="--to-app")
@@ -233,25 +233,3 @@ def reprocess_cmd(
     console.print(f"reprocessed {len(report.sessions)} sessions of {settings.app} into {to_app}",
                   highlight=False)
     _print_rerun(console, report)
-
-
-def _offsets(text: str) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for item in text.split(","):
-        part, sep, offset = item.strip().partition(":")
-        if not sep or not part.isdigit() or not offset.isdigit():
-            raise typer.BadParameter(f"{item!r}: use PARTITION:OFFSET", param_hint="--from-offset")
-        out[int(part)] = int(offset)
-    return out
-
-
-def _time_ms(text: str) -> int:
-    from datetime import datetime
-
-    if text.isdigit():
-        return int(text)
-    try:
-        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        raise typer.BadParameter(f"{text!r}: ISO 8601 or ms since the epoch",
-                                 param_hint="--from-time") from None

@@ -7,6 +7,7 @@ twice across processes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -425,3 +426,25 @@ def rememberer() -> Rememberer:
     agent.add_resource("docs", ResourceType.VECTOR_STORE, DyingStore(test_store("default")))
     agent.add_resource("facts", ResourceType.MEMORY_SET, MemorySetSetup("docs"))
     return agent
+
+
+def offline_calculator() -> Calculator:
+    """The calculator on the offline scripted model, with the counted ``add`` tool."""
+    return calculator_agent(tool=counted_add)
+
+
+def _doubling(messages: list[Any], tools: list[Any]) -> Any:
+    """The scripted model's policy, but it doubles ``a`` before it asks for ``add``."""
+    from eddies.connectors.models.scripted import tool_then_answer
+
+    reply = tool_then_answer(messages, tools)
+    calls = [dataclasses.replace(c, arguments={**c.arguments, "a": c.arguments.get("a", 0) * 2})
+             for c in reply.tool_calls]
+    return dataclasses.replace(reply, tool_calls=calls)
+
+
+def doubling_calculator() -> Calculator:
+    """The offline calculator whose model asks ``add`` for twice ``a``: other tool calls."""
+    from eddies.connectors.models.scripted import ScriptedChatModel
+
+    return calculator_agent(ScriptedChatModel(_doubling), tool=counted_add)

@@ -1,0 +1,117 @@
+"""``eddies eval`` on an app's recorded traffic: a case a session, the recording's answers
+as expected outputs and as the baseline; a call made just as the recording made it is
+answered from it, and a side effect the recording does not answer is not made again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eddies.connectors.local.evaluation import RECORDED, CallPolicy, evaluate, recorded_traffic
+from eddies.connectors.runtime.client import send_input
+from eddies.connectors.runtime.settings import Settings, load_settings
+from eddies.engine import AgentPlan
+from eddies.eval import Equals, Regex
+from tests.integration.agents import doubling_calculator, offline_calculator
+from tests.integration.workers import ROOT, answers, start_worker, stop_worker, wait_until
+
+pytestmark = pytest.mark.integration
+
+PROMPTS = [("ana", '{"a": 2, "b": 3}'), ("bo", '{"a": 40, "b": 2}'), ("cy", '{"a": 7, "b": 8}')]
+
+
+@pytest.fixture(scope="module")
+def recorded(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Path]]:
+    """Three sessions the offline calculator answered on a worker (each: a model call, the
+    counted add tool, a model call); the file of the tool's executions."""
+    settings = load_settings(env={}, overrides={
+        "bootstrap_servers": bootstrap, "app": f"ev{uuid.uuid4().hex[:10]}", "partitions": 2})
+    where = tmp_path_factory.mktemp("eval")
+    effects = where / "effects.log"
+    worker = start_worker(settings, "tests.integration.agents:offline_calculator", where / "worker.log",
+                          TEST_EFFECTS=str(effects))
+    try:
+        for session, prompt in PROMPTS:
+            send_input(settings, session, prompt)
+        wait_until("three answers", lambda: len(answers(settings)) >= 3, worker, where / "worker.log")
+    finally:
+        stop_worker(worker)
+    before = os.environ.get("TEST_EFFECTS")
+    os.environ["TEST_EFFECTS"] = str(effects)  # the evaluations' tool calls count there too
+    yield settings, effects
+    if before is None:
+        os.environ.pop("TEST_EFFECTS", None)
+    else:
+        os.environ["TEST_EFFECTS"] = before
+
+
+def _effects(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_the_same_agent_on_recorded_traffic_is_answered_from_the_recording(
+        recorded: tuple[Settings, Path]) -> None:
+    settings, effects = recorded
+    done = len(_effects(effects))
+    assert done == 3
+    traffic = recorded_traffic(settings, from_time_ms=0)
+    assert [c.id for c in traffic.cases] == ["ana", "bo", "cy"]
+    assert [c.expected for c in traffic.cases] == [f"The result is {n}." for n in (5, 42, 15)]
+    assert [r.iterations for r in traffic.results] == [2, 2, 2]  # as recorded: two model calls each
+    report = evaluate(traffic.cases, {"same": AgentPlan.compile(offline_calculator())},
+                      [Equals(), Regex(r"^The result is \d+\.$")], baseline=RECORDED, traffic=traffic)
+    same, base = report.summary("same"), report.summary(RECORDED)
+    assert same.pass_rates == {"equals": 1.0, "regex": 1.0, "all": 1.0} and base.pass_rates["all"] == 1.0
+    assert same.vs_baseline["equals"].delta == 0.0 and same.refused_calls == 0
+    assert len(_effects(effects)) == done  # the tool calls were the recording's: none made again
+    assert base.latency_ms_mean > 0  # the recorded runs' wall time, from the records' times
+
+
+def test_a_changed_agent_makes_no_side_effect_the_recording_does_not_answer(
+        recorded: tuple[Settings, Path]) -> None:
+    settings, effects = recorded
+    traffic = recorded_traffic(settings, from_time_ms=0, sessions=lambda s: s != "cy")
+    assert [c.id for c in traffic.cases] == ["ana", "bo"]
+    done = len(_effects(effects))
+    doubling = {"doubling": AgentPlan.compile(doubling_calculator())}
+    # Its model calls are the recording's own (same messages, same model): replies reused.
+    reused = evaluate(traffic.cases, doubling, [Equals()], baseline=RECORDED, traffic=traffic)
+    assert reused.summary("doubling").pass_rates["equals"] == 1.0
+    # Asked live, its model asks add for other numbers: not recorded, not idempotent: refused.
+    live = evaluate(traffic.cases, doubling, [Equals()], baseline=RECORDED, traffic=traffic,
+                    policy=CallPolicy(live_models=True))
+    summary = live.summary("doubling")
+    assert summary.refused_calls == 2 and summary.pass_rates["equals"] == 0.0
+    assert summary.vs_baseline["equals"].delta == -1.0
+    assert len(_effects(effects)) == done
+    [why] = live.results["doubling"][0].refused.values()
+    assert "TOOL add is not idempotent and no recording answers it" in why
+    allowed = evaluate(traffic.cases, doubling, [Equals()], baseline=RECORDED, traffic=traffic,
+                       policy=CallPolicy(frozenset({"add"}), live_models=True))
+    assert [r.output for r in allowed.results["doubling"]] == ["The result is 7.", "The result is 82."]
+    assert sorted(_effects(effects)[done:]) == sorted([f"tool 4+3 {os.getpid()}", f"tool 80+2 {os.getpid()}"])
+
+
+def test_eddies_eval_on_recorded_traffic(recorded: tuple[Settings, Path]) -> None:
+    settings, effects = recorded
+    done = len(_effects(effects))
+    ran = subprocess.run(
+        [sys.executable, "-m", "eddies", "eval", "--app", settings.app,
+         "--bootstrap-servers", settings.bootstrap_servers, "--from-time", "0",
+         "--candidate", "doubling=tests.integration.agents:doubling_calculator", "--live-models",
+         "--scorer", "equals", "--fail-under", "equals=0.5", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="200"))
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    data = json.loads(ran.stdout)
+    assert data["baseline"] == RECORDED
+    assert data["candidates"]["doubling"]["refused_calls"] == 3
+    assert data["candidates"][RECORDED]["pass_rates"]["equals"] == 1.0
+    assert "under the floor: doubling: equals 0 < 0.5" in ran.stderr
+    assert len(_effects(effects)) == done
