@@ -143,13 +143,39 @@ def travel_model(messages: list[ChatMessage], tools: list[ToolSpec]) -> ChatMess
     for zone, hhmm in clocks.items():
         city = next(c for c, z in _ZONES.items() if z == zone)
         parts = [f"{city} (now {hhmm}){p[len(city):]}" if p.startswith(city + ":") else p for p in parts]
+    if any(m.role is MessageRole.SYSTEM and BRIEFLY in m.content for m in messages):
+        parts = [f"{p.partition(': ')[0]}: {p.partition('so pack ')[2]}" if "so pack " in p else p
+                 for p in parts]
     return "; ".join(parts) + "."
 
 
 TRAVEL_PROMPTS = [("carol", "I fly to Oslo, then Lisbon. What should I pack?")]
+#: More travellers, whose recorded sessions the demo's evaluation runs again.
+MORE_TRAVEL_PROMPTS = [("dan", "Tokyo next week: what should I bring?"),
+                       ("eve", "Reykjavik, then Lisbon. Packing tips?")]
+TRAVEL_PROMPT = "You help travellers pack. Check the weather first."
+#: The changed prompt the demo evaluates: the scripted model then leaves out the weather.
+BRIEFLY = "Answer briefly: only what to pack."
 
 
-def travel_agent(model: Any = None, clock: bool | None = None) -> ReActAgent:
+def travel_judge(messages: list[ChatMessage], tools: list[ToolSpec]) -> str:
+    """The demo's scripted judge: an answer passes when it gives every city the traveller
+    names something to pack."""
+    asked = json.loads(messages[-1].content)
+    cities = [c for c in _WEATHER if c.lower() in str(asked["input"]).lower()]
+    answer = str(asked["answer"])
+    missing = [c for c in cities if not any(item in answer for item in _PACK.values()) or c not in answer]
+    return json.dumps({"pass": not missing, "score": 1 - len(missing) / max(1, len(cities)),
+                       "reason": f"no advice for {', '.join(missing)}" if missing else "every city"})
+
+
+def brief_travel_agent() -> ReActAgent:
+    """The travel helper with a changed prompt (it asks for brief answers): the candidate
+    the demo evaluates against the travel helper's recorded sessions."""
+    return travel_agent(prompt=f"{TRAVEL_PROMPT} {BRIEFLY}")
+
+
+def travel_agent(model: Any = None, clock: bool | None = None, prompt: str = TRAVEL_PROMPT) -> ReActAgent:
     """The travel helper: a ReActAgent with the ``weather`` tool on connection ``model``
     (default: :func:`travel_model` on the offline scripted model) and, with ``clock``, the
     ``get_current_time`` tool of the reference MCP time server (``mcp-server-time``, run
@@ -161,8 +187,7 @@ def travel_agent(model: Any = None, clock: bool | None = None) -> ReActAgent:
 
     if clock is None:
         clock = all(importlib.util.find_spec(m) is not None for m in ("mcp", "mcp_server_time"))
-    agent = ReActAgent("travel", model="llm", prompt="You help travellers pack. Check the weather first.",
-                       options=ReActOptions(max_iterations=5))
+    agent = ReActAgent("travel", model="llm", prompt=prompt, options=ReActOptions(max_iterations=5))
     agent.add_resource("weather", ResourceType.TOOL, FunctionTool(weather, idempotent=True))
     tools = ["weather"]
     if clock:

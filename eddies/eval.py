@@ -20,6 +20,7 @@ lists it.
 """
 
 from eddies.connectors.evaluation.cases import Case, CaseFileError, load_cases
+from eddies.connectors.evaluation.model_scorers import Judge, Similar
 from eddies.connectors.evaluation.report import ALL, Difference, EvalReport, Summary, paired_bootstrap
 from eddies.connectors.evaluation.results import METRICS, CaseResult
 from eddies.connectors.evaluation.scorers import (
@@ -59,10 +60,12 @@ __all__ = [
     "Function",
     "IsJson",
     "JsonSchema",
+    "Judge",
     "RecordedTraffic",
     "Regex",
     "Score",
     "Scorer",
+    "Similar",
     "Summary",
     "Threshold",
     "evaluate",

@@ -14,6 +14,9 @@ flags (a flag adds to the file). Example::
       - is-json
       - {type: json-schema, schema: {type: object, required: [city]}}
       - {type: python, function: "travel.checks:polite", name: polite}
+      - {type: judge, model: openai/gpt-5-mini, rubric: "Names a city and a number of days."}
+      - {type: judge, model: openai/gpt-5-mini, rubric: "The more useful plan.", pairwise: true}
+      - {type: similar, threshold: 0.8}           # the offline embedding model, or embedding: NAME
       - {type: threshold, metric: cost_usd, max: 0.01}
     allow_calls: [search_hotels]
     live_models: false           # recorded traffic: reuse a recorded reply to the same model call
@@ -39,7 +42,7 @@ from eddies.connectors.evaluation.scorers import (
 )
 
 _SCORER_KEYS = {"type", "name", "value", "ignore_case", "pattern", "schema", "function", "threshold",
-                "metric", "max", "min"}
+                "metric", "max", "min", "rubric", "model", "endpoint", "responder", "pairwise", "embedding"}
 _KEYS = {"inputs", "candidates", "baseline", "scorers", "allow_calls", "live_models", "fail_under"}
 
 
@@ -186,6 +189,17 @@ def scorer(entry: Any, where: str) -> Scorer:
 
             return Function(import_target(str(spec["function"]), where, "function"),
                             str(spec.get("name") or spec["function"]), float(spec.get("threshold", 0.5)))
+        if kind == "judge":
+            from eddies.connectors.evaluation.model_scorers import Judge
+
+            return Judge(_chat_connection(spec, where), str(spec["rubric"]), str(spec.get("model") or ""),
+                         bool(spec.get("pairwise", False)), str(spec.get("name") or "judge"))
+        if kind == "similar":
+            from eddies.connectors.evaluation.model_scorers import Similar
+
+            embedding = str(spec.get("embedding") or "offline")
+            return Similar(_embedding_connection(embedding, spec), float(spec.get("threshold", 0.8)),
+                           None if embedding == "offline" else embedding, str(spec.get("name") or "similar"))
         if kind == "threshold":
             return Threshold(str(spec["metric"]), _number(spec.get("max")), _number(spec.get("min")),
                              **named)
@@ -194,13 +208,39 @@ def scorer(entry: Any, where: str) -> Scorer:
     except (ValueError, TypeError, OSError) as err:
         raise EvalConfigError(f"{where}: {err}") from None
     raise EvalConfigError(f"{where}: type {kind!r} is not one of equals, contains, regex, is-json, "
-                          "json-schema, python, threshold")
+                          "json-schema, python, judge, similar, threshold")
+
+
+def _chat_connection(spec: dict[str, Any], where: str) -> Any:
+    """A judge's model: ``responder`` (MODULE:FUNCTION, the offline scripted model), else
+    litellm asking ``model`` (at ``endpoint``, if given)."""
+    if spec.get("responder"):
+        from eddies.connectors.declarative.references import import_target
+        from eddies.connectors.models.scripted import ScriptedChatModel
+
+        return ScriptedChatModel(import_target(str(spec["responder"]), where, "responder"))
+    if not spec.get("model"):
+        raise EvalConfigError(f"{where}: a judge needs a 'model' (a litellm model name) or a 'responder'")
+    from eddies.connectors.models.litellm import LiteLLMChatModel
+
+    return LiteLLMChatModel(api_base=spec.get("endpoint"))
+
+
+def _embedding_connection(embedding: str, spec: dict[str, Any]) -> Any:
+    """``offline`` (the offline model, in eddies[embeddings]) or a litellm embedding model."""
+    if embedding == "offline":
+        from eddies.connectors.models.embeddings import OfflineEmbeddingModel
+
+        return OfflineEmbeddingModel()
+    from eddies.connectors.models.embeddings import LiteLLMEmbeddingModel
+
+    return LiteLLMEmbeddingModel(api_base=spec.get("endpoint"))
 
 
 def scorer_flag(text: str) -> Scorer:
     """A scorer from ``--scorer``: ``equals``, ``contains:TEXT``, ``icontains:TEXT``,
     ``regex:PATTERN``, ``is-json``, ``json-schema:FILE``, ``python:MODULE:FUNCTION``,
-    ``max:METRIC=N``, ``min:METRIC=N``."""
+    ``similar[:THRESHOLD]`` (the offline embedding model), ``max:METRIC=N``, ``min:METRIC=N``."""
     kind, _, rest = text.partition(":")
     where = f"--scorer {text}"
     if kind in ("max", "min"):
@@ -213,11 +253,12 @@ def scorer_flag(text: str) -> Scorer:
         "contains": {"type": "contains", "value": rest},
         "icontains": {"type": "contains", "value": rest, "ignore_case": True, "name": "icontains"},
         "regex": {"type": "regex", "pattern": rest}, "json-schema": {"type": "json-schema", "schema": rest},
-        "python": {"type": "python", "function": rest}}
-    if kind not in simple or (kind not in ("equals", "is-json") and not rest):
+        "python": {"type": "python", "function": rest},
+        "similar": {"type": "similar", **({"threshold": _number(rest, where)} if rest else {})}}
+    if kind not in simple or (kind not in ("equals", "is-json", "similar") and not rest):
         raise EvalConfigError(f"{where}: one of equals, contains:TEXT, icontains:TEXT, regex:PATTERN, "
-                              "is-json, json-schema:FILE, python:MODULE:FUNCTION, max:METRIC=N, "
-                              "min:METRIC=N")
+                              "is-json, json-schema:FILE, python:MODULE:FUNCTION, similar[:THRESHOLD], "
+                              "max:METRIC=N, min:METRIC=N")
     return scorer(simple[kind], where)
 
 

@@ -24,8 +24,9 @@ def demo(
 ) -> None:
     """Run the bundled agents end to end on Kafka with offline models: a calculator, a
     ReAct travel helper, a reflection (drafter and critic) tagline writer, a trip planner
-    that calls the last two as sub-agents, and a travel guide that answers from a shipped
-    corpus with citations (retrieval from the embedded vector store)."""
+    that calls the last two as sub-agents, a travel guide that answers from a shipped
+    corpus with citations (retrieval from the embedded vector store), and an evaluation of
+    the travel helper with a changed prompt on its recorded sessions."""
     import dataclasses
 
     from eddies import demo as d
@@ -33,27 +34,29 @@ def demo(
     settings = settings_or_exit(config, app="demo", bootstrap_servers=bootstrap_servers)
     with kafka_settings(settings, check=False) as s:  # Worker.start checks the broker
         parts = [
-            (s, d.calculator_agent(), d.PROMPTS, "1/5 calculator",
+            (s, d.calculator_agent(), d.PROMPTS, "1/6 calculator",
              "An agent of two actions: the model calls the add tool, then answers."),
-            (dataclasses.replace(s, app="demo-travel"), d.travel_agent(), d.TRAVEL_PROMPTS,
-             "2/5 travel helper", "A ReActAgent: the model asks for the weather of each city "
+            (dataclasses.replace(s, app="demo-travel"), d.travel_agent(),
+             d.TRAVEL_PROMPTS + d.MORE_TRAVEL_PROMPTS,
+             "2/6 travel helper", "A ReActAgent: the model asks for the weather of each city "
              "and its local time (a tool of the MCP time server, over stdio), all in parallel, "
              "then answers from the results."),
             (dataclasses.replace(s, app="demo-tagline"), d.tagline_agent(), d.TAGLINE_PROMPTS,
-             "3/5 tagline writer", "A ReflectionAgent: a drafter writes, a critic reviews; "
+             "3/6 tagline writer", "A ReflectionAgent: a drafter writes, a critic reviews; "
              "drafts go back with its feedback until it approves one."),
             (dataclasses.replace(s, app="demo-planner"), d.planner_agent(), d.PLANNER_PROMPTS,
-             "4/5 trip planner", "A ReActAgent whose model calls two sub-agents as tools, in "
+             "4/6 trip planner", "A ReActAgent whose model calls two sub-agents as tools, in "
              "parallel: the travel helper and the tagline writer, each in a child scope of the "
              "session (its events shown under its call, marked | name)."),
             (dataclasses.replace(s, app="demo-guide"), d.rag_agent(), d.RAG_PROMPTS,
-             "5/5 travel guide", "A RagAgent: the passages of a small travel guide shipped with "
+             "5/6 travel guide", "A RagAgent: the passages of a small travel guide shipped with "
              "Eddies nearest to the question, from the embedded vector store (offline "
              "embeddings), then the model's answer citing them; the query is a durable call "
              "whose documents the replay takes from the history."),
         ]
         ok = [_demo_part(on, agent, prompts, title, about, timeout)
               for on, agent, prompts, title, about in parts]
+        ok.append(_demo_eval(parts[1][0]))
         for on, _, prompts, _, _ in (parts[3], parts[4]):
             session = prompts[0][0]
             console.rule(f"[bold]The trace tree of session {escape(session)}[/bold] (app {escape(on.app)})")
@@ -124,6 +127,39 @@ def _demo_part(s: Any, agent: Any, prompts: list[tuple[str, str]], title: str, a
         return got == len(prompts) and report.ok
     finally:
         worker.stop()
+
+
+def _demo_eval(s: Any) -> bool:
+    """``eddies eval`` of the travel helper with a changed prompt on the travel app's
+    recorded sessions; print the comparison, write the HTML report. Whether it ran."""
+    import tempfile
+    from pathlib import Path
+
+    from eddies import demo as d
+    from eddies.connectors.evaluation.html import html_report
+    from eddies.connectors.models.scripted import ScriptedChatModel
+    from eddies.connectors.remote.discovery import discover_tools
+    from eddies.engine import AgentPlan
+    from eddies.eval import RECORDED, Equals, Judge, Regex, evaluate, recorded_traffic
+
+    console.rule(f"[bold]6/6 evaluation[/bold] (app {escape(s.app)})")
+    console.print(f"eddies eval: the travel helper with a changed prompt ({d.BRIEFLY!r}) on the "
+                  "travel helper's recorded sessions, against what it answered then. Its model "
+                  "is asked again; its tool calls are the recording's (none is made again). "
+                  "Scorers: the same answer, temperatures given, and a scripted judge.")
+    candidate = d.brief_travel_agent()
+    discover_tools(candidate)
+    traffic = recorded_traffic(s, from_time_ms=0)
+    report = evaluate(traffic.cases, {"brief": AgentPlan.compile(candidate)},
+                      [Equals(), Regex(r"up to -?\d+ C", name="temperatures"),
+                       Judge(ScriptedChatModel(d.travel_judge), "Every city named gets packing advice.")],
+                      baseline=RECORDED, traffic=traffic)
+    for line in report.lines():
+        console.print(escape(line), highlight=False)
+    page = Path(tempfile.mkdtemp(prefix="eddies-demo-")) / "eval.html"
+    page.write_text(html_report(report, "The travel helper, briefly"), encoding="utf-8")
+    console.print(f"HTML report (each session side by side): {page}\n", highlight=False)
+    return len(traffic.cases) == len(d.TRAVEL_PROMPTS + d.MORE_TRAVEL_PROMPTS)
 
 
 def _demo_tree(s: Any, session: str) -> bool:

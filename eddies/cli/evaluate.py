@@ -33,7 +33,8 @@ def eval_cmd(
         "outputs.")] = None,
     scorer: Annotated[list[str] | None, typer.Option(
         "--scorer", help="equals, contains:TEXT, icontains:TEXT, regex:PATTERN, is-json, json-schema:FILE, "
-        "python:MODULE:FUNCTION, max:METRIC=N, min:METRIC=N (repeatable).")] = None,
+        "python:MODULE:FUNCTION, similar[:THRESHOLD], max:METRIC=N, min:METRIC=N (repeatable; a judge: "
+        "in the config).")] = None,
     allow_call: Annotated[list[str] | None, typer.Option(
         "--allow-call", help="A tool (or other call target) the evaluation may run though it may be a "
         "side effect (repeatable).")] = None,
@@ -44,6 +45,9 @@ def eval_cmd(
         "--live-models", help="Recorded traffic: ask the candidate's model every time, even where "
         "the recording made the same model call.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    html: Annotated[Path | None, typer.Option(
+        help="Also write the report as one HTML file: the summary, distributions, and every case "
+        "side by side with the baseline.")] = None,
     from_offset: Annotated[str | None, typer.Option(
         help="Cases from APP's recorded traffic: PARTITION:OFFSET[,...] of APP.input to start from.")] = None,
     from_time: Annotated[str | None, typer.Option(
@@ -132,6 +136,10 @@ def eval_cmd(
         below = report.below(cfg.fail_under)
     except (ValueError, KeyError) as err:
         fail(str(err.args[0] if isinstance(err, KeyError) else err))
+    if html is not None:
+        from eddies.connectors.evaluation.html import html_report
+
+        html.write_text(html_report(report, f"Evaluation: {', '.join(report.candidates)}"), encoding="utf-8")
     if as_json:
         console.print_json(json.dumps(report.to_dict(), default=str))
     else:

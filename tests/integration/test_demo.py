@@ -1,9 +1,10 @@
-"""``eddies demo`` as a user runs it: on the embedded broker, all five parts answer and
-replay, and the command exits 0."""
+"""``eddies demo`` as a user runs it: on the embedded broker, all six parts answer and
+replay (or evaluate), and the command exits 0."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_demo_runs_its_five_parts() -> None:
+def test_the_demo_runs_its_six_parts() -> None:
     env = {k: v for k, v in os.environ.items()  # no EDDIES_ setting: the embedded broker
            if not k.startswith("EDDIES_") or k == "EDDIES_RESULT_KEY"}
     env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true", COLUMNS="200")
@@ -24,8 +25,8 @@ def test_the_demo_runs_its_five_parts() -> None:
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     out = proc.stdout
-    for part in ("1/5 calculator", "2/5 travel helper", "3/5 tagline writer", "4/5 trip planner",
-                 "5/5 travel guide"):
+    for part in ("1/6 calculator", "2/6 travel helper", "3/6 tagline writer", "4/6 trip planner",
+                 "5/6 travel guide", "6/6 evaluation"):
         assert part in out
     assert "<- alice (run 2): The result is 15." in out
     [travel] = [line for line in out.splitlines() if line.startswith("<- carol (run 1): ")]
@@ -47,3 +48,17 @@ def test_the_demo_runs_its_five_parts() -> None:
         assert f"Replay of session {session!r}" in out
     assert out.count("replay: ids match") == 5
     assert "DIFFERS" not in out and "MISMATCH" not in out
+    # The evaluation of the brief travel helper on the three recorded travel sessions, as
+    # counted by hand: its answers all differ from the recorded ones and give no
+    # temperature; the judge passes all six answers (each names every city's gear); each
+    # session had 2 model calls and 4, 2 and 4 tool calls (weather and time for each city).
+    evaluation = out[out.index("6/6 evaluation"):]
+    assert "recorded (baseline): 3 cases, 0 without an answer, 0 calls refused" in evaluation
+    assert "brief: 3 cases, 0 without an answer, 0 calls refused" in evaluation
+    brief = evaluation[evaluation.index("brief: 3 cases"):]
+    assert re.search(r"equals +0\.0% +-1\.000 vs baseline \[-1\.000, -1\.000\] \*", brief)
+    assert re.search(r"temperatures +0\.0% +-1\.000", brief)
+    assert re.search(r"judge +100\.0% +\+0\.000", brief)
+    assert "2.00 model calls, 3.33 tool calls a case" in brief
+    [page] = re.findall(r"HTML report \(each session side by side\): (\S+)", evaluation)
+    assert Path(page).read_text().count("<details class=case") == 3

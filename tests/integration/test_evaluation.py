@@ -115,3 +115,36 @@ def test_eddies_eval_on_recorded_traffic(recorded: tuple[Settings, Path]) -> Non
     assert data["candidates"][RECORDED]["pass_rates"]["equals"] == 1.0
     assert "under the floor: doubling: equals 0 < 0.5" in ran.stderr
     assert len(_effects(effects)) == done
+
+
+def test_the_html_report_in_headless_chromium(recorded: tuple[Settings, Path], tmp_path: Path) -> None:
+    from tests.integration.test_ui import _skip_reason, browser_page
+
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from playwright.sync_api import expect
+
+    from eddies.connectors.evaluation.html import html_report
+
+    settings, _ = recorded
+    traffic = recorded_traffic(settings, from_time_ms=0)
+    report = evaluate(traffic.cases, {"doubling": AgentPlan.compile(doubling_calculator())}, [Equals()],
+                      baseline=RECORDED, traffic=traffic,
+                      policy=CallPolicy(frozenset({"add"}), live_models=True))
+    page_file = tmp_path / "eval.html"
+    page_file.write_text(html_report(report, "calculator"), encoding="utf-8")
+    with browser_page(tmp_path) as page:
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(page_file.as_uri())
+        expect(page.locator("#summary")).to_contain_text("recorded (baseline)")
+        expect(page.locator("#summary")).to_contain_text("-1.000")
+        case = page.locator("details.case").first
+        case.locator("summary").first.click()
+        side = case.locator("[data-candidate='doubling'] .answer")
+        expect(side).to_be_visible()
+        expect(side.locator("del")).to_have_text("5.")  # ana: 2 + 3 recorded, 4 + 3 now
+        expect(side.locator("ins")).to_have_text("7.")
+        assert errors == []

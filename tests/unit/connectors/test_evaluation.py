@@ -241,3 +241,90 @@ def test_an_evaluation_needs_scorers_of_their_own_names() -> None:
         evaluate([Case("c", "q")], {"new": AgentPlan.compile(new_geo())}, [Equals()], baseline="old")
     assert isinstance(evaluate([Case("c", "q")], {"new": AgentPlan.compile(new_geo())}, [Equals()]),
                       EvalReport)
+
+
+def grader(messages: list[ChatMessage], tools: list[Any]) -> str:
+    """A scripted judge: an answer passes if it says Paris; of two, the one that says Paris
+    wins (a tie if both or neither do)."""
+    asked = json.loads(messages[-1].content)
+    if "answer" in asked:
+        ok = "Paris" in str(asked["answer"])
+        return f'Verdict: {{"pass": {str(ok).lower()}, "score": {1 if ok else 0.2}, "reason": "checked"}}'
+    a, b = ("Paris" in str(asked["answer A"])), ("Paris" in str(asked["answer B"]))
+    return json.dumps({"winner": "tie" if a == b else "A" if a else "B", "reason": "r"})
+
+
+def says_a(messages: list[ChatMessage], tools: list[Any]) -> str:
+    """A judge that always prefers the first answer it is shown."""
+    return '{"winner": "A"}'
+
+
+def test_a_model_as_judge_of_one_answer_and_of_two() -> None:
+    from eddies.eval import Judge
+
+    judge = Judge(ScriptedChatModel(grader), "Names the capital.")
+    good, bad = judge(_result("It is Paris.")), judge(_result("Lyon"))
+    assert (good.passed, good.value, good.reason) == (True, 1.0, "checked")
+    assert (bad.passed, bad.value) == (False, 0.2)
+    pairwise = Judge(ScriptedChatModel(grader), "The right capital.", pairwise=True, name="vs")
+    assert pairwise(_result("Paris"), _result("Lyon")).value == 1.0  # it wins in both orders
+    assert pairwise(_result("Lyon"), _result("Paris")).passed is False
+    assert pairwise(_result("Paris"), _result("Paris, France")).value == 0.5
+    biased = Judge(ScriptedChatModel(says_a), "Anything.", pairwise=True)
+    assert biased(_result("x"), _result("y")).value == 0.5  # first in one order, second in the other
+    assert not Judge(ScriptedChatModel(lambda m, t: "no idea"), "r")(_result("x")).passed
+    with pytest.raises(ValueError, match="it needs a baseline"):
+        pairwise(_result("Paris"))
+
+
+def test_similarity_by_the_offline_embedding_model() -> None:
+    pytest.importorskip("wordllama", reason="the offline embedding model is in eddies[embeddings]")
+    from eddies import OfflineEmbeddingModel
+    from eddies.eval import Similar
+
+    similar = Similar(OfflineEmbeddingModel(), threshold=0.8)
+    same = similar(_result("A cheap hotel near the beach", "A cheap hotel near the beach"))
+    assert same.passed and same.value == pytest.approx(1.0, abs=1e-5)
+    far = similar(_result("Sourdough bread, step by step", "A cheap hotel near the beach"))
+    assert not far.passed and far.value < same.value and "similarity" in far.reason
+
+
+def test_judges_and_similarity_from_a_config(tmp_path: Path) -> None:
+    from eddies.connectors.evaluation.config import load_config
+    from eddies.eval import Judge, Similar
+
+    config = tmp_path / "eval.yaml"
+    config.write_text("""\
+scorers:
+  - {type: judge, rubric: "Names the capital.", responder: "tests.unit.connectors.test_evaluation:grader"}
+  - {type: judge, rubric: "Better.", responder: "tests.unit.connectors.test_evaluation:grader",
+     pairwise: true, name: better}
+  - {type: similar, threshold: 0.7}
+""")
+    judge, better, similar = load_config(config).scorers
+    assert isinstance(judge, Judge) and judge.name == "judge" and not judge.pairwise
+    assert isinstance(better, Judge) and better.pairwise and better.name == "better"
+    assert isinstance(similar, Similar) and similar.threshold == 0.7
+    assert judge(_result("Paris")).passed
+    config.write_text('scorers:\n  - {type: judge, rubric: "r"}\n')
+    with pytest.raises(ValueError, match="a judge needs a 'model'"):
+        load_config(config)
+
+
+def test_the_html_report_holds_the_summary_and_every_case_side_by_side(tmp_path: Path) -> None:
+    from eddies.connectors.evaluation.html import html_report
+
+    report = evaluate(load_cases(_cases_file(tmp_path)), {"new": AgentPlan.compile(new_geo())}, [Equals()],
+                      baseline=("old", AgentPlan.compile(old_geo())))
+    page = html_report(report, "geo")
+    assert page.count("<details class=case") == 5 and "<script" not in page and "http" not in page
+    assert "old (baseline)" in page and "+0.400 [" in page
+    spain = page[page.index("id='case-Spain'"):page.index("id='case-Italy'")]
+    assert "<del>Porto</del> <ins>Madrid</ins>" in spain  # the new answer against the baseline's
+    assert "expected &#x27;Madrid&#x27;, got &#x27;Porto&#x27;" in spain  # the old side's reason
+    assert "model llm" in spain  # the trace
+    written = tmp_path / "eval.html"
+    ran = CliRunner().invoke(app, ["eval", "--inputs", str(tmp_path / "cases.jsonl"), "--candidate",
+                                   "new=tests.unit.connectors.test_evaluation:new_geo", "--scorer", "equals",
+                                   "--html", str(written)])
+    assert ran.exit_code == 0 and written.read_text().count("<details class=case") == 5
