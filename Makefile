@@ -20,7 +20,7 @@ FLINK_JARS := $(VENV)/share/eddies/flink
 FLINK_AGENTS_VENV := .venv-flink-agents
 FLINK_AGENTS_STAMP := $(FLINK_AGENTS_VENV)/.installed
 
-.PHONY: install install-flink chromium demo test docs lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-guard bench-waiting bench-restore bench-retrieval chaos clean
+.PHONY: install install-flink chromium demo test docs lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-guard bench-waiting bench-restore bench-retrieval bench-eval chaos clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -119,6 +119,9 @@ bench-restore: install
 
 bench-retrieval: install
 	$(BIN)/python bench/retrieval.py
+
+bench-eval: install
+	$(BIN)/python bench/eval.py
 
 clean:
 	rm -rf $(VENV) $(FLINK_AGENTS_VENV) .typecheck .pytest_cache .mypy_cache .ruff_cache

@@ -171,9 +171,11 @@ def sessions_records(settings: Settings, session_ids: Collection[str]
                      ) -> Iterator[tuple[int, int, AgentEvent]]:
     """The records of several sessions, as :func:`session_records` gives them, reading
     each partition once (sessions of one partition come interleaved, each in order)."""
+    topic = TopicNames(settings.app).events
+    count, reread = readable(settings, topic)  # once: it asks the broker
     by_place: dict[Place, list[str]] = {}
     for sid in sorted(session_ids):
-        by_place.setdefault(place_of(settings, sid), []).append(sid)
+        by_place.setdefault(Place(topic, partition_for(sid, count), reread), []).append(sid)
     for where, sids in by_place.items():
         yield from records_of(settings, where, sids)
 

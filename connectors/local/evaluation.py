@@ -87,21 +87,16 @@ def recorded_traffic(source: Settings, *, from_offsets: dict[int, int] | None = 
                      sample: int | None = None, seed: int = 0) -> RecordedTraffic:
     """The sessions of ``source.app``'s inputs from ``from_offsets`` or ``from_time_ms``
     (as ``eddies reprocess`` takes them), ``sample`` of them at most (drawn with ``seed``)."""
-    from eddies.connectors.inspect.replay import sessions_records
-
     recording = read_recording(source, from_offsets=from_offsets, from_time_ms=from_time_ms,
                                sessions=sessions)
     chosen = recording.sessions
     if sample is not None and sample < len(chosen):
         chosen = sorted(random.Random(seed).sample(chosen, sample))
-    histories: dict[str, list[tuple[int, AgentEvent]]] = {sid: [] for sid in chosen}
-    for _, time_ms, ev in sessions_records(source, chosen):
-        if ev.run in recording.order[ev.session_id]:
-            histories[ev.session_id].append((time_ms, ev))
+    histories = {sid: [(t, ev) for t, ev in recording.histories[sid] if ev.run in recording.order[sid]]
+                 for sid in chosen}
     cases, results = [], []
     for sid in chosen:
-        given = [ev.payload.input for ev in recording.inputs
-                 if ev.session_id == sid and isinstance(ev.payload, InputEvent)]
+        given = [ev.payload.input for ev in recording.inputs_of(sid) if isinstance(ev.payload, InputEvent)]
         events = [ev for _, ev in histories[sid]]
         answer = case_result(Case(sid, given[0] if len(given) == 1 else given), RECORDED, events,
                              latency_ms=_recorded_latency(histories[sid]), refused={})
@@ -126,7 +121,7 @@ def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: Cal
             seen, refused_before = len(runner.history), set(calls.refused)
             start = time.perf_counter()
             if traffic is not None:
-                traffic.recording.submit(runner, {case.id})
+                traffic.recording.submit(runner, case.id)
             else:
                 runner.submit(case.id, case.input)
             runner.run_until_waiting()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from eddies.connectors.execution.recorded_calls import Outcomes, RecordedCalls
@@ -124,11 +124,15 @@ class Recording:
     inputs: list[AgentEvent]
     runs: dict[tuple[str, str], int]
     outcomes: Outcomes
+    #: session -> its recorded events, with their records' times (ms), in order.
+    histories: dict[str, list[tuple[int, AgentEvent]]] = field(default_factory=dict)
     #: session -> the source's run of each of its inputs in the range, in order.
     order: dict[str, list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._by_session: dict[str, list[AgentEvent]] = {}
         for ev in self.inputs:
+            self._by_session.setdefault(ev.session_id, []).append(ev)
             if isinstance(ev.payload, InputEvent):
                 run = self.runs.get((ev.session_id, ev.event_id), 0)
                 self.order.setdefault(ev.session_id, []).append(run)
@@ -152,11 +156,14 @@ class Recording:
         :class:`RecordedCalls` for ``refuse`` and ``fresh``)."""
         return RecordedCalls(self.outcomes, source=self.origin, plan=plan, refuse=refuse, fresh=fresh)
 
-    def submit(self, runner: LocalRunner, sessions: Collection[str] | None = None) -> None:
-        """Give ``runner`` the range's inputs and signals (of ``sessions`` only), in order."""
-        for ev in self.inputs:
-            if sessions is None or ev.session_id in sessions:
-                _submit(runner, ev)
+    def inputs_of(self, session_id: str) -> list[AgentEvent]:
+        """The range's inputs and signals of ``session_id``, in order."""
+        return self._by_session.get(session_id, [])
+
+    def submit(self, runner: LocalRunner, session_id: str | None = None) -> None:
+        """Give ``runner`` the range's inputs and signals (of ``session_id`` only), in order."""
+        for ev in self.inputs if session_id is None else self.inputs_of(session_id):
+            _submit(runner, ev)
 
 
 def read_recording(source: Settings, *, from_offsets: dict[int, int] | None = None,
@@ -166,8 +173,7 @@ def read_recording(source: Settings, *, from_offsets: dict[int, int] | None = No
     APP.input; partitions not named are left out) or from ``from_time_ms`` (all
     partitions) to their end, with what was recorded of their sessions."""
     inputs = _inputs(source, TopicNames(source.app).input, from_offsets, from_time_ms, sessions)
-    runs, outcomes = _recorded(source, {ev.session_id for ev in inputs})
-    return Recording(inputs, runs, outcomes)
+    return Recording(inputs, *_recorded(source, {ev.session_id for ev in inputs}))
 
 
 def reprocess(source: Settings, target: Settings, plan: AgentPlan, *,
@@ -269,18 +275,21 @@ def _inputs(settings: Settings, topic: str, from_offsets: dict[int, int] | None,
     return out
 
 
-def _recorded(settings: Settings, sessions: set[str]) -> tuple[dict[tuple[str, str], int], Outcomes]:
-    """From the source's history: the run each input started (session, input id -> run)
-    and every recorded call outcome of ``sessions``."""
+def _recorded(settings: Settings, sessions: set[str]
+              ) -> tuple[dict[tuple[str, str], int], Outcomes, dict[str, list[tuple[int, AgentEvent]]]]:
+    """From the source's history: the run each input started (session, input id -> run),
+    every recorded call outcome of ``sessions``, and each session's events with their times."""
     runs: dict[tuple[str, str], int] = {}
     outcomes: Outcomes = {}
-    for _, _, ev in sessions_records(settings, sessions):  # each partition read once
+    histories: dict[str, list[tuple[int, AgentEvent]]] = {sid: [] for sid in sessions}
+    for _, time_ms, ev in sessions_records(settings, sessions):  # each partition read once
+        histories[ev.session_id].append((time_ms, ev))
         p = ev.payload
         if isinstance(p, InputEvent) and not ev.scope:
             runs[(ev.session_id, ev.event_id)] = ev.run
         elif isinstance(p, DurableCallResult):
             outcomes[(p.call_id, p.attempt)] = ev
-    return runs, outcomes
+    return runs, outcomes, histories
 
 
 def forked_from(settings: Settings, session_id: str) -> str | None:
