@@ -107,8 +107,13 @@ def recorded_traffic(source: Settings, *, from_offsets: dict[int, int] | None = 
     return RecordedTraffic(recording, cases, results)
 
 
+#: Told (candidate, cases done, cases in all) after each case: a progress bar.
+Progress = Callable[[str, int, int], None]
+
+
 def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: CallPolicy = CallPolicy(),
-                  traffic: RecordedTraffic | None = None) -> list[CaseResult]:
+                  traffic: RecordedTraffic | None = None,
+                  progress: Progress | None = None) -> list[CaseResult]:
     """What candidate ``name`` (its plan) does with each case, one case at a time; with
     ``traffic``, the recorded inputs of each case's session, its calls answered from the
     recording where they are the same calls."""
@@ -129,6 +134,8 @@ def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: Cal
             history = [ev for ev in runner.history[seen:] if ev.session_id == case.id]
             refused = {k: v for k, v in calls.refused.items() if k not in refused_before}
             out.append(case_result(case, name, history, latency_ms=latency, refused=refused))
+            if progress is not None:
+                progress(name, len(out), len(cases))
     finally:
         runner.executor.close()
     return out
@@ -136,7 +143,8 @@ def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: Cal
 
 def evaluate(cases: Sequence[Case], candidates: Mapping[str, AgentPlan], scorers: Sequence[Scorer], *,
              baseline: tuple[str, AgentPlan] | str | None = None,
-             policy: CallPolicy = CallPolicy(), traffic: RecordedTraffic | None = None) -> EvalReport:
+             policy: CallPolicy = CallPolicy(), traffic: RecordedTraffic | None = None,
+             progress: Progress | None = None) -> EvalReport:
     """Run ``candidates`` (name -> plan) on ``cases`` and score them. ``baseline``: another
     agent (name, plan) run the same way, the name of one of the candidates, or
     ``"recorded"`` (with ``traffic``: what the recording did); None: the cases' expected
@@ -155,7 +163,8 @@ def evaluate(cases: Sequence[Case], candidates: Mapping[str, AgentPlan], scorers
         raise ValueError("the baseline 'recorded' needs cases from recorded traffic")
     elif baseline is not None and baseline != RECORDED and baseline not in runs:
         raise ValueError(f"baseline {baseline!r} is not a candidate (candidates: {', '.join(runs)})")
-    results = {name: run_candidate(name, plan, cases, policy, traffic) for name, plan in runs.items()}
+    results = {name: run_candidate(name, plan, cases, policy, traffic, progress)
+               for name, plan in runs.items()}
     if baseline == RECORDED and traffic is not None:
         by_id = {r.case.id: r for r in traffic.results}
         results = {RECORDED: [by_id[c.id] for c in cases], **results}

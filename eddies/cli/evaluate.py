@@ -70,6 +70,8 @@ def eval_cmd(
     Prints pass rates per scorer, cost, tokens and latency, and each pass rate's
     difference to the baseline with a 95% paired bootstrap interval. Exit 1 when a rate is
     under its --fail-under."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from eddies.connectors.evaluation.cases import CaseFileError, load_cases
     from eddies.connectors.evaluation.config import (
         CandidateSpec,
@@ -114,6 +116,15 @@ def eval_cmd(
     base: Any = (cfg.baseline if not isinstance(cfg.baseline, CandidateSpec)
                  else (cfg.baseline.name, plan_of(cfg.baseline.agent, cfg.baseline.set)))
     policy = CallPolicy(frozenset(cfg.allow_calls), live_models=live_models or cfg.live_models)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=err_console, transient=True)
+    tasks: dict[str, Any] = {}
+
+    def progress(name: str, done: int, total: int) -> None:
+        if name not in tasks:
+            tasks[name] = bar.add_task(f"{name}: cases", total=total)
+        bar.update(tasks[name], completed=done)
+
     try:
         if isinstance(cfg.inputs, TrafficSpec):
             spec = cfg.inputs
@@ -129,10 +140,12 @@ def eval_cmd(
                     sessions=(lambda sid: sid in only) if only else (lambda _sid: True), sample=spec.sample)
             if not traffic.cases:
                 fail(f"no inputs of {settings.app} in that range")
-            report = evaluate(traffic.cases, plans, cfg.scorers, baseline=base or RECORDED, policy=policy,
-                              traffic=traffic)
+            with bar:
+                report = evaluate(traffic.cases, plans, cfg.scorers, baseline=base or RECORDED, policy=policy,
+                                  traffic=traffic, progress=progress)
         else:
-            report = evaluate(cases, plans, cfg.scorers, baseline=base, policy=policy)
+            with bar:
+                report = evaluate(cases, plans, cfg.scorers, baseline=base, policy=policy, progress=progress)
         below = report.below(cfg.fail_under)
     except (ValueError, KeyError) as err:
         fail(str(err.args[0] if isinstance(err, KeyError) else err))

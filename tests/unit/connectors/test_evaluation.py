@@ -101,9 +101,11 @@ def _cases_file(tmp_path: Path, rows: list[dict[str, Any]] = CASES) -> Path:
 
 def test_candidates_are_scored_and_compared_with_the_baseline_as_counted_by_hand(tmp_path: Path) -> None:
     cases = load_cases(_cases_file(tmp_path))
+    told: list[tuple[str, int, int]] = []
     report = evaluate(cases, {"new": AgentPlan.compile(new_geo())},
                       [Equals(), Contains("o"), Threshold("tokens", max=100)],
-                      baseline=("old", AgentPlan.compile(old_geo())))
+                      baseline=("old", AgentPlan.compile(old_geo())), progress=lambda *a: told.append(a))
+    assert told == [("old", n, 5) for n in range(1, 6)] + [("new", n, 5) for n in range(1, 6)]
     new, old = report.summary("new"), report.summary("old")
     # new: Paris, Lisbon, Madrid, Rome right, Japan not: 4 of 5; old: France and Portugal: 2 of 5.
     assert new.pass_rates["equals"] == 0.8 and old.pass_rates["equals"] == 0.4
