@@ -29,8 +29,9 @@ from eddies.connectors.evaluation.report import EvalReport
 from eddies.connectors.evaluation.results import CaseResult, case_result
 from eddies.connectors.evaluation.scorers import Score, Scorer
 from eddies.connectors.execution.recorded_calls import RecordedCalls
-from eddies.connectors.local.rerun import Recording, read_recording
+from eddies.connectors.local.rerun import Recording, publish, read_recording
 from eddies.connectors.local.runner import LocalRunner
+from eddies.connectors.runtime.records import HEADERS
 from eddies.connectors.runtime.settings import Settings
 from eddies.engine import AgentPlan
 from eddies.events import AgentEvent, CallKind, DurableCallRequest, InputEvent, OutputEvent
@@ -78,6 +79,8 @@ class RecordedTraffic:
     results: list[CaseResult]
 
 
+#: On every record an evaluation writes: the candidate whose it is.
+EVAL_HEADER = "eddies-eval"
 #: The baseline that is what the recording did.
 RECORDED = "recorded"
 
@@ -112,11 +115,12 @@ Progress = Callable[[str, int, int], None]
 
 
 def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: CallPolicy = CallPolicy(),
-                  traffic: RecordedTraffic | None = None,
-                  progress: Progress | None = None) -> list[CaseResult]:
+                  traffic: RecordedTraffic | None = None, progress: Progress | None = None,
+                  into: Settings | None = None) -> list[CaseResult]:
     """What candidate ``name`` (its plan) does with each case, one case at a time; with
     ``traffic``, the recorded inputs of each case's session, its calls answered from the
-    recording where they are the same calls."""
+    recording where they are the same calls; with ``into``, its sessions written to that
+    app's topics afterwards (each record marked with the header ``eddies-eval`` = name)."""
     calls = (traffic.recording.calls(plan, refuse=policy.refusal, fresh=policy.fresh) if traffic is not None
              else RecordedCalls({}, plan=plan, refuse=policy.refusal))
     runner = LocalRunner(plan, recorded=calls)
@@ -136,6 +140,8 @@ def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: Cal
             out.append(case_result(case, name, history, latency_ms=latency, refused=refused))
             if progress is not None:
                 progress(name, len(out), len(cases))
+        if into is not None:
+            publish(into, runner, [*HEADERS, (EVAL_HEADER, name.encode())])
     finally:
         runner.executor.close()
     return out
@@ -144,12 +150,14 @@ def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: Cal
 def evaluate(cases: Sequence[Case], candidates: Mapping[str, AgentPlan], scorers: Sequence[Scorer], *,
              baseline: tuple[str, AgentPlan] | str | None = None,
              policy: CallPolicy = CallPolicy(), traffic: RecordedTraffic | None = None,
-             progress: Progress | None = None) -> EvalReport:
+             progress: Progress | None = None,
+             into: Callable[[str], Settings] | None = None) -> EvalReport:
     """Run ``candidates`` (name -> plan) on ``cases`` and score them. ``baseline``: another
     agent (name, plan) run the same way, the name of one of the candidates, or
     ``"recorded"`` (with ``traffic``: what the recording did); None: the cases' expected
     outputs are the only yardstick. With ``traffic`` (its cases), calls the recording made
-    the same way are answered from it."""
+    the same way are answered from it. ``into(name)``: the app each candidate's (and a
+    baseline agent's) sessions are written to, to trace, replay or browse them later."""
     names = [s.name for s in scorers]
     if len(set(names)) != len(names):
         raise ValueError(f"scorers need names of their own (name=...): {', '.join(names)}")
@@ -163,7 +171,8 @@ def evaluate(cases: Sequence[Case], candidates: Mapping[str, AgentPlan], scorers
         raise ValueError("the baseline 'recorded' needs cases from recorded traffic")
     elif baseline is not None and baseline != RECORDED and baseline not in runs:
         raise ValueError(f"baseline {baseline!r} is not a candidate (candidates: {', '.join(runs)})")
-    results = {name: run_candidate(name, plan, cases, policy, traffic, progress)
+    results = {name: run_candidate(name, plan, cases, policy, traffic, progress,
+                                   None if into is None else into(name))
                for name, plan in runs.items()}
     if baseline == RECORDED and traffic is not None:
         by_id = {r.case.id: r for r in traffic.results}
@@ -195,4 +204,5 @@ def _store_op(request: DurableCallRequest) -> str | None:
     return op if isinstance(op, str) else None
 
 
-__all__ = ["RECORDED", "CallPolicy", "RecordedTraffic", "evaluate", "recorded_traffic", "run_candidate"]
+__all__ = ["EVAL_HEADER", "RECORDED", "CallPolicy", "RecordedTraffic", "evaluate", "recorded_traffic",
+           "run_candidate"]

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from eddies.connectors.execution.recorded_calls import Outcomes, RecordedCalls
 from eddies.connectors.inspect.replay import load_history, place_of, session_messages, sessions_records
@@ -206,35 +207,61 @@ def _submit(runner: LocalRunner, ev: AgentEvent) -> None:
 
 def _run(settings: Settings, runner: LocalRunner, headers: list[tuple[str, bytes]]) -> RerunReport:
     """Step ``runner`` until only waits are left, writing its events as they come."""
-    from eddies.connectors.runtime.sink import produce
-
-    names = TopicNames(settings.app)
     prod = producer(settings)
     report = RerunReport()
     written = 0
     try:
         while True:
             busy = runner.step() if runner.has_work() else False
-            for ev in runner.history[written:]:
-                key = ev.session_id.encode()
-                data = encode(ev)
-                produce(prod, names.events, data, key, headers=headers)
-                if isinstance(ev.payload, OutputEvent) and not ev.scope:
-                    produce(prod, names.output, data, key, headers=headers)
-                    report.outputs.append(ev)
+            report.outputs += _written(settings, prod, runner.history[written:], headers)
             written = len(runner.history)
             prod.poll(0)
             if not busy:
                 break
-        for sid, state in runner.states.items():  # a worker that gains the partition goes on
-            produce(prod, names.journal, state.to_bytes(), snapshot_key(sid),
-                    partition=journal_partition(sid, settings.partitions))
-        if prod.flush(30):
-            raise TimeoutError(f"the re-run's records were not delivered to {settings.bootstrap_servers}")
+        _finish(settings, prod, runner)
     finally:
         runner.executor.close()
     report.events = written
     return report
+
+
+def publish(settings: Settings, runner: LocalRunner, headers: list[tuple[str, bytes]]) -> int:
+    """Write what ``runner`` did (its history, its outputs, a snapshot of each session) to
+    ``settings.app``'s topics, as a worker would have: ``eddies trace``, ``replay`` and
+    ``ui`` then show its sessions. How many events."""
+    prod = producer(settings)
+    _written(settings, prod, runner.history, headers)
+    _finish(settings, prod, runner)
+    return len(runner.history)
+
+
+def _written(settings: Settings, prod: Any, events: list[AgentEvent],
+             headers: list[tuple[str, bytes]]) -> list[AgentEvent]:
+    """Produce ``events`` to APP.events (and the outputs to APP.output too); the outputs."""
+    from eddies.connectors.runtime.sink import produce
+
+    names = TopicNames(settings.app)
+    outputs = []
+    for ev in events:
+        key = ev.session_id.encode()
+        data = encode(ev)
+        produce(prod, names.events, data, key, headers=headers)
+        if isinstance(ev.payload, OutputEvent) and not ev.scope:
+            produce(prod, names.output, data, key, headers=headers)
+            outputs.append(ev)
+    return outputs
+
+
+def _finish(settings: Settings, prod: Any, runner: LocalRunner) -> None:
+    """A snapshot of each session (a worker that gains the partition goes on), then wait
+    for the broker to have it all."""
+    from eddies.connectors.runtime.sink import produce
+
+    for sid, state in runner.states.items():
+        produce(prod, TopicNames(settings.app).journal, state.to_bytes(), snapshot_key(sid),
+                partition=journal_partition(sid, settings.partitions))
+    if prod.flush(30):
+        raise TimeoutError(f"the re-run's records were not delivered to {settings.bootstrap_servers}")
 
 
 def _inputs(settings: Settings, topic: str, from_offsets: dict[int, int] | None,

@@ -56,6 +56,9 @@ def eval_cmd(
         "--session", help="Recorded traffic: only these sessions (repeatable).")] = None,
     sample: Annotated[int | None, typer.Option(
         help="Recorded traffic: this many sessions at most, drawn at random (seeded).")] = None,
+    to_app: Annotated[str | None, typer.Option(
+        help="Recorded traffic: write each candidate's sessions to app TO_APP-NAME (trace, replay or "
+        "browse them later).")] = None,
     settings_file: ConfigOpt = None,
     app_id: AppOpt = None,
     bootstrap_servers: BootstrapOpt = None,
@@ -138,12 +141,18 @@ def eval_cmd(
                     s, from_offsets=None if spec.from_offset is None else offsets_of(spec.from_offset),
                     from_time_ms=None if spec.from_time is None else time_ms_of(spec.from_time),
                     sessions=(lambda sid: sid in only) if only else (lambda _sid: True), sample=spec.sample)
-            if not traffic.cases:
-                fail(f"no inputs of {settings.app} in that range")
-            with bar:
-                report = evaluate(traffic.cases, plans, cfg.scorers, baseline=base or RECORDED, policy=policy,
-                                  traffic=traffic, progress=progress)
+                if not traffic.cases:
+                    fail(f"no inputs of {settings.app} in that range")
+                into = None if to_app is None else _apps(s, to_app, [*plans, *(
+                    [base[0]] if isinstance(base, tuple) else [])])
+                with bar:
+                    report = evaluate(traffic.cases, plans, cfg.scorers, baseline=base or RECORDED,
+                                      policy=policy, traffic=traffic, progress=progress,
+                                      into=None if into is None else into.__getitem__)
         else:
+            if to_app is not None:
+                raise EvalConfigError("--to-app: cases from a file run with no broker; it is for "
+                                      "recorded traffic")
             with bar:
                 report = evaluate(cases, plans, cfg.scorers, baseline=base, policy=policy, progress=progress)
         below = report.below(cfg.fail_under)
@@ -162,3 +171,22 @@ def eval_cmd(
         err_console.print(f"[red]under the floor: {escape(line)}[/red]", highlight=False)
     if below:
         raise typer.Exit(1)
+
+
+def _apps(settings: Any, prefix: str, names: list[str]) -> dict[str, Any]:
+    """The app each of ``names`` is written to (PREFIX-NAME), its topics made."""
+    import dataclasses
+
+    from confluent_kafka.admin import AdminClient
+
+    from eddies.connectors.runtime.topics import TopicNames, ensure_topics
+
+    out = {}
+    for name in names:
+        target = dataclasses.replace(settings, app=f"{prefix}-{name}")
+        if target.app == settings.app:
+            fail(f"--to-app {prefix}: {target.app} is the app evaluated")
+        ensure_topics(AdminClient(settings.client_config()), TopicNames(target.app), settings.partitions,
+                      settings.replication, max_message_bytes=settings.write_limit)
+        out[name] = target
+    return out

@@ -4,6 +4,7 @@ answered from it, and a side effect the recording does not answer is not made ag
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -148,3 +149,24 @@ def test_the_html_report_in_headless_chromium(recorded: tuple[Settings, Path], t
         expect(side.locator("del")).to_have_text("5.")  # ana: 2 + 3 recorded, 4 + 3 now
         expect(side.locator("ins")).to_have_text("7.")
         assert errors == []
+
+
+def test_an_evaluation_written_to_an_app_of_its_own_replays(recorded: tuple[Settings, Path]) -> None:
+    from eddies.connectors.inspect.replay import place_of, replay_session, session_messages
+    from eddies.connectors.local.evaluation import EVAL_HEADER
+    from eddies.connectors.runtime.records import header
+
+    settings, _ = recorded
+    prefix = settings.app + "-ev"
+    ran = subprocess.run(
+        [sys.executable, "-m", "eddies", "eval", "--app", settings.app,
+         "--bootstrap-servers", settings.bootstrap_servers, "--from-time", "0", "--session", "ana",
+         "--candidate", "same=tests.integration.agents:offline_calculator", "--scorer", "equals",
+         "--to-app", prefix],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="200"))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    target = dataclasses.replace(settings, app=f"{prefix}-same")
+    report = replay_session(target, AgentPlan.compile(offline_calculator()), "ana")
+    assert report.ok and len(report.steps) > 5
+    records = session_messages(target, place_of(target, "ana"), ["ana"])
+    assert {header(m.headers(), EVAL_HEADER) for m in records} == {b"same"}
