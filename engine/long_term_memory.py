@@ -172,7 +172,7 @@ class MemorySet:
         reply = message_from_value((yield chat_spec(model, self._site.plan.resources[model][1], [
             ChatMessage(MessageRole.SYSTEM, COMPACTION_PROMPT),
             ChatMessage(MessageRole.USER, json.dumps(asked))], {})))
-        decision = _decision(reply.content)
+        decision = object_in(reply.content)
         chosen = shown.get(str(decision.get("id")))
         if decision.get("action") == "none" and chosen is not None:
             return str(chosen.id)
@@ -291,8 +291,9 @@ COMPACTION_PROMPT = (
     "{\"action\": \"add\"} if it is another fact.")
 
 
-def _decision(text: str) -> dict[str, Any]:
-    """The model's answer as an object ({} if it is none)."""
+def object_in(text: str) -> dict[str, Any]:
+    """The JSON object a model's reply holds, from its first ``{`` to its last ``}`` (text
+    around it allowed), or {} if it holds none."""
     start, end = text.find("{"), text.rfind("}")
     try:
         found = json.loads(text[start:end + 1]) if 0 <= start < end else {}
@@ -331,4 +332,4 @@ class LongTermMemory:
 
 
 __all__ = ["AT", "COMPACTION_PROMPT", "KEY", "KEY_SOURCES", "Flow", "LongTermMemory", "MemorySet",
-           "MemorySetSetup", "key_of", "memory_tool", "memory_tool_spec", "run_later", "run_now"]
+           "MemorySetSetup", "key_of", "memory_tool", "memory_tool_spec", "object_in", "run_later", "run_now"]

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from eddies.connectors.evaluation.results import CaseResult
-from eddies.connectors.evaluation.scorers import Score
+from eddies.connectors.evaluation.scorers import Score, answer_text
+from eddies.engine.long_term_memory import object_in
 from eddies.events import ChatMessage, MessageRole
 
 #: What a judge of one answer is asked (the rubric follows); it answers with one object.
@@ -55,7 +56,7 @@ class Judge:
             if result.case.has_expected:
                 asked["expected"] = result.case.expected
             found = self._ask(JUDGE_PROMPT, asked)
-            if found is None or not isinstance(found.get("pass"), bool):
+            if not isinstance(found.get("pass"), bool):
                 return Score(False, 0.0, "the judge's reply is not the JSON asked for")
             value = found.get("score")
             value = float(value) if isinstance(value, int | float) else float(found["pass"])
@@ -68,24 +69,19 @@ class Judge:
         for mine, first in (("A", (result, baseline)), ("B", (baseline, result))):
             found = self._ask(PAIRWISE_PROMPT, {"input": result.case.input, "answer A": first[0].output,
                                                 "answer B": first[1].output})
-            winner = None if found is None else found.get("winner")
+            winner = found.get("winner")
             if winner not in ("A", "B", "tie"):
                 return Score(False, 0.0, "the judge's reply is not the JSON asked for")
             points.append(0.5 if winner == "tie" else 1.0 if winner == mine else 0.0)
         value = sum(points) / 2
         return Score(value >= 0.5, value, "" if value >= 0.5 else "the baseline's answer was judged better")
 
-    def _ask(self, prompt: str, asked: dict[str, Any]) -> dict[str, Any] | None:
+    def _ask(self, prompt: str, asked: dict[str, Any]) -> dict[str, Any]:
+        """The judge's reply as an object ({} if it holds none)."""
         reply = self.connection.chat([ChatMessage(MessageRole.SYSTEM, prompt + self.rubric),
                                       ChatMessage(MessageRole.USER, json.dumps(asked, default=str))],
                                      model=self.model, tools=[])
-        text = reply.content
-        start, end = text.find("{"), text.rfind("}")
-        try:
-            found = json.loads(text[start:end + 1]) if 0 <= start < end else None
-        except ValueError:
-            return None
-        return found if isinstance(found, dict) else None
+        return object_in(reply.content)
 
 
 @dataclass(frozen=True)
@@ -103,15 +99,11 @@ class Similar:
             return Score(False, 0.0, f"no answer: {result.error}")
         if not result.case.has_expected:
             return Score(False, 0.0, "the case has no expected output")
-        texts = [_text(result.output), _text(result.case.expected)]
+        texts = [answer_text(result.output), answer_text(result.case.expected)]
         vectors, _usage = self.connection.embed(texts, model=self.model, dimensions=None)
         value = max(0.0, _cosine(vectors[0], vectors[1]))
         return Score(value >= self.threshold, round(value, 6),
                      "" if value >= self.threshold else f"similarity {value:.3f} < {self.threshold:g}")
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
 def _cosine(a: list[float], b: list[float]) -> float:

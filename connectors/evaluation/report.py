@@ -71,16 +71,27 @@ class EvalReport:
         self.baseline = baseline
         self.results = {k: list(v) for k, v in results.items()}
         self.scores = {k: {s: list(v) for s, v in by.items()} for k, by in scores.items()}
+        # Made once each: the report, the HTML page and the floors all read them, and a
+        # summary's bootstrap resamples every case.
+        self._passes: dict[str, dict[str, list[bool]]] = {}
+        self._summaries: dict[str, Summary] = {}
 
     def passes(self, name: str) -> dict[str, list[bool]]:
         """Per scorer (and :data:`ALL`), whether each case passed."""
-        by = {scorer: [s.passed for s in got] for scorer, got in self.scores[name].items()}
-        count = len(self.results[name])
-        by[ALL] = [all(v[i] for v in by.values()) for i in range(count)]
-        return by
+        if name not in self._passes:
+            by = {scorer: [s.passed for s in got] for scorer, got in self.scores[name].items()}
+            count = len(self.results[name])
+            by[ALL] = [all(v[i] for v in by.values()) for i in range(count)]
+            self._passes[name] = by
+        return self._passes[name]
 
     def summary(self, name: str) -> Summary:
         """The numbers of candidate (or baseline) ``name``."""
+        if name not in self._summaries:
+            self._summaries[name] = self._summary(name)
+        return self._summaries[name]
+
+    def _summary(self, name: str) -> Summary:
         results = self.results[name]
         passes = self.passes(name)
         rates = {scorer: _mean([float(p) for p in got]) for scorer, got in passes.items()}

@@ -43,7 +43,8 @@ class Scorer(Protocol):
     def __call__(self, result: CaseResult, baseline: CaseResult | None = None) -> Score: ...
 
 
-def _text(value: Any) -> str:
+def answer_text(value: Any) -> str:
+    """An answer (or an expected output) as the text scorers read: itself, or its JSON."""
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
@@ -81,8 +82,8 @@ class Equals:
         wanted = case.expected if self.value is EXPECTED else self.value
         got = result.output
         same = (got.strip() == wanted.strip() if isinstance(got, str) and isinstance(wanted, str)
-                else _text(got) == _text(wanted))
-        return _verdict(same, f"expected {_text(wanted)[:80]!r}, got {_text(got)[:80]!r}")
+                else answer_text(got) == answer_text(wanted))
+        return _verdict(same, f"expected {answer_text(wanted)[:80]!r}, got {answer_text(got)[:80]!r}")
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class Contains:
     def __call__(self, result: CaseResult, baseline: CaseResult | None = None) -> Score:
         if (failed := _failed(result)) is not None:
             return failed
-        got = _text(result.output)
+        got = answer_text(result.output)
         found = (self.text.lower() in got.lower()) if self.ignore_case else self.text in got
         return _verdict(found, f"{self.text!r} is not in the answer")
 
@@ -117,7 +118,7 @@ class Regex:
     def __call__(self, result: CaseResult, baseline: CaseResult | None = None) -> Score:
         if (failed := _failed(result)) is not None:
             return failed
-        return _verdict(re.search(self.pattern, _text(result.output)) is not None,
+        return _verdict(re.search(self.pattern, answer_text(result.output)) is not None,
                         f"no match of {self.pattern!r}")
 
 
@@ -215,4 +216,4 @@ def _json_of(value: Any) -> Any:
 
 
 __all__ = ["EXPECTED", "Contains", "Equals", "Function", "IsJson", "JsonSchema", "Regex", "Score", "Scorer",
-           "Threshold"]
+           "Threshold", "answer_text"]
