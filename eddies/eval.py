@@ -16,13 +16,16 @@ On recorded traffic, ``recorded_traffic(settings, from_time_ms=...)`` gives the 
 made it from the recording. Model calls are otherwise live; a call that may be a side
 effect (a tool that is not idempotent, a write to a vector store) and that no recording
 answers is refused unless ``policy=CallPolicy(allow={"name"})`` allows it, and the report
-lists it.
+lists it. ``save_report(settings, report, title=...)`` keeps a report in
+``APP.evaluations``, where ``eddies ui`` shows it under Evaluations (as ``eddies eval``
+does on recorded traffic); ``saved_reports(settings)`` reads them back.
 """
 
 from eddies.connectors.evaluation.cases import Case, CaseFileError, load_cases
 from eddies.connectors.evaluation.model_scorers import Judge, Similar
 from eddies.connectors.evaluation.report import ALL, Difference, EvalReport, Summary, paired_bootstrap
 from eddies.connectors.evaluation.results import METRICS, CaseResult
+from eddies.connectors.evaluation.saved import ReportTooLarge, SavedReport, save_report, saved_reports
 from eddies.connectors.evaluation.scorers import (
     EXPECTED,
     Contains,
@@ -63,6 +66,8 @@ __all__ = [
     "Judge",
     "RecordedTraffic",
     "Regex",
+    "ReportTooLarge",
+    "SavedReport",
     "Score",
     "Scorer",
     "Similar",
@@ -73,4 +78,6 @@ __all__ = [
     "paired_bootstrap",
     "recorded_traffic",
     "run_candidate",
+    "save_report",
+    "saved_reports",
 ]

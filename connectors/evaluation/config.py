@@ -26,7 +26,7 @@ flags (a flag adds to the file). Example::
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from eddies.connectors.evaluation.scorers import (
 
 _SCORER_KEYS = {"type", "name", "value", "ignore_case", "pattern", "schema", "function", "threshold",
                 "metric", "max", "min", "rubric", "model", "endpoint", "responder", "pairwise", "embedding"}
-_KEYS = {"inputs", "candidates", "baseline", "scorers", "allow_calls", "live_models", "fail_under"}
+_KEYS = {"inputs", "candidates", "baseline", "scorers", "allow_calls", "live_models", "fail_under", "title"}
 
 
 class EvalConfigError(ValueError):
@@ -84,6 +84,23 @@ class EvalConfig:
     allow_calls: set[str] = field(default_factory=set)
     live_models: bool = False
     fail_under: dict[str, float] = field(default_factory=dict)
+    #: What the kept report is called (default: its candidates and baseline).
+    title: str | None = None
+
+    def described(self) -> dict[str, Any]:
+        """How the evaluation was set up, as plain data (kept with its report)."""
+        given = self.inputs
+        cases: Any = (str(given) if isinstance(given, Path) else None if given is None
+                      else {k: v for k, v in asdict(given).items() if v not in (None, ())})
+
+        def agent(spec: CandidateSpec) -> dict[str, Any]:
+            return {"agent": spec.agent, **({"set": list(spec.set)} if spec.set else {})}
+
+        return {"cases": cases, "candidates": {c.name: agent(c) for c in self.candidates},
+                "baseline": (self.baseline if not isinstance(self.baseline, CandidateSpec)
+                             else {"name": self.baseline.name, **agent(self.baseline)}),
+                "scorers": [s.name for s in self.scorers], "allow_calls": sorted(self.allow_calls),
+                "live_models": self.live_models, "fail_under": dict(self.fail_under)}
 
 
 def load_config(path: str | Path) -> EvalConfig:
@@ -122,6 +139,10 @@ def load_config(path: str | Path) -> EvalConfig:
     if not isinstance(floors, dict):
         raise EvalConfigError(f"{path}: fail_under: a mapping of scorer names to pass rates")
     out.fail_under = {str(k): rate(v, f"{path}: fail_under.{k}") for k, v in floors.items()}
+    title = data.get("title")
+    if title is not None and not isinstance(title, str):
+        raise EvalConfigError(f"{path}: title: a text, got {title!r}")
+    out.title = title
     return out
 
 

@@ -2,7 +2,8 @@
 fetched): the summary of each candidate against the baseline, the distributions of
 latency, tokens and cost, and every case side by side (input, expected output, then each
 side's answer with what differs from the baseline's marked, its scores and reasons, the
-calls it refused and its trace). Example::
+calls it refused and its trace). It is made from the report's plain data, so a report
+kept in ``APP.evaluations`` shows the same in ``eddies ui``. Example::
 
     Path("eval.html").write_text(html_report(report))
 """
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
 from eddies.connectors.evaluation.report import ALL, EvalReport
-from eddies.connectors.evaluation.results import CaseResult
-from eddies.connectors.inspect.tree import build_tree, render
+from eddies.connectors.evaluation.saved import TRACES_LEFT_OUT
 
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2330;background:#fafbfc}
@@ -33,44 +34,53 @@ summary{cursor:pointer}.bar{fill:#4f6bd8}.axis{font:10px sans-serif;fill:#555}
 
 
 def html_report(report: EvalReport, title: str = "Evaluation") -> str:
-    """The whole page."""
-    names = _names(report)
+    """The whole page of ``report``."""
+    return html_page(report.to_dict(), title)
+
+
+def html_page(data: Mapping[str, Any], title: str = "Evaluation") -> str:
+    """The whole page of a report's plain data (:meth:`EvalReport.to_dict`): what
+    ``--html`` writes, and what ``eddies ui`` shows of a kept report."""
+    names = _names(data)
+    cases = data.get("cases", [])
     parts = [f"<!doctype html><html lang=en><meta charset=utf-8><title>{escape(title)}</title>",
              f"<style>{_STYLE}</style><h1>{escape(title)}</h1>",
-             f"<p>{len(report.results[names[0]]) if names else 0} cases; baseline: "
-             f"{escape(report.baseline or 'the expected outputs')}</p>",
-             _summary(report, names), _distributions(report, names), "<h2>Cases</h2>"]
-    for i in range(len(report.results[names[0]]) if names else 0):
-        parts.append(_case(report, names, i))
+             f"<p>{len(cases)} cases; baseline: {escape(data.get('baseline') or 'the expected outputs')}"
+             f"{'; traces left out (too large to keep)' if data.get(TRACES_LEFT_OUT) else ''}</p>",
+             _summary(data, names), _distributions(data, names), "<h2>Cases</h2>"]
+    parts += [_case(data, names, case) for case in cases]
     parts.append("</html>")
     return "\n".join(parts)
 
 
-def _names(report: EvalReport) -> list[str]:
-    base = [report.baseline] if report.baseline in report.results else []
-    return [*base, *[n for n in report.candidates if n not in base]]
+def _names(data: Mapping[str, Any]) -> list[str]:
+    """The baseline (if it ran) first, then the candidates."""
+    ran = list(data.get("candidates", {}))
+    base = [data["baseline"]] if data.get("baseline") in ran else []
+    return [*base, *[n for n in ran if n not in base]]
 
 
-def _summary(report: EvalReport, names: list[str]) -> str:
-    scorers = list(report.passes(names[0])) if names else []
+def _summary(data: Mapping[str, Any], names: list[str]) -> str:
+    summaries = data["candidates"]
+    scorers = list(summaries[names[0]]["pass_rates"]) if names else []
     head = "".join(f"<th>{escape(s)}</th>" for s in scorers)
     rows = []
     for name in names:
-        s = report.summary(name)
+        s = summaries[name]
         cells = []
         for scorer in scorers:
-            diff = s.vs_baseline.get(scorer)
+            diff = s["vs_baseline"].get(scorer)
             vs = "" if diff is None else (
-                f"<br><span class='{'sure' if diff.sure else ''}'>{diff.delta:+.3f} "
-                f"[{diff.low:+.3f}, {diff.high:+.3f}]</span>")
-            cells.append(f"<td>{s.pass_rates[scorer]:.1%}{vs}</td>")
-        role = " (baseline)" if name == report.baseline else ""
+                f"<br><span class='{'sure' if diff['low'] > 0 or diff['high'] < 0 else ''}'>"
+                f"{diff['delta']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}]</span>")
+            cells.append(f"<td>{s['pass_rates'][scorer]:.1%}{vs}</td>")
+        role = " (baseline)" if name == data.get("baseline") else ""
         rows.append(f"<tr><th>{escape(name)}{role}</th>{''.join(cells)}"
-                    f"<td>${s.cost_usd_mean:.6f} / ${s.cost_usd_p95:.6f}</td>"
-                    f"<td>{s.tokens_mean:.0f} / {s.tokens_p95:.0f}</td>"
-                    f"<td>{s.latency_ms_mean:.1f} / {s.latency_ms_p95:.1f} ms</td>"
-                    f"<td>{s.iterations_mean:.2f} / {s.tool_calls_mean:.2f}</td>"
-                    f"<td>{s.refused_calls}</td><td>{s.errors}</td></tr>")
+                    f"<td>${s['cost_usd_mean']:.6f} / ${s['cost_usd_p95']:.6f}</td>"
+                    f"<td>{s['tokens_mean']:.0f} / {s['tokens_p95']:.0f}</td>"
+                    f"<td>{s['latency_ms_mean']:.1f} / {s['latency_ms_p95']:.1f} ms</td>"
+                    f"<td>{s['iterations_mean']:.2f} / {s['tool_calls_mean']:.2f}</td>"
+                    f"<td>{s['refused_calls']}</td><td>{s['errors']}</td></tr>")
     return ("<h2>Summary</h2><table id=summary><tr><th>candidate</th>" + head +
             "<th>cost mean / p95</th><th>tokens mean / p95</th><th>latency mean / p95</th>"
             "<th>model / tool calls a case</th><th>refused calls</th><th>no answer</th></tr>"
@@ -79,12 +89,13 @@ def _summary(report: EvalReport, names: list[str]) -> str:
             f"<code>{ALL}</code>: every scorer passed.</p>")
 
 
-def _distributions(report: EvalReport, names: list[str]) -> str:
+def _distributions(data: Mapping[str, Any], names: list[str]) -> str:
+    metrics = ("latency_ms", "tokens", "cost_usd")
     out = ["<h2>Distributions</h2><table id=distributions><tr><th></th>"
-           + "".join(f"<th>{m}</th>" for m in ("latency_ms", "tokens", "cost_usd")) + "</tr>"]
+           + "".join(f"<th>{m}</th>" for m in metrics) + "</tr>"]
     for name in names:
-        cells = "".join(f"<td>{_histogram([r.metric(m) for r in report.results[name]])}</td>"
-                        for m in ("latency_ms", "tokens", "cost_usd"))
+        cells = "".join(f"<td>{_histogram([c['by'][name]['metrics'][m] for c in data['cases']])}</td>"
+                        for m in metrics)
         out.append(f"<tr><th>{escape(name)}</th>{cells}</tr>")
     return "".join(out) + "</table>"
 
@@ -108,38 +119,42 @@ def _histogram(values: list[float], bins: int = 12, width: int = 220, height: in
             f"<text class=axis x={width} y={height - 2} text-anchor=end>{high:g}</text></svg>")
 
 
-def _case(report: EvalReport, names: list[str], i: int) -> str:
-    first: CaseResult = report.results[names[0]][i]
-    case = first.case
+def _passed(side: Mapping[str, Any]) -> bool:
+    """Whether a side of a case passed every scorer (the report's ``all``)."""
+    return all(score["passed"] for score in side["scores"].values())
+
+
+def _case(data: Mapping[str, Any], names: list[str], case: Mapping[str, Any]) -> str:
     verdicts = " ".join(
-        f"<span class={'pass' if report.passes(n)[ALL][i] else 'fail'}>{escape(n)} "
-        f"{'✓' if report.passes(n)[ALL][i] else '✗'}</span>" for n in names)
-    base = report.results[report.baseline][i] if report.baseline in report.results else None
-    sides = "".join(_side(report, n, i, base) for n in names)
-    expected = (f"<p>expected:</p><pre>{escape(_text(case.expected))}</pre>" if case.has_expected else "")
-    return (f"<details class=case id='case-{escape(case.id)}'><summary>{escape(case.id)}: "
-            f"{escape(_text(case.input)[:90])} — {verdicts}</summary>"
-            f"<p>input:</p><pre>{escape(_text(case.input))}</pre>{expected}"
+        f"<span class={'pass' if _passed(case['by'][n]) else 'fail'}>{escape(n)} "
+        f"{'✓' if _passed(case['by'][n]) else '✗'}</span>" for n in names)
+    base = case["by"].get(data.get("baseline"))
+    sides = "".join(_side(n, case["by"][n], None if n == data.get("baseline") else base,
+                          n == data.get("baseline")) for n in names)
+    expected = (f"<p>expected:</p><pre>{escape(_text(case['expected']))}</pre>"
+                if case.get("has_expected") else "")
+    text = _text(case["input"])
+    return (f"<details class=case id='case-{escape(str(case['id']))}'><summary>{escape(str(case['id']))}: "
+            f"{escape(text[:90])} — {verdicts}</summary>"
+            f"<p>input:</p><pre>{escape(text)}</pre>{expected}"
             f"<div class=sides>{sides}</div></details>")
 
 
-def _side(report: EvalReport, name: str, i: int, base: CaseResult | None) -> str:
-    result = report.results[name][i]
-    answer = result.error if result.error is not None else _text(result.output)
-    if base is not None and base is not result and base.error is None and result.error is None:
-        shown = _marked(_text(base.output), answer)
+def _side(name: str, side: Mapping[str, Any], base: Mapping[str, Any] | None, is_baseline: bool) -> str:
+    answer = side["error"] if side["error"] is not None else _text(side["output"])
+    if base is not None and base["error"] is None and side["error"] is None:
+        shown = _marked(_text(base["output"]), answer)
     else:
         shown = escape(answer)
     scores = "".join(
-        f"<li class={'pass' if got[i].passed else 'fail'}>{escape(scorer)}: {got[i].value:g}"
-        f"{' — ' + escape(got[i].reason) if got[i].reason else ''}</li>"
-        for scorer, got in report.scores[name].items())
-    refused = "".join(f"<li class=fail>{escape(why)}</li>" for why in result.refused.values())
-    trace = "\n".join(render(build_tree(result.history))) if result.history else ""
+        f"<li class={'pass' if got['passed'] else 'fail'}>{escape(scorer)}: {got['value']:g}"
+        f"{' — ' + escape(got['reason']) if got['reason'] else ''}</li>"
+        for scorer, got in side["scores"].items())
+    refused = "".join(f"<li class=fail>{escape(why)}</li>" for why in side["refused"].values())
     return (f"<div class=side data-candidate='{escape(name)}'><b>{escape(name)}</b>"
-            f"{' (baseline)' if name == report.baseline else ''}"
+            f"{' (baseline)' if is_baseline else ''}"
             f"<pre class=answer>{shown}</pre><ul>{scores}{refused}</ul>"
-            f"<details><summary>trace</summary><pre>{escape(trace)}</pre></details></div>")
+            f"<details><summary>trace</summary><pre>{escape(side.get('trace', ''))}</pre></details></div>")
 
 
 def _marked(before: str, after: str) -> str:
@@ -161,4 +176,4 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, indent=1, default=str)
 
 
-__all__ = ["html_report"]
+__all__ = ["html_page", "html_report"]

@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from eddies.connectors.evaluation.results import CaseResult
+from eddies.connectors.evaluation.results import METRICS, CaseResult
 from eddies.connectors.evaluation.scorers import Score
+from eddies.connectors.inspect.tree import build_tree, render
 
 #: Resamples of the paired bootstrap (seeded: the same report every time).
 RESAMPLES = 2000
@@ -125,7 +126,8 @@ class EvalReport:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (``--json``): each summary, and each case's outputs and scores."""
+        """Plain data (``--json``, the HTML page, the report kept for ``eddies ui``): each
+        summary, and each case's outputs, scores, refused calls, metrics and trace."""
         names = [*self.candidates, *([self.baseline] if self.baseline in self.results
                                      and self.baseline not in self.candidates else [])]
         return {
@@ -134,9 +136,8 @@ class EvalReport:
             "cases": [
                 {"id": self.results[names[0]][i].case.id, "input": self.results[names[0]][i].case.input,
                  "expected": self.results[names[0]][i].case.expected,
-                 "by": {n: {"output": self.results[n][i].output, "error": self.results[n][i].error,
-                            "refused": self.results[n][i].refused,
-                            "scores": {s: asdict(v[i]) for s, v in self.scores[n].items()}}
+                 "has_expected": self.results[names[0]][i].case.has_expected,
+                 "by": {n: _case_data(self.results[n][i], {s: v[i] for s, v in self.scores[n].items()})
                         for n in names}}
                 for i in range(len(self.results[names[0]]))] if names else [],
         }
@@ -164,6 +165,13 @@ class EvalReport:
         if any(d.sure for n in names for d in self.summary(n).vs_baseline.values()):
             out.append("(* the 95% interval of the difference leaves 0 out)")
         return out
+
+
+def _case_data(result: CaseResult, scores: Mapping[str, Score]) -> dict[str, Any]:
+    return {"output": result.output, "error": result.error, "refused": result.refused,
+            "scores": {s: asdict(v) for s, v in scores.items()},
+            "metrics": {m: result.metric(m) for m in METRICS if m != "refused_calls"},
+            "trace": "\n".join(render(build_tree(result.history))) if result.history else ""}
 
 
 def paired_bootstrap(candidate: Sequence[bool], baseline: Sequence[bool],

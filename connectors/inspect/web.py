@@ -22,6 +22,9 @@ The API (a session id is one path segment, percent-encoded: ``a/b`` is ``a%2Fb``
     POST /api/sessions/{id}/approve     the answer to an approval request, body
     POST /api/sessions/{id}/reject      {"name": "approval:<call id>", "reason": "..."}
                                         (what eddies approve / reject do)
+    GET  /api/evaluations               the evaluation reports kept for the app, the latest
+                                        first (the Evaluations tab's list)
+    GET  /evaluations/{id}              one of them as a page (what eddies eval --html writes)
 
 A session's summary lists the signals its current run waits for (``waits``): the page
 offers Approve / Reject for an approval's, Resume for a halt's, Send for any other.
@@ -64,6 +67,11 @@ ReplayFn = Callable[[str, int | None, int | None], dict[str, Any]]
 ForkFn = Callable[[str, int, str], dict[str, Any]]
 #: ``signal(session_id, name, value)``: sends the SignalEvent (delivered when it returns).
 SignalFn = Callable[[str, str, Any], None]
+#: ``evaluations()``: the app's kept evaluation reports, the latest first, as plain data
+#: (``id``, ``time_ms``, ``title``, ``cases``, ``pass_rates``...: what the tab lists).
+EvaluationsFn = Callable[[], list[dict[str, Any]]]
+#: ``evaluation_page(id)``: the HTML page of a kept report (None: there is none of that id).
+EvaluationPageFn = Callable[[str], "str | None"]
 
 #: The header every POST must carry (see the module docstring).
 POST_HEADER = "x-eddies-ui"
@@ -83,10 +91,13 @@ class ApiError(Exception):
 
 def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: ForkFn | None = None,
                signal: SignalFn | None = None, allowed_hosts: Sequence[str] | None = LOCAL_HOSTS,
-               fork_reason: str = NO_FORK) -> Starlette:
+               fork_reason: str = NO_FORK, evaluations: EvaluationsFn | None = None,
+               evaluation_page: EvaluationPageFn | None = None) -> Starlette:
     """The ASGI app of the web view over ``settings.app``'s topics.
 
     ``signal``: how to answer a waiting session (None: the view only shows it).
+    ``evaluations``, ``evaluation_page``: the Evaluations tab's list and pages (None: the
+    tab says it is not available).
     ``allowed_hosts``: the Host header values served (None: any, for a server behind a
     proxy of its own). ``fork_reason``: the fork button's tooltip when ``fork`` is None.
     """
@@ -112,7 +123,24 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
     def info(request: Request) -> Response:
         return _json({"app": settings.app, "replay": replay is not None, "fork": fork is not None,
                       "fork_reason": "" if fork is not None else fork_reason,
-                      "signal": signal is not None})
+                      "signal": signal is not None, "evaluations": evaluations is not None})
+
+    def evaluation_list(request: Request) -> Response:
+        if evaluations is None:
+            return _json({"error": "evaluations are not available in this eddies ui"}, 501)
+        return _guarded(lambda: {"evaluations": evaluations()})
+
+    def evaluation(request: Request) -> Response:
+        from starlette.responses import HTMLResponse, PlainTextResponse
+
+        page = None if evaluation_page is None else evaluation_page(request.path_params["id"])
+        if page is None:
+            return PlainTextResponse(f"no evaluation {request.path_params['id']!r} of {settings.app}", 404)
+        return HTMLResponse(page, headers={
+            "Cache-Control": "no-store",
+            # The report is static HTML of its own (no script), shown in the page's frame.
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+                                       "frame-ancestors 'self'"})
 
     def sessions(request: Request) -> Response:
         return _guarded(lambda: {"sessions": [s.to_dict() for s in index.refresh().search(
@@ -161,10 +189,18 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
                        else 405,
                        f"no {method} /api/sessions/{{id}}{'/' + part if part else ''}")
 
+    def favicon(request: Request) -> Response:
+        from starlette.responses import Response
+
+        return Response(status_code=204)  # none: a browser's ask for one is not an error
+
     routes = [
         Route("/", home),
+        Route("/favicon.ico", favicon),
         Route("/api/info", info),
         Route("/api/sessions", sessions),
+        Route("/api/evaluations", evaluation_list),
+        Route("/evaluations/{id}", evaluation),
         Route(_PREFIX + "{rest:path}", session, methods=["GET", "POST"]),
     ]
     middleware = [] if allowed_hosts is None else [

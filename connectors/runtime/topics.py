@@ -35,9 +35,12 @@ class TopicNames:
     journal: str = field(init=False, repr=False, compare=False)
     #: Records that could not be decoded or accepted, with the reason in headers.
     dlq: str = field(init=False, repr=False, compare=False)
+    #: Reports of evaluations of this app (``eddies eval``; ``eddies ui`` lists them). Not
+    #: one of the six a worker needs: made by the first evaluation that keeps a report.
+    evaluations: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for topic in ("input", "events", "requests", "output", "journal", "dlq"):
+        for topic in ("input", "events", "requests", "output", "journal", "dlq", "evaluations"):
             object.__setattr__(self, topic, f"{self.app}.{topic}")
 
     def all(self) -> list[str]:
@@ -75,13 +78,28 @@ def ensure_topics(admin: Any, names: TopicNames, partitions: int, replication: i
                 f"{len(meta.partitions)} or use another app id)"
             )
     missing = [n for n in names.all() if n not in existing or existing[n].error is not None]
-    if not missing:
-        return []
-    futures = admin.create_topics(
-        [NewTopic(n, partitions, replication, config=names.configs(n, max_message_bytes))
-         for n in missing],
-        operation_timeout=timeout,
-    )
+    _create(admin, [NewTopic(n, partitions, replication, config=names.configs(n, max_message_bytes))
+                    for n in missing], timeout)
+    return missing
+
+
+def ensure_topic(admin: Any, name: str, partitions: int = 1, replication: int = 1,
+                 config: dict[str, str] | None = None, timeout: float = 15.0) -> bool:
+    """Create topic ``name`` if it is missing (another process may create it meanwhile);
+    whether this call created it. For a topic outside an app's six (``APP.evaluations``)."""
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    meta = admin.list_topics(timeout=timeout).topics.get(name)
+    if meta is not None and meta.error is None:
+        return False
+    _create(admin, [NewTopic(name, partitions, replication, config=config or {})], timeout)
+    return True
+
+
+def _create(admin: Any, topics: list[Any], timeout: float) -> None:
+    if not topics:
+        return
+    futures = admin.create_topics(topics, operation_timeout=timeout)
     for name, future in futures.items():
         try:
             future.result()
@@ -89,7 +107,6 @@ def ensure_topics(admin: Any, names: TopicNames, partitions: int, replication: i
             if "TOPIC_ALREADY_EXISTS" in str(err):  # created meanwhile by another worker
                 continue
             raise TopicError(f"topic {name} could not be created: {err}") from err
-    return missing
 
 
 def check_record_limits(admin: Any, names: TopicNames, need: int, timeout: float = 15.0) -> None:

@@ -140,7 +140,7 @@ def _demo_eval(s: Any) -> bool:
     from eddies.connectors.models.scripted import ScriptedChatModel
     from eddies.connectors.remote.discovery import discover_tools
     from eddies.engine import AgentPlan
-    from eddies.eval import RECORDED, Equals, Judge, Regex, evaluate, recorded_traffic
+    from eddies.eval import RECORDED, Equals, Judge, Regex, evaluate, recorded_traffic, save_report
 
     console.rule(f"[bold]6/6 evaluation[/bold] (app {escape(s.app)})")
     console.print(f"eddies eval: the travel helper with a changed prompt ({d.BRIEFLY!r}) on the "
@@ -156,9 +156,13 @@ def _demo_eval(s: Any) -> bool:
                       baseline=RECORDED, traffic=traffic)
     for line in report.lines():
         console.print(escape(line), highlight=False)
+    title = "The travel helper, briefly"
     page = Path(tempfile.mkdtemp(prefix="eddies-demo-")) / "eval.html"
-    page.write_text(html_report(report, "The travel helper, briefly"), encoding="utf-8")
-    console.print(f"HTML report (each session side by side): {page}\n", highlight=False)
+    page.write_text(html_report(report, title), encoding="utf-8")
+    console.print(f"HTML report (each session side by side): {page}", highlight=False)
+    saved = save_report(s, report, title=title, config={"cases": {"app": s.app, "from_time": "0"}})
+    console.print(f"Kept as evaluation {saved.id} in {escape(s.app)}.evaluations: eddies ui lists it "
+                  "under Evaluations.\n", highlight=False)
     return len(traffic.cases) == len(d.TRAVEL_PROMPTS + d.MORE_TRAVEL_PROMPTS)
 
 

@@ -59,6 +59,11 @@ def eval_cmd(
     to_app: Annotated[str | None, typer.Option(
         help="Recorded traffic: write each candidate's sessions to app TO_APP-NAME (trace, replay or "
         "browse them later).")] = None,
+    save: Annotated[bool | None, typer.Option(
+        "--save/--no-save", help="Keep the report in APP.evaluations, where eddies ui lists it under "
+        "Evaluations (default: on recorded traffic; cases from a file: --save with --app).")] = None,
+    title: Annotated[str | None, typer.Option(
+        help="What the kept report is called (default: its candidates and baseline).")] = None,
     settings_file: ConfigOpt = None,
     app_id: AppOpt = None,
     bootstrap_servers: BootstrapOpt = None,
@@ -71,8 +76,9 @@ def eval_cmd(
     that may be a side effect (a tool that is not idempotent, a vector store write) and
     that no recording answers is refused unless --allow-call names it, and reported.
     Prints pass rates per scorer, cost, tokens and latency, and each pass rate's
-    difference to the baseline with a 95% paired bootstrap interval. Exit 1 when a rate is
-    under its --fail-under."""
+    difference to the baseline with a 95% paired bootstrap interval, and keeps the report
+    in APP.evaluations for eddies ui (--no-save: not). Exit 1 when a rate is under its
+    --fail-under."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from eddies.connectors.evaluation.cases import CaseFileError, load_cases
@@ -101,6 +107,7 @@ def eval_cmd(
             cfg.baseline = candidate_of(baseline, "--baseline") if "=" in baseline else baseline
         cfg.scorers += [scorer_flag(s) for s in scorer or []]
         cfg.allow_calls |= set(allow_call or [])
+        cfg.title = title or cfg.title
         for item in fail_under or []:
             name, sep, value = item.partition("=")
             if not sep:
@@ -153,11 +160,15 @@ def eval_cmd(
             if to_app is not None:
                 raise EvalConfigError("--to-app: cases from a file run with no broker; it is for "
                                       "recorded traffic")
+            if save and app_id is None:
+                raise EvalConfigError("--save: cases from a file are kept with the app --app names")
             with bar:
                 report = evaluate(cases, plans, cfg.scorers, baseline=base, policy=policy, progress=progress)
         below = report.below(cfg.fail_under)
     except (ValueError, KeyError) as err:
         fail(str(err.args[0] if isinstance(err, KeyError) else err))
+    if save if save is not None else isinstance(cfg.inputs, TrafficSpec):
+        _save(report, cfg, settings_file, app_id, bootstrap_servers)
     if html is not None:
         from eddies.connectors.evaluation.html import html_report
 
@@ -171,6 +182,25 @@ def eval_cmd(
         err_console.print(f"[red]under the floor: {escape(line)}[/red]", highlight=False)
     if below:
         raise typer.Exit(1)
+
+
+def _save(report: Any, cfg: Any, settings_file: Path | None, app_id: str | None,
+          bootstrap_servers: str | None) -> None:
+    """Keep ``report`` in APP.evaluations (the evaluated app's, or --app's), saying where."""
+    from eddies.connectors.evaluation.config import TrafficSpec
+    from eddies.connectors.evaluation.saved import ReportTooLarge, save_report
+
+    app = cfg.inputs.app if isinstance(cfg.inputs, TrafficSpec) and cfg.inputs.app else app_id
+    settings = settings_or_exit(settings_file, app=app, bootstrap_servers=bootstrap_servers)
+    need_configured_broker(settings)
+    name = cfg.title or " vs ".join([", ".join(report.candidates), *filter(None, [report.baseline])])
+    try:
+        saved = save_report(settings, report, title=name, config=cfg.described())
+    except (ReportTooLarge, TimeoutError) as err:
+        err_console.print(f"[yellow]the report was not kept: {escape(str(err))}[/yellow]", highlight=False)
+        return
+    err_console.print(f"kept as evaluation {escape(saved.id)} in {escape(settings.app)}.evaluations "
+                      f"(eddies ui --app {escape(settings.app)}: Evaluations)", highlight=False)
 
 
 def _apps(settings: Any, prefix: str, names: list[str]) -> dict[str, Any]:

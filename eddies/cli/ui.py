@@ -1,6 +1,6 @@
 """``eddies ui``: a local web page over an app's topics (its sessions and their status;
-one session's timeline, tree and payloads; replay, and fork where available), served by
-uvicorn. Needs the ``ui`` extra (starlette, uvicorn). Example::
+one session's timeline, tree and payloads; replay, and fork where available; the reports
+of its evaluations), served by uvicorn. Needs the ``ui`` extra (starlette, uvicorn). Example::
 
     eddies ui --app demo --agent eddies.demo:calculator_agent   # http://127.0.0.1:8321/
 """
@@ -38,7 +38,8 @@ def ui(
 ) -> None:
     """Serve a web view of the app's sessions until Ctrl-C: the sessions with their status
     and a search by id; a session's timeline, tree and each event's payload; replay, fork,
-    and answers to a session that waits (approve, reject, resume, send a signal)."""
+    and answers to a session that waits (approve, reject, resume, send a signal); and under
+    Evaluations, the reports eddies eval kept for the app."""
     from eddies.connectors.runtime.topics import TopicNames
 
     try:
@@ -58,8 +59,10 @@ def ui(
         # names its own host); on every address, the names it is reached by are unknown.
         wildcard = host in ("0.0.0.0", "::", "")
         hosts = None if wildcard else (*LOCAL_HOSTS, host)
+        listing, page = _evaluations(s)
         web = create_app(s, replay=functools.partial(replay_view, s, plan), fork=fork,
-                         signal=functools.partial(send_signal, s), allowed_hosts=hosts)
+                         signal=functools.partial(send_signal, s), allowed_hosts=hosts,
+                         evaluations=listing, evaluation_page=page)
         try:
             sock = _listen(host, port)
         except OSError as err:
@@ -86,6 +89,22 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def _evaluations(settings: Any) -> tuple[Any, Any]:
+    """The Evaluations tab's list and pages: the reports ``eddies eval`` kept in
+    ``APP.evaluations``, each shown as its ``--html`` page is."""
+    from eddies.connectors.evaluation.html import html_page
+    from eddies.connectors.evaluation.saved import saved_reports
+
+    def listing() -> list[dict[str, Any]]:
+        return [saved.listing() for saved in saved_reports(settings)]
+
+    def page(evaluation_id: str) -> str | None:
+        found = next((r for r in saved_reports(settings) if r.id == evaluation_id), None)
+        return None if found is None else html_page(found.report, found.title)
+
+    return listing, page
 
 
 def _fork(settings: Any, plan: Any) -> Any:

@@ -62,3 +62,4 @@ def test_the_demo_runs_its_six_parts() -> None:
     assert "2.00 model calls, 3.33 tool calls a case" in brief
     [page] = re.findall(r"HTML report \(each session side by side\): (\S+)", evaluation)
     assert Path(page).read_text().count("<details class=case") == 3
+    assert re.search(r"Kept as evaluation \d{8}T\d{6}Z-[0-9a-f]{6} in \S+\.evaluations", evaluation)

@@ -12,6 +12,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,13 +119,27 @@ def test_eddies_eval_on_recorded_traffic(recorded: tuple[Settings, Path]) -> Non
     assert len(_effects(effects)) == done
 
 
+def _shows_the_doubling_report(page: Any) -> None:
+    """The report of the doubling calculator against the recording, as a person reads it:
+    the summary, and the first case opened on its diff."""
+    from playwright.sync_api import expect
+
+    expect(page.locator("#summary")).to_contain_text("recorded (baseline)")
+    expect(page.locator("#summary")).to_contain_text("-1.000")
+    case = page.locator("details.case").first
+    case.locator("summary").first.click()
+    side = case.locator("[data-candidate='doubling'] .answer")
+    expect(side).to_be_visible()
+    expect(side.locator("del")).to_have_text("5.")  # ana: 2 + 3 recorded, 4 + 3 now
+    expect(side.locator("ins")).to_have_text("7.")
+
+
 def test_the_html_report_in_headless_chromium(recorded: tuple[Settings, Path], tmp_path: Path) -> None:
     from tests.integration.test_ui import _skip_reason, browser_page
 
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-    from playwright.sync_api import expect
 
     from eddies.connectors.evaluation.html import html_report
 
@@ -140,14 +155,7 @@ def test_the_html_report_in_headless_chromium(recorded: tuple[Settings, Path], t
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(page_file.as_uri())
-        expect(page.locator("#summary")).to_contain_text("recorded (baseline)")
-        expect(page.locator("#summary")).to_contain_text("-1.000")
-        case = page.locator("details.case").first
-        case.locator("summary").first.click()
-        side = case.locator("[data-candidate='doubling'] .answer")
-        expect(side).to_be_visible()
-        expect(side.locator("del")).to_have_text("5.")  # ana: 2 + 3 recorded, 4 + 3 now
-        expect(side.locator("ins")).to_have_text("7.")
+        _shows_the_doubling_report(page)
         assert errors == []
 
 
@@ -170,3 +178,69 @@ def test_an_evaluation_written_to_an_app_of_its_own_replays(recorded: tuple[Sett
     assert report.ok and len(report.steps) > 5
     records = session_messages(target, place_of(target, "ana"), ["ana"])
     assert {header(m.headers(), EVAL_HEADER) for m in records} == {b"same"}
+
+
+def _eval(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "eddies", "eval", "--app", settings.app,
+         "--bootstrap-servers", settings.bootstrap_servers, "--from-time", "0", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="200"))
+
+
+def test_eddies_eval_keeps_its_report_in_the_apps_evaluations(recorded: tuple[Settings, Path]) -> None:
+    from eddies.connectors.evaluation.saved import saved_reports
+
+    settings, _ = recorded
+    title = f"doubling {uuid.uuid4().hex[:6]}"
+    ran = _eval(settings, "--candidate", "doubling=tests.integration.agents:doubling_calculator",
+                "--live-models", "--allow-call", "add", "--scorer", "equals", "--title", title, "--json")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    printed = json.loads(ran.stdout)
+    [kept] = [r for r in saved_reports(settings) if r.title == title]
+    assert f"kept as evaluation {kept.id} in {settings.app}.evaluations" in ran.stderr
+    assert kept.report["candidates"] == printed["candidates"]  # what --json printed, kept
+    assert [c["by"]["doubling"]["output"] for c in kept.report["cases"]] == [
+        "The result is 7.", "The result is 82.", "The result is 22."]
+    assert "tool add" in kept.report["cases"][0]["by"]["doubling"]["trace"]
+    assert kept.config["cases"] == {"app": settings.app, "from_time": "0"}
+    assert kept.config["candidates"] == {
+        "doubling": {"agent": "tests.integration.agents:doubling_calculator"}}
+    assert kept.listing()["pass_rates"] == {"doubling": 0.0, RECORDED: 1.0}
+    skipped = _eval(settings, "--candidate", "same=tests.integration.agents:offline_calculator",
+                    "--scorer", "equals", "--title", title + " again", "--no-save")
+    assert skipped.returncode == 0 and "kept as" not in skipped.stderr, skipped.stdout + skipped.stderr
+    assert [r.title for r in saved_reports(settings) if r.title.startswith(title)] == [title]
+
+
+def test_the_evaluations_tab_of_eddies_ui_in_headless_chromium(recorded: tuple[Settings, Path],
+                                                               tmp_path: Path) -> None:
+    from tests.integration.test_ui import _skip_reason, browser_page, serve_ui
+
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from playwright.sync_api import expect
+
+    settings, _ = recorded
+    title = f"tab {uuid.uuid4().hex[:6]}"
+    ran = _eval(settings, "--candidate", "doubling=tests.integration.agents:doubling_calculator",
+                "--live-models", "--allow-call", "add", "--scorer", "equals", "--title", title)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    ui = serve_ui(settings, "tests.integration.agents:offline_calculator")
+    with ui as url, browser_page(tmp_path) as page:
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        page.goto(url)
+        page.locator("#evaluations-tab").click()
+        row = page.locator("#evaluations tbody tr", has_text=title)
+        expect(row).to_contain_text("3 cases")
+        expect(row).to_contain_text("doubling: 0.0%")
+        expect(row).to_contain_text("recorded (baseline): 100.0%")
+        row.click()
+        expect(page.locator("#evaluation-title")).to_have_text(title)
+        _shows_the_doubling_report(page.frame_locator("#evaluation-frame"))
+        page.locator("#tabs a[data-tab='sessions']").click()
+        expect(page.locator("#sessions tbody tr")).to_have_count(3)  # ana, bo, cy
+        assert errors == []

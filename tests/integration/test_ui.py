@@ -61,11 +61,11 @@ def _signals(settings: Settings, session: str) -> list[tuple[str, Any]]:
 
 
 @contextlib.contextmanager
-def serve_ui(settings: Settings) -> Iterator[str]:
+def serve_ui(settings: Settings, agent: str = AGENT) -> Iterator[str]:
     """``eddies ui --port 0`` on the test's app, as a user starts it; its URL."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "eddies", "ui", "--port", "0", "--app", settings.app,
-         "--bootstrap-servers", settings.bootstrap_servers, "--agent", AGENT],
+         "--bootstrap-servers", settings.bootstrap_servers, "--agent", agent],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).parents[2],
         env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
                  PYTHONUNBUFFERED="1"))

@@ -131,7 +131,7 @@ def test_replay_and_fork_are_the_commands_and_need_the_header(topic: _Topic) -> 
     forked = client.post("/api/sessions/bob/fork", headers=header, json={"at_seq": 3, "new_session": "b/2"})
     assert forked.json() == {"session": "b/2"} and calls[-1] == ("fork", "bob", 3, "b/2")
     assert client.get("/api/info").json() == {"app": topic.settings.app, "replay": False, "fork": True,
-                                              "fork_reason": "", "signal": False}
+                                              "fork_reason": "", "signal": False, "evaluations": False}
 
 
 def test_signal_approve_and_reject_send_what_the_commands_send(topic: _Topic) -> None:
@@ -167,6 +167,23 @@ def test_the_page_and_the_hosts_it_answers(topic: _Topic) -> None:
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
     # A DNS-rebinding page names its own host: refused.
     assert client.get("/api/sessions", headers={"Host": "evil.example:8321"}).status_code == 400
+
+
+def test_evaluations_are_listed_and_shown_as_pages_of_their_own(topic: _Topic) -> None:
+    listed = [{"id": "e1", "title": "new vs recorded", "cases": 2, "pass_rates": {"new": 0.5}}]
+    client = _client(topic, evaluations=lambda: listed,
+                     evaluation_page=lambda i: "<h1>new vs recorded</h1>" if i == "e 1" else None)
+    assert client.get("/api/info").json()["evaluations"] is True
+    assert client.get("/api/evaluations").json() == {"evaluations": listed}
+    page = client.get("/evaluations/e%201")
+    assert page.status_code == 200 and page.text == "<h1>new vs recorded</h1>"
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "frame-ancestors 'self'" in policy  # shown in the tab's frame
+    assert client.get("/evaluations/e2").status_code == 404
+    bare = _client(topic)
+    assert bare.get("/api/info").json()["evaluations"] is False
+    assert bare.get("/api/evaluations").status_code == 501
+    assert bare.get("/favicon.ico").status_code == 204
 
 
 def test_replay_view_every_id_and_what_differs(topic: _Topic) -> None:
