@@ -16,6 +16,7 @@ flags (a flag adds to the file). Example::
       - {type: python, function: "travel.checks:polite", name: polite}
       - {type: judge, model: openai/gpt-5-mini, rubric: "Names a city and a number of days."}
       - {type: judge, model: openai/gpt-5-mini, rubric: "The more useful plan.", pairwise: true}
+      - {type: judge, connection: "travel.models:judge", rubric: "Polite."}   # a connection object
       - {type: similar, threshold: 0.8}           # the offline embedding model, or embedding: NAME
       - {type: threshold, metric: cost_usd, max: 0.01}
     allow_calls: [search_hotels]
@@ -42,7 +43,8 @@ from eddies.connectors.evaluation.scorers import (
 )
 
 _SCORER_KEYS = {"type", "name", "value", "ignore_case", "pattern", "schema", "function", "threshold",
-                "metric", "max", "min", "rubric", "model", "endpoint", "responder", "pairwise", "embedding"}
+                "metric", "max", "min", "rubric", "model", "endpoint", "responder", "connection", "pairwise",
+                "embedding"}
 _KEYS = {"inputs", "candidates", "baseline", "scorers", "allow_calls", "live_models", "fail_under", "title"}
 
 
@@ -233,15 +235,26 @@ def scorer(entry: Any, where: str) -> Scorer:
 
 
 def _chat_connection(spec: dict[str, Any], where: str) -> Any:
-    """A judge's model: ``responder`` (MODULE:FUNCTION, the offline scripted model), else
-    litellm asking ``model`` (at ``endpoint``, if given)."""
+    """A judge's model: ``connection`` (MODULE:ATTRIBUTE, a chat model connection, or a
+    function of no arguments that gives one), ``responder`` (MODULE:FUNCTION, the offline
+    scripted model), else litellm asking ``model`` (at ``endpoint``, if given)."""
+    if spec.get("connection"):
+        from eddies.connectors.declarative.references import import_target
+
+        found = import_target(str(spec["connection"]), where, "connection")
+        connection = found if callable(getattr(found, "chat", None)) else found() if callable(found) else None
+        if not callable(getattr(connection, "chat", None)):
+            raise EvalConfigError(f"{where}: connection {spec['connection']!r} is neither a chat model "
+                                  "connection (with a chat method) nor a function that gives one")
+        return connection
     if spec.get("responder"):
         from eddies.connectors.declarative.references import import_target
         from eddies.connectors.models.scripted import ScriptedChatModel
 
         return ScriptedChatModel(import_target(str(spec["responder"]), where, "responder"))
     if not spec.get("model"):
-        raise EvalConfigError(f"{where}: a judge needs a 'model' (a litellm model name) or a 'responder'")
+        raise EvalConfigError(f"{where}: a judge needs a 'model' (a litellm model name), a 'connection' "
+                              "or a 'responder'")
     from eddies.connectors.models.litellm import LiteLLMChatModel
 
     return LiteLLMChatModel(api_base=spec.get("endpoint"))

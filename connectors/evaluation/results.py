@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eddies.connectors.evaluation.cases import Case
+from eddies.connectors.execution.recorded_calls import REFUSED_ERROR
 from eddies.connectors.inspect.tree import build_tree
-from eddies.events import AgentEvent, OutputEvent
+from eddies.events import AgentEvent, DurableCallResult, InputEvent, OutputEvent
 
 #: The metrics a threshold may name.
 METRICS = ("cost_usd", "tokens", "latency_ms", "iterations", "tool_calls", "refused_calls")
@@ -49,8 +50,13 @@ class CaseResult:
 
 
 def case_result(case: Case, candidate: str, history: Sequence[AgentEvent], *, latency_ms: float,
-                refused: Mapping[str, str]) -> CaseResult:
-    """What ``history`` (the case's session, in order) says the candidate did."""
+                refused: Mapping[str, str] | None = None) -> CaseResult:
+    """What ``history`` (the case's session, in order) says the candidate did; the calls
+    refused (call id -> why) as given, or as its results say (None)."""
+    if refused is None:
+        refused = {p.call_id: p.error.message for ev in history
+                   if isinstance(p := ev.payload, DurableCallResult)
+                   and p.error is not None and p.error.type == REFUSED_ERROR}
     out = CaseResult(case, candidate, latency_ms=latency_ms, refused=dict(refused), history=list(history))
     answered = False
     for ev in history:
@@ -71,4 +77,17 @@ def case_result(case: Case, candidate: str, history: Sequence[AgentEvent], *, la
     return out
 
 
-__all__ = ["METRICS", "CaseResult", "case_result"]
+def wall_latency(timed: Sequence[tuple[int, AgentEvent]]) -> float:
+    """Wall time of a session's recorded runs, from its events with their records' times
+    (ms): from each input's record to its run's last output's."""
+    starts: dict[int, int] = {}
+    ends: dict[int, int] = {}
+    for time_ms, ev in timed:
+        if isinstance(ev.payload, InputEvent) and not ev.scope:
+            starts.setdefault(ev.run, time_ms)
+        elif isinstance(ev.payload, OutputEvent) and not ev.scope:
+            ends[ev.run] = time_ms
+    return float(sum(ends[r] - starts[r] for r in ends if r in starts))
+
+
+__all__ = ["METRICS", "CaseResult", "case_result", "wall_latency"]

@@ -32,9 +32,11 @@ from eddies.events import (
     ChatMessage,
     DurableCallRequest,
     DurableCallResult,
+    EncodingError,
     ErrorInfo,
     MessageRole,
     decode_value,
+    encode,
 )
 from eddies.events.ids import call_digest, result_event_id
 
@@ -81,6 +83,27 @@ def result_event(
         result_event_id(req.call_id, req.attempt), request.session_id, 0, 0, request.scope,
         DurableCallResult.event_type, None, None, "", "", stamp, payload,
     )
+
+
+def writable_result(request: AgentEvent, result: AgentEvent, limit: int) -> tuple[AgentEvent, bytes]:
+    """``result`` (answering ``request``) and its bytes, or an error in its place when it
+    cannot be written (an error message with unpaired surrogates) or is over ``limit``
+    bytes (``max_record_bytes``: it could not enter the session machine)."""
+    req = request.payload
+    assert isinstance(req, DurableCallRequest)
+    try:
+        data = encode(result)
+    except EncodingError as err:
+        result = result_event(request, CallStatus.ERROR, "null", ErrorInfo(
+            "ResultEncodingError", ascii(f"the outcome of {req.target} cannot be written: {err}")[:2000]))
+        data = encode(result)
+    if len(data) > limit:
+        result = result_event(request, CallStatus.ERROR, "null", ErrorInfo(
+            "ResultTooLargeError",
+            f"the result of {req.kind.value} {req.target} is {len(data)} bytes as a record, "
+            f"over max_record_bytes={limit}"))
+        data = encode(result)
+    return result, data
 
 
 #: The key of a model reply's ``extra_args`` naming the model its setup asked for.

@@ -31,6 +31,8 @@ from eddies.events.ids import call_digest
 
 #: (call id, attempt) -> the recorded result event of that call.
 Outcomes = dict[tuple[str, int], AgentEvent]
+#: The error type of a call's result when a refusal rule did not let it be made.
+REFUSED_ERROR = "CallRefusedError"
 
 
 class RecordedCalls:
@@ -99,7 +101,7 @@ class RecordedCalls:
             if why is not None:
                 self._refused[req.call_id] = why
                 return result_event(request, CallStatus.ERROR, "null", ErrorInfo(
-                    "CallRefusedError", why, category=ErrorCategory.PERMANENT))
+                    REFUSED_ERROR, why, category=ErrorCategory.PERMANENT))
             self._made_live(req.call_id)
             return None
         self.reused_from_record(req.call_id)

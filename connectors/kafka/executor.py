@@ -5,7 +5,8 @@ roles, from its orchestrator in memory. Each is decided on the journal as it is 
 call is about to run (a :class:`.journal_tail.JournalTail` follows the owned partitions):
 
 - a call with a recorded outcome is answered from the journal (the result may have been
-  lost in a crash after the outcome was written);
+  lost in a crash after the outcome was written); in an evaluation's app, one answered by
+  the evaluated app's recording, or refused, is answered so and journaled;
 - a call another live worker started is waited for: its outcome is sent on when the tail
   reads it; after the request's ``timeout_ms`` plus 5 s (or ``outcome_wait_ms``) the
   outcome counts as unknown. A mark of a dead process of this worker slot is unknown at once;
@@ -30,8 +31,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.execution.call_deadlines import CallDeadlines
-from eddies.connectors.execution.calls import CallPerformer, Resolver, result_event
+from eddies.connectors.execution.calls import CallPerformer, Resolver, result_event, writable_result
 from eddies.connectors.execution.held_requests import HeldRequests
+from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.journal.reading import CallRef, JournalView
 from eddies.connectors.kafka.claiming import CallClaims
 from eddies.connectors.kafka.journal_tail import JournalTail
@@ -54,8 +56,6 @@ from eddies.events import (
     CallStatus,
     DecodeError,
     DurableCallRequest,
-    EncodingError,
-    ErrorInfo,
     decode,
     encode,
     encode_value,
@@ -85,9 +85,12 @@ class KafkaExecutor:
     through :meth:`release`)."""
 
     def __init__(self, ctx: RoleContext, resolver: Resolver | None, local: bool = False,
-                 gate: StallGate | None = None) -> None:
+                 gate: StallGate | None = None, recorded: RecordedCalls | None = None) -> None:
         s = ctx.settings
         self.ctx = ctx
+        #: An evaluation's app: the calls answered from a recording, or refused, instead of
+        #: being made (connectors/evaluation/call_rules.py).
+        self.recorded = recorded
         self.settings = s
         self.names = ctx.names
         self.counters = ctx.counters
@@ -350,6 +353,12 @@ class KafkaExecutor:
             self._answer(self.claims.recorded(request, recorded), part, offset)
             self.counters.inc("results_resent")
             return
+        if self.recorded is not None and (answer := self.recorded.answer(request)) is not None:
+            data = encode(answer)  # journaled like a call's outcome: decided once
+            self.claims.journal_outcome(request, data)
+            self._answer(answer, part, offset, data)
+            self.counters.inc("results_from_recording")
+            return
         # (A held request's age counts from its due time: a long timer is not too old.)
         asked = max(produced_ms, req.not_before or 0)
         too_old = asked > 0 and time.time() * 1000 - asked > self.settings.journal_retention_ms
@@ -439,20 +448,7 @@ class KafkaExecutor:
             self._per_thread.late = True
             self.counters.inc("results_late")
             return
-        limit = self.settings.max_record_bytes
-        try:
-            data = encode(result)
-        except EncodingError as err:  # e.g. an error message with unpaired surrogates
-            result = result_event(request, CallStatus.ERROR, "null", ErrorInfo(
-                "ResultEncodingError", ascii(f"the outcome of {req.target} cannot be written: "
-                                             f"{err}")[:2000]))
-            data = encode(result)
-        if len(data) > limit:  # it could not enter the session machine: an error instead
-            result = result_event(request, CallStatus.ERROR, "null", ErrorInfo(
-                "ResultTooLargeError",
-                f"the result of {req.kind.value} {req.target} is {len(data)} bytes as a record, "
-                f"over max_record_bytes={limit}"))
-            data = encode(result)
+        result, data = writable_result(request, result, self.settings.max_record_bytes)
         self.counters.inc("calls_performed")
         self.claims.outcome(request, ref, result, data)
 

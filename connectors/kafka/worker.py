@@ -14,6 +14,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.journal.claims import Claimant
 from eddies.connectors.kafka.executor import KafkaExecutor
 from eddies.connectors.kafka.orchestrator import Orchestrator
@@ -89,6 +90,7 @@ class Worker:
             log.info("call results are signed with the development key (no %s set; embedded "
                      "broker only)", self.settings.result_key_env)
         role = self.settings.role
+        recorded = self._evaluation_calls() if role in ("all", "executor") else None
         log.info("worker %s/%s joining the groups of app %s (role %s, session timeout %d ms, "
                  "static membership %s)", self.settings.slot, self.incarnation, self.settings.app,
                  role, self.membership.session_timeout_ms, "on" if self.membership.static else "off")
@@ -103,13 +105,28 @@ class Worker:
             # It starts no call after a stall until its orchestrator has confirmed that the
             # partitions are still this process's.
             gate = self.orchestrator.ownership.gate if self.orchestrator else None
-            self.executor = KafkaExecutor(ctx, resolver, local=role == "all", gate=gate)
+            self.executor = KafkaExecutor(ctx, resolver, local=role == "all", gate=gate, recorded=recorded)
         if self.orchestrator is not None:
             self.orchestrator.executor = self.executor
             self._spawn("eddies-orchestrator", self.orchestrator.run)
         if self.executor is not None:
             self._spawn("eddies-executor", self.executor.run)
         return self
+
+    def _evaluation_calls(self) -> RecordedCalls | None:
+        """An evaluation's app (``eddies eval --on-workers``): how its calls are answered
+        (from the evaluated app's recording, refused, or live), read once its topics exist."""
+        from eddies.connectors.evaluation.call_rules import read_call_rules
+
+        rules = read_call_rules(self.settings)
+        if rules is None:
+            return None
+        calls = rules.calls(self.settings, self.plan)
+        log.info("app %s is evaluation %s: calls answered from %s, else made live only if "
+                 "they cannot be side effects (allowed: %s)", self.settings.app, rules.evaluation,
+                 f"the recording of {rules.source_app} ({len(calls.outcomes)} outcomes)"
+                 if rules.source_app else "no recording", ", ".join(rules.allow) or "none")
+        return calls
 
     def role_context(self, clients: Clients | None = None) -> RoleContext:
         """What this worker gives its roles (``clients``: default, librdkafka's)."""

@@ -18,53 +18,27 @@ default. Example::
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from eddies.connectors.evaluation.call_rules import CallRules
 from eddies.connectors.evaluation.cases import Case
+from eddies.connectors.evaluation.fleet import EVAL_HEADER, Progress, run_on_workers
+from eddies.connectors.evaluation.policy import CallPolicy
 from eddies.connectors.evaluation.report import EvalReport
-from eddies.connectors.evaluation.results import CaseResult, case_result
+from eddies.connectors.evaluation.results import CaseResult, case_result, wall_latency
 from eddies.connectors.evaluation.scorers import Score, Scorer
 from eddies.connectors.execution.recorded_calls import RecordedCalls
-from eddies.connectors.local.rerun import Recording, publish, read_recording
+from eddies.connectors.inspect.recording import Recording, read_recording
+from eddies.connectors.local.rerun import publish
 from eddies.connectors.local.runner import LocalRunner
 from eddies.connectors.runtime.records import HEADERS
 from eddies.connectors.runtime.settings import Settings
 from eddies.engine import AgentPlan
-from eddies.events import AgentEvent, CallKind, DurableCallRequest, InputEvent, OutputEvent
-
-#: Calls that are always made live: asking a model (or an embedding model) changes nothing.
-MODEL_KINDS = (CallKind.CHAT_MODEL, CallKind.EMBEDDING)
-#: Vector store operations that write (a memory set's too).
-STORE_WRITES = ("add", "update", "delete")
-
-
-@dataclass(frozen=True)
-class CallPolicy:
-    """Which calls an evaluation makes live: models, reads, and the targets of ``allow``.
-    ``live_models``: a model call is made live even where the recording made the same one
-    (the candidate's model answers every time); else the recorded reply is reused."""
-
-    allow: frozenset[str] = frozenset()
-    live_models: bool = False
-
-    def fresh(self, request: DurableCallRequest) -> bool:
-        """Whether ``request`` is made live whatever the recording holds."""
-        return self.live_models and request.kind in MODEL_KINDS
-
-    def refusal(self, request: DurableCallRequest) -> str | None:
-        """Why ``request`` may not be made live (None: it may)."""
-        if request.kind in MODEL_KINDS or request.target in self.allow:
-            return None
-        writes = request.kind is CallKind.VECTOR_STORE and _store_op(request) in STORE_WRITES
-        if request.idempotent and not writes:
-            return None
-        what = "writes to a vector store" if writes else "is not idempotent"
-        return (f"{request.kind.value} {request.target} {what} and no recording answers it: an "
-                f"evaluation does not repeat a side effect (allow it: --allow-call {request.target})")
+from eddies.events import AgentEvent, InputEvent
 
 
 @dataclass
@@ -77,10 +51,12 @@ class RecordedTraffic:
     recording: Recording
     cases: list[Case]
     results: list[CaseResult]
+    #: The recorded app and the range (for the workers of an evaluation's app).
+    app: str = ""
+    from_offsets: dict[int, int] | None = None
+    from_time_ms: int | None = None
 
 
-#: On every record an evaluation writes: the candidate whose it is.
-EVAL_HEADER = "eddies-eval"
 #: The baseline that is what the recording did.
 RECORDED = "recorded"
 
@@ -102,16 +78,12 @@ def recorded_traffic(source: Settings, *, from_offsets: dict[int, int] | None = 
         given = [ev.payload.input for ev in recording.inputs_of(sid) if isinstance(ev.payload, InputEvent)]
         events = [ev for _, ev in histories[sid]]
         answer = case_result(Case(sid, given[0] if len(given) == 1 else given), RECORDED, events,
-                             latency_ms=_recorded_latency(histories[sid]), refused={})
+                             latency_ms=wall_latency(histories[sid]), refused={})
         case = Case(sid, answer.case.input, answer.output, answer.error is None)
         answer.case = case
         cases.append(case)
         results.append(answer)
-    return RecordedTraffic(recording, cases, results)
-
-
-#: Told (candidate, cases done, cases in all) after each case: a progress bar.
-Progress = Callable[[str, int, int], None]
+    return RecordedTraffic(recording, cases, results, source.app, from_offsets, from_time_ms)
 
 
 def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: CallPolicy = CallPolicy(),
@@ -151,13 +123,18 @@ def evaluate(cases: Sequence[Case], candidates: Mapping[str, AgentPlan], scorers
              baseline: tuple[str, AgentPlan] | str | None = None,
              policy: CallPolicy = CallPolicy(), traffic: RecordedTraffic | None = None,
              progress: Progress | None = None,
-             into: Callable[[str], Settings] | None = None) -> EvalReport:
+             into: Callable[[str], Settings] | None = None,
+             on_workers: Callable[[str], Settings] | None = None, wait_s: float = 300.0,
+             started: Callable[[Settings], None] | None = None) -> EvalReport:
     """Run ``candidates`` (name -> plan) on ``cases`` and score them. ``baseline``: another
     agent (name, plan) run the same way, the name of one of the candidates, or
     ``"recorded"`` (with ``traffic``: what the recording did); None: the cases' expected
     outputs are the only yardstick. With ``traffic`` (its cases), calls the recording made
     the same way are answered from it. ``into(name)``: the app each candidate's (and a
-    baseline agent's) sessions are written to, to trace, replay or browse them later."""
+    baseline agent's) sessions are written to, to trace, replay or browse them later.
+    ``on_workers(name)``: instead, the app (new) whose workers run that candidate's cases
+    (:func:`~eddies.connectors.evaluation.fleet.run_on_workers`, ``wait_s`` and
+    ``started`` as it takes them)."""
     names = [s.name for s in scorers]
     if len(set(names)) != len(names):
         raise ValueError(f"scorers need names of their own (name=...): {', '.join(names)}")
@@ -171,9 +148,14 @@ def evaluate(cases: Sequence[Case], candidates: Mapping[str, AgentPlan], scorers
         raise ValueError("the baseline 'recorded' needs cases from recorded traffic")
     elif baseline is not None and baseline != RECORDED and baseline not in runs:
         raise ValueError(f"baseline {baseline!r} is not a candidate (candidates: {', '.join(runs)})")
-    results = {name: run_candidate(name, plan, cases, policy, traffic, progress,
-                                   None if into is None else into(name))
-               for name, plan in runs.items()}
+    if on_workers is None:
+        results = {name: run_candidate(name, plan, cases, policy, traffic, progress,
+                                       None if into is None else into(name))
+                   for name, plan in runs.items()}
+    else:
+        results = {name: _on_workers(name, plan, cases, on_workers(name), policy, traffic, progress,
+                                     wait_s, started)
+                   for name, plan in runs.items()}
     if baseline == RECORDED and traffic is not None:
         by_id = {r.case.id: r for r in traffic.results}
         results = {RECORDED: [by_id[c.id] for c in cases], **results}
@@ -184,24 +166,25 @@ def evaluate(cases: Sequence[Case], candidates: Mapping[str, AgentPlan], scorers
     return EvalReport(list(candidates), base_name, results, scores)
 
 
-def _recorded_latency(timed: Sequence[tuple[int, AgentEvent]]) -> float:
-    """Wall time of the recorded runs: from each input's record to its run's last output's."""
-    starts: dict[int, int] = {}
-    ends: dict[int, int] = {}
-    for time_ms, ev in timed:
-        if isinstance(ev.payload, InputEvent) and not ev.scope:
-            starts.setdefault(ev.run, time_ms)
-        elif isinstance(ev.payload, OutputEvent) and not ev.scope:
-            ends[ev.run] = time_ms
-    return float(sum(ends[r] - starts[r] for r in ends if r in starts))
+def _on_workers(name: str, plan: AgentPlan, cases: Sequence[Case], target: Settings, policy: CallPolicy,
+                traffic: RecordedTraffic | None, progress: Progress | None, wait_s: float,
+                started: Callable[[Settings], None] | None) -> list[CaseResult]:
+    """Candidate ``name``'s cases on the workers of app ``target.app``: with ``traffic``,
+    each case's recorded inputs, its calls answered there from the same recording."""
+    from eddies.connectors.runtime.client import input_event
 
+    rules = CallRules(name, allow=tuple(sorted(policy.allow)), live_models=policy.live_models)
+    if traffic is not None:
+        rules = dataclasses.replace(rules, source_app=traffic.app, from_offsets=traffic.from_offsets,
+                                    from_time_ms=traffic.from_time_ms, sessions=tuple(c.id for c in cases))
 
-def _store_op(request: DurableCallRequest) -> str | None:
-    try:
-        op = json.loads(request.args).get("kwargs", {}).get("op")
-    except (ValueError, AttributeError):
-        return None
-    return op if isinstance(op, str) else None
+    def inputs(case: Case) -> list[AgentEvent]:
+        if traffic is not None:
+            return traffic.recording.inputs_of(case.id)
+        return [input_event(case.id, case.input)]
+
+    return run_on_workers(name, plan, cases, target, rules, inputs=inputs, progress=progress,
+                          wait_s=wait_s, started=started)
 
 
 __all__ = ["EVAL_HEADER", "RECORDED", "CallPolicy", "RecordedTraffic", "evaluate", "recorded_traffic",

@@ -38,10 +38,14 @@ class TopicNames:
     #: Reports of evaluations of this app (``eddies eval``; ``eddies ui`` lists them). Not
     #: one of the six a worker needs: made by the first evaluation that keeps a report.
     evaluations: str = field(init=False, repr=False, compare=False)
+    #: An evaluation's own app only: the rules its workers answer calls by (one record,
+    #: made before the six; see connectors/evaluation/call_rules.py).
+    call_rules: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for topic in ("input", "events", "requests", "output", "journal", "dlq", "evaluations"):
             object.__setattr__(self, topic, f"{self.app}.{topic}")
+        object.__setattr__(self, "call_rules", f"{self.app}.call-rules")
 
     def all(self) -> list[str]:
         """All six names."""

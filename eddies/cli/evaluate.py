@@ -59,6 +59,12 @@ def eval_cmd(
     to_app: Annotated[str | None, typer.Option(
         help="Recorded traffic: write each candidate's sessions to app TO_APP-NAME (trace, replay or "
         "browse them later).")] = None,
+    on_workers: Annotated[bool, typer.Option(
+        "--on-workers", help="Run each candidate's cases on the worker fleet, in an app of its own "
+        "(TO_APP-NAME; default APP-eval-TIME-NAME) that ordinary workers serve (eddies worker --app "
+        "... --agent ...), its calls answered there by the same rules.")] = False,
+    wait: Annotated[float, typer.Option(
+        help="--on-workers: how long to wait, with no answer coming, for the workers (seconds).")] = 300.0,
     save: Annotated[bool | None, typer.Option(
         "--save/--no-save", help="Keep the report in APP.evaluations, where eddies ui lists it under "
         "Evaluations (default: on recorded traffic; cases from a file: --save with --app).")] = None,
@@ -120,6 +126,10 @@ def eval_cmd(
         if not cfg.scorers:
             raise EvalConfigError("give a scorer: --scorer equals, ... (or scorers: in the config)")
         cases = load_cases(cfg.inputs) if isinstance(cfg.inputs, Path) else []
+        specs = [*cfg.candidates, *([cfg.baseline] if isinstance(cfg.baseline, CandidateSpec) else [])]
+        if on_workers and any(c.set for c in specs):
+            raise EvalConfigError("--on-workers: workers run an agent as --agent takes it, with no set: "
+                                  "overrides; write the changed agent to a file of its own")
     except (EvalConfigError, CaseFileError) as err:
         fail(str(err))
     plans = {c.name: plan_of(c.agent, c.set) for c in cfg.candidates}
@@ -135,6 +145,8 @@ def eval_cmd(
             tasks[name] = bar.add_task(f"{name}: cases", total=total)
         bar.update(tasks[name], completed=done)
 
+    fleet: _Fleet | None = None
+    into: dict[str, Any] | None = None
     try:
         if isinstance(cfg.inputs, TrafficSpec):
             spec = cfg.inputs
@@ -150,25 +162,38 @@ def eval_cmd(
                     sessions=(lambda sid: sid in only) if only else (lambda _sid: True), sample=spec.sample)
                 if not traffic.cases:
                     fail(f"no inputs of {settings.app} in that range")
-                into = None if to_app is None else _apps(s, to_app, [*plans, *(
+                fleet = _Fleet(s, to_app, specs, source=True) if on_workers else None
+                into = None if to_app is None or fleet is not None else _apps(s, to_app, [*plans, *(
                     [base[0]] if isinstance(base, tuple) else [])])
                 with bar:
                     report = evaluate(traffic.cases, plans, cfg.scorers, baseline=base or RECORDED,
                                       policy=policy, traffic=traffic, progress=progress,
-                                      into=None if into is None else into.__getitem__)
+                                      into=None if into is None else into.__getitem__,
+                                      on_workers=None if fleet is None else fleet.app, wait_s=wait,
+                                      started=None if fleet is None else fleet.started)
+        elif on_workers:
+            settings = settings_or_exit(settings_file, app=app_id, bootstrap_servers=bootstrap_servers)
+            need_configured_broker(settings)
+            with kafka_settings(settings) as s, bar:
+                fleet = _Fleet(s, to_app, specs)
+                report = evaluate(cases, plans, cfg.scorers, baseline=base, policy=policy, progress=progress,
+                                  on_workers=fleet.app, wait_s=wait, started=fleet.started)
         else:
             if to_app is not None:
                 raise EvalConfigError("--to-app: cases from a file run with no broker; it is for "
-                                      "recorded traffic")
+                                      "recorded traffic (or --on-workers)")
             if save and app_id is None:
                 raise EvalConfigError("--save: cases from a file are kept with the app --app names")
             with bar:
                 report = evaluate(cases, plans, cfg.scorers, baseline=base, policy=policy, progress=progress)
         below = report.below(cfg.fail_under)
-    except (ValueError, KeyError) as err:
+    except (ValueError, KeyError, TimeoutError) as err:
         fail(str(err.args[0] if isinstance(err, KeyError) else err))
     if save if save is not None else isinstance(cfg.inputs, TrafficSpec):
-        _save(report, cfg, settings_file, app_id, bootstrap_servers)
+        # Where each candidate's sessions are (--on-workers, --to-app), to trace them.
+        apps = ({n: fleet.app(n).app for n in report.results if n != RECORDED} if fleet is not None
+                else {n: t.app for n, t in into.items()} if into is not None else {})
+        _save(report, cfg, settings_file, app_id, bootstrap_servers, apps)
     if html is not None:
         from eddies.connectors.evaluation.html import html_report
 
@@ -185,7 +210,7 @@ def eval_cmd(
 
 
 def _save(report: Any, cfg: Any, settings_file: Path | None, app_id: str | None,
-          bootstrap_servers: str | None) -> None:
+          bootstrap_servers: str | None, apps: dict[str, str]) -> None:
     """Keep ``report`` in APP.evaluations (the evaluated app's, or --app's), saying where."""
     from eddies.connectors.evaluation.config import TrafficSpec
     from eddies.connectors.evaluation.saved import ReportTooLarge, save_report
@@ -195,12 +220,46 @@ def _save(report: Any, cfg: Any, settings_file: Path | None, app_id: str | None,
     need_configured_broker(settings)
     name = cfg.title or " vs ".join([", ".join(report.candidates), *filter(None, [report.baseline])])
     try:
-        saved = save_report(settings, report, title=name, config=cfg.described())
+        saved = save_report(settings, report, title=name,
+                            config={**cfg.described(), **({"apps": apps} if apps else {})})
     except (ReportTooLarge, TimeoutError) as err:
         err_console.print(f"[yellow]the report was not kept: {escape(str(err))}[/yellow]", highlight=False)
         return
     err_console.print(f"kept as evaluation {escape(saved.id)} in {escape(settings.app)}.evaluations "
                       f"(eddies ui --app {escape(settings.app)}: Evaluations)", highlight=False)
+
+
+class _Fleet:
+    """--on-workers: the app each candidate's cases go to (PREFIX-NAME), and what to tell
+    whoever starts its workers."""
+
+    def __init__(self, settings: Any, prefix: str | None, specs: list[Any], source: bool = False) -> None:
+        import dataclasses
+        import time
+
+        if source:  # partitioned as the app evaluated: its sessions keep their partitions
+            from eddies.connectors.runtime.preflight import require_topics
+            from eddies.connectors.runtime.topics import TopicNames
+
+            topic = TopicNames(settings.app).input
+            settings = dataclasses.replace(settings, partitions=require_topics(settings, [topic])[topic])
+        self.settings = settings
+        self.prefix = prefix or f"{settings.app}-eval-{time.strftime('%Y%m%d%H%M%S')}"
+        self.agents = {f"{self.prefix}-{c.name}": c.agent for c in specs}
+
+    def app(self, name: str) -> Any:
+        import dataclasses
+
+        target = dataclasses.replace(self.settings, app=f"{self.prefix}-{name}")
+        if target.app == self.settings.app:
+            fail(f"--to-app {self.prefix}: {target.app} is the app evaluated")
+        return target
+
+    def started(self, target: Any) -> None:
+        agent = self.agents.get(target.app, "AGENT")
+        err_console.print(f"cases sent to app {escape(target.app)}; its workers: eddies worker --app "
+                          f"{escape(target.app)} --agent {escape(agent)} --partitions {target.partitions} "
+                          f"-b {escape(target.bootstrap_servers)}", highlight=False, soft_wrap=True)
 
 
 def _apps(settings: Any, prefix: str, names: list[str]) -> dict[str, Any]:

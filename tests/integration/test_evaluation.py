@@ -244,3 +244,124 @@ def test_the_evaluations_tab_of_eddies_ui_in_headless_chromium(recorded: tuple[S
         page.locator("#tabs a[data-tab='sessions']").click()
         expect(page.locator("#sessions tbody tr")).to_have_count(3)  # ana, bo, cy
         assert errors == []
+
+
+def _eval_on_workers(settings: Settings, prefix: str, where: Path, agent: str, *args: str,
+                     roles: tuple[str, str] = ("all", "all")) -> tuple[dict[str, Any], str]:
+    """``eddies eval --on-workers`` of candidate ``doubling=agent`` (the report as JSON, what
+    it said), served by two ``eddies worker`` processes of ``roles``, started once it made
+    their app."""
+    target = dataclasses.replace(settings, app=f"{prefix}-doubling")
+    err = where / f"{prefix}.err"
+    with err.open("w") as said:
+        ran = subprocess.Popen(
+            [sys.executable, "-m", "eddies", "eval", "--app", settings.app, "--bootstrap-servers",
+             settings.bootstrap_servers, "--from-time", "0",
+             "--candidate", f"doubling={agent}", "--scorer", "equals", "--on-workers", "--to-app", prefix,
+             "--wait", "90", "--json", *args],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=said, text=True, env=dict(os.environ, COLUMNS="200"))
+        workers = []
+        try:
+            wait_until("the evaluation's app", lambda: f"cases sent to app {target.app}" in err.read_text(),
+                       ran, err)
+            workers = [start_worker(target, agent, where / f"{prefix}-{i}.log", args=("--role", role))
+                       for i, role in enumerate(roles)]
+            out, _ = ran.communicate(timeout=120)
+        finally:
+            for w in workers:
+                stop_worker(w)
+            if ran.poll() is None:
+                ran.kill()
+    assert ran.returncode == 0, out + err.read_text()
+    return json.loads(out), err.read_text()
+
+
+def test_eddies_eval_on_workers_answers_from_the_recording_and_makes_no_side_effect_again(
+        recorded: tuple[Settings, Path], tmp_path: Path) -> None:
+    from eddies.connectors.inspect.replay import replay_session
+
+    settings, effects = recorded
+    done = len(_effects(effects))
+    prefix = settings.app + "-fleet"
+    # The same agent: every call the recording's, on the workers; nothing is made again.
+    offline = "tests.integration.agents:offline_calculator"
+    doubling = "tests.integration.agents:doubling_calculator"
+    same, said = _eval_on_workers(settings, prefix + "a", tmp_path, offline)
+    assert f"eddies worker --app {prefix}a-doubling --agent {offline} --partitions 2" in said
+    assert same["candidates"]["doubling"]["pass_rates"] == {"equals": 1.0, "all": 1.0}
+    assert same["candidates"]["doubling"]["iterations_mean"] == 2.0
+    assert "tool add" in same["cases"][0]["by"]["doubling"]["trace"]
+    assert len(_effects(effects)) == done
+    # Asked live, the doubling model asks add for other numbers: refused on the workers, by
+    # an executor of its own as on the Flink runner (whose executors are such workers).
+    live, _ = _eval_on_workers(settings, prefix + "b", tmp_path, doubling, "--live-models",
+                               roles=("orchestrator", "executor"))
+    summary = live["candidates"]["doubling"]
+    assert summary["refused_calls"] == 3 and summary["pass_rates"]["equals"] == 0.0
+    [why] = live["cases"][0]["by"]["doubling"]["refused"].values()
+    assert "TOOL add is not idempotent and no recording answers it" in why
+    assert len(_effects(effects)) == done
+    # Allowed, the workers make those calls: the effects are theirs, not this process's.
+    allowed, _ = _eval_on_workers(settings, prefix + "c", tmp_path, doubling, "--live-models",
+                                  "--allow-call", "add")
+    assert [c["by"]["doubling"]["output"] for c in allowed["cases"]] == [
+        "The result is 7.", "The result is 82.", "The result is 22."]
+    made = _effects(effects)[done:]
+    assert sorted(line.rsplit(" ", 1)[0] for line in made) == ["tool 14+8", "tool 4+3", "tool 80+2"]
+    assert str(os.getpid()) not in {line.rsplit(" ", 1)[1] for line in made}
+    # The evaluation's sessions stay in its app (its kept report names it): replayed from
+    # there, with no call made.
+    from eddies.connectors.evaluation.saved import saved_reports
+
+    assert [r.config["apps"] for r in saved_reports(settings) if r.config.get("apps", {}).get(
+        "doubling", "").startswith(prefix + "c")] == [{"doubling": f"{prefix}c-doubling"}]
+    target = dataclasses.replace(settings, app=f"{prefix}c-doubling")
+    assert replay_session(target, AgentPlan.compile(doubling_calculator()), "ana").ok
+    # An app an evaluation wrote to is not written to again.
+    again = subprocess.run(
+        [sys.executable, "-m", "eddies", "eval", "--app", settings.app, "--bootstrap-servers",
+         settings.bootstrap_servers, "--from-time", "0", "--candidate",
+         "doubling=tests.integration.agents:doubling_calculator", "--scorer", "equals", "--on-workers",
+         "--to-app", prefix + "c"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "is an evaluation's already" in again.stderr, again.stdout + again.stderr
+
+
+def test_a_worker_of_an_evaluation_killed_midway_its_successor_answers_from_the_recording(
+        recorded: tuple[Settings, Path], tmp_path: Path) -> None:
+    settings, effects = recorded
+    done = len(_effects(effects))
+    prefix = settings.app + "-kill"
+    target = dataclasses.replace(settings, app=f"{prefix}-same")
+    agent = "tests.integration.agents:offline_calculator"
+    err = tmp_path / "eval.err"
+    with err.open("w") as said:
+        ran = subprocess.Popen(
+            [sys.executable, "-m", "eddies", "eval", "--app", settings.app, "--bootstrap-servers",
+             settings.bootstrap_servers, "--from-time", "0", "--candidate", f"same={agent}", "--scorer",
+             "equals", "--on-workers", "--to-app", prefix, "--wait", "90", "--json"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=said, text=True, env=dict(os.environ, COLUMNS="200"))
+        first = second = None
+        try:
+            wait_until("the evaluation's app", lambda: f"cases sent to app {target.app}" in err.read_text(),
+                       ran, err)
+            first = start_worker(target, agent, tmp_path / "first.log")
+            wait_until("a first answer", lambda: answers(target), first, tmp_path / "first.log")
+            first.kill()  # kill -9, mid-evaluation: its calls of the other cases in flight
+            first.wait()
+            second = start_worker(target, agent, tmp_path / "second.log")
+            out, _ = ran.communicate(timeout=120)
+        finally:
+            for w in (first, second):
+                if w is not None and w.poll() is None:
+                    stop_worker(w)
+            if ran.poll() is None:
+                ran.kill()
+    assert ran.returncode == 0, out + err.read_text()
+    report = json.loads(out)
+    # Every case answered as recorded, each call answered from the recording (or from the
+    # journal, where the killed worker had answered it): none made, none left UNKNOWN.
+    assert report["candidates"]["same"]["pass_rates"] == {"equals": 1.0, "all": 1.0}
+    assert report["candidates"]["same"]["errors"] == 0
+    assert len(_effects(effects)) == done
+    # (An output written again after a crash has the same event id: a consumer drops it.)
+    assert sorted({e.event_id: e.session_id for e in answers(target)}.values()) == ["ana", "bo", "cy"]

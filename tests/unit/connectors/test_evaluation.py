@@ -245,6 +245,11 @@ def test_an_evaluation_needs_scorers_of_their_own_names() -> None:
                       EvalReport)
 
 
+def grader_connection() -> ScriptedChatModel:
+    """The scripted judge as a connection object, from a function that makes it."""
+    return ScriptedChatModel(grader)
+
+
 def grader(messages: list[ChatMessage], tools: list[Any]) -> str:
     """A scripted judge: an answer passes if it says Paris; of two, the one that says Paris
     wins (a tie if both or neither do)."""
@@ -291,6 +296,9 @@ def test_similarity_by_the_offline_embedding_model() -> None:
     assert not far.passed and far.value < same.value and "similarity" in far.reason
 
 
+GRADER_CONNECTION = grader_connection()
+
+
 def test_judges_and_similarity_from_a_config(tmp_path: Path) -> None:
     from eddies.connectors.evaluation.config import load_config
     from eddies.eval import Judge, Similar
@@ -311,6 +319,16 @@ scorers:
     config.write_text('scorers:\n  - {type: judge, rubric: "r"}\n')
     with pytest.raises(ValueError, match="a judge needs a 'model'"):
         load_config(config)
+    # A connection object of one's own, or a function that gives one.
+    for named in ("GRADER_CONNECTION", "grader_connection"):
+        config.write_text(f'scorers:\n  - {{type: judge, rubric: "r", connection: '
+                          f'"tests.unit.connectors.test_evaluation:{named}"}}\n')
+        [own] = load_config(config).scorers
+        assert own(_result("Paris")).passed and not own(_result("Lyon")).passed
+    config.write_text('scorers:\n  - {type: judge, rubric: "r", '
+                      'connection: "tests.unit.connectors.test_evaluation:BOOKED"}\n')
+    with pytest.raises(ValueError, match="BOOKED. is neither a chat model connection"):
+        load_config(config)
 
 
 def test_the_html_report_holds_the_summary_and_every_case_side_by_side(tmp_path: Path) -> None:
@@ -330,3 +348,27 @@ def test_the_html_report_holds_the_summary_and_every_case_side_by_side(tmp_path:
                                    "new=tests.unit.connectors.test_evaluation:new_geo", "--scorer", "equals",
                                    "--html", str(written)])
     assert ran.exit_code == 0 and written.read_text().count("<details class=case") == 5
+
+
+def test_call_rules_travel_as_json_and_a_record_that_is_none_is_refused() -> None:
+    from eddies.connectors.evaluation.call_rules import CallRules
+
+    rules = CallRules("brief", source_app="travel", from_offsets={0: 12, 3: 40}, sessions=("ana", "bo"),
+                      allow=("add",), live_models=True)
+    assert CallRules.from_json(rules.to_json()) == rules
+    assert rules.policy.allow == frozenset({"add"}) and rules.policy.live_models
+    assert CallRules.from_json(CallRules("file-cases").to_json()).source_app is None
+    for bad in (b"", b"[]", b'{"source_app": "travel"}'):
+        with pytest.raises(ValueError, match="not call rules"):
+            CallRules.from_json(bad)
+
+
+def test_the_refused_calls_of_a_case_are_read_from_its_history_when_not_given() -> None:
+    from eddies.connectors.evaluation.results import case_result
+
+    BOOKED.clear()
+    report = evaluate([Case("c1", "Lisbon")], {"booker": AgentPlan.compile(booker())}, [Contains("booked")])
+    [given] = report.results["booker"]
+    assert given.refused  # counted by the run's RecordedCalls
+    # What a worker fleet's run gives: only the history, the same refusals read from it.
+    assert case_result(given.case, "booker", given.history, latency_ms=1.0).refused == given.refused
