@@ -11,9 +11,10 @@ the cost of one unit, whatever the start-up and a measurement's fixed part cost.
 
 Run: ``.venv/bin/python bench/guard.py`` (``make bench-guard``), about a minute. It prints
 each workload against ``bench/baseline.json`` and exits 1 when one costs more than the
-baseline's tolerance. A change that has to cost more updates the baseline in the same commit
-(``--update``) with a line in bench/RESULTS.md saying why; a change that saves should
-update it too, so that the saving cannot be spent silently later.
+baseline's tolerance in two counts (a workload over it is counted again, and fails only if
+the second count is over too). A change that has to cost more updates the baseline in the
+same commit (``--update``) with a line in bench/RESULTS.md saying why; a change that saves
+should update it too, so that the saving cannot be spent silently later.
 
 Example::
 
@@ -196,6 +197,20 @@ def main() -> int:
         return 0
     if baseline["environment"] != here:
         print(f"note: the baseline was counted with {baseline['environment']}, this is {here}")
+    counts, tolerance = baseline["instructions"], float(baseline["tolerance"])
+    over = [name for name, value in measured.items()
+            if name in counts and value / counts[name] - 1 > tolerance]
+    if over:
+        # A count once seen 1-2% over inside a full test run was within the tolerance on its
+        # own and in the next run: a workload fails only when a second count is over too (a
+        # real cost is there every time).
+        print(f"over the tolerance: {', '.join(over)}; counting {'it' if len(over) == 1 else 'them'} again")
+        try:
+            again = count(over, args.patch)
+        except RuntimeError as err:
+            print(f"error: {err}")
+            return 2
+        measured.update({name: min(measured[name], again[name]) for name in over})
     lines = compare(measured, baseline)
     print("\n".join(lines))
     return 1 if any(line.startswith("FAIL") for line in lines) else 0

@@ -287,8 +287,9 @@ def scorer_flag(text: str) -> Scorer:
         "contains": {"type": "contains", "value": rest},
         "icontains": {"type": "contains", "value": rest, "ignore_case": True, "name": "icontains"},
         "regex": {"type": "regex", "pattern": rest}, "json-schema": {"type": "json-schema", "schema": rest},
-        "python": {"type": "python", "function": rest},
-        "similar": {"type": "similar", **({"threshold": _number(rest, where)} if rest else {})}}
+        "python": {"type": "python", "function": rest}, "similar": {"type": "similar"}}
+    if kind == "similar" and rest:  # (only here: another kind's text is no number)
+        simple["similar"]["threshold"] = _number(rest, where)
     if kind not in simple or (kind not in ("equals", "is-json", "similar") and not rest):
         raise EvalConfigError(f"{where}: one of equals, contains:TEXT, icontains:TEXT, regex:PATTERN, "
                               "is-json, json-schema:FILE, python:MODULE:FUNCTION, similar[:THRESHOLD], "

@@ -115,8 +115,8 @@ def _histogram(values: list[float], bins: int = 12, width: int = 220, height: in
                    f"width='{w - 2:.1f}' height='{c / top * (height - 18):.1f}'><title>{c}</title></rect>"
                    for i, c in enumerate(counts) if c)
     return (f"<svg width={width} height={height} role=img>{bars}"
-            f"<text class=axis x=0 y={height - 2}>{low:g}</text>"
-            f"<text class=axis x={width} y={height - 2} text-anchor=end>{high:g}</text></svg>")
+            f"<text class=axis x=0 y={height - 2}>{low:.3g}</text>"
+            f"<text class=axis x={width} y={height - 2} text-anchor=end>{high:.3g}</text></svg>")
 
 
 def _passed(side: Mapping[str, Any]) -> bool:

@@ -75,7 +75,8 @@ def eval_cmd(
     bootstrap_servers: BootstrapOpt = None,
 ) -> None:
     """Evaluate agents on cases before they ship: each candidate (and a baseline agent, if
-    given) answers every case in this process, with live model calls. Cases come from a
+    given) answers every case in this process (--on-workers: on workers of an app of its
+    own), with live model calls. Cases come from a
     file (--inputs) or from APP's recorded traffic (--from-offset or --from-time: a case a
     session, the recording's answers as the expected outputs and as the baseline
     'recorded'; a call made just as the recording made it is answered from it). A call

@@ -52,6 +52,7 @@ def test_guard_fails_on_a_deliberately_slower_worker_hot_path(tmp_path: Path) ->
     proc = _guard("--workloads", "worker", "--patch", str(slower))
     assert proc.returncode == 1, proc.stdout + proc.stderr  # 2: it could not count
     assert "FAIL worker" in proc.stdout, proc.stdout
+    assert "over the tolerance: worker; counting it again" in proc.stdout  # over both times
 
 
 def test_comparison_flags_only_what_is_over_the_tolerance() -> None:

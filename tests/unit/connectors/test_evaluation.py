@@ -372,3 +372,24 @@ def test_the_refused_calls_of_a_case_are_read_from_its_history_when_not_given() 
     assert given.refused  # counted by the run's RecordedCalls
     # What a worker fleet's run gives: only the history, the same refusals read from it.
     assert case_result(given.case, "booker", given.history, latency_ms=1.0).refused == given.refused
+
+
+def test_every_scorer_flag(tmp_path: Path) -> None:
+    from eddies.connectors.evaluation.config import EvalConfigError, scorer_flag
+    from eddies.eval import Similar
+
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"type": "object"}')
+    got = {flag: scorer_flag(flag) for flag in (
+        "equals", "contains:Porto", "icontains:porto", "regex:^The result \\d+", "is-json",
+        f"json-schema:{schema}", "python:tests.unit.connectors.test_evaluation:grader", "similar",
+        "similar:0.7", "max:cost_usd=0.01", "min:tokens=3")}
+    assert isinstance(got["contains:Porto"], Contains) and got["contains:Porto"].text == "Porto"
+    assert got["icontains:porto"].name == "icontains"
+    assert isinstance(got["regex:^The result \\d+"], Regex)
+    assert got["regex:^The result \\d+"](_result("The result 42")).passed
+    assert isinstance(got["similar:0.7"], Similar) and got["similar:0.7"].threshold == 0.7
+    assert isinstance(got["max:cost_usd=0.01"], Threshold) and got["max:cost_usd=0.01"].max == 0.01
+    assert [s.name for s in got.values()][:5] == ["equals", "contains", "icontains", "regex", "is-json"]
+    with pytest.raises(EvalConfigError, match="similar:x: expected a number"):
+        scorer_flag("similar:x")
