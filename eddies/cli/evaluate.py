@@ -190,41 +190,44 @@ def eval_cmd(
         below = report.below(cfg.fail_under)
     except (ValueError, KeyError, TimeoutError) as err:
         fail(str(err.args[0] if isinstance(err, KeyError) else err))
-    if save if save is not None else isinstance(cfg.inputs, TrafficSpec):
-        # Where each candidate's sessions are (--on-workers, --to-app), to trace them.
-        apps = ({n: fleet.app(n).app for n in report.results if n != RECORDED} if fleet is not None
-                else {n: t.app for n, t in into.items()} if into is not None else {})
-        _save(report, cfg, settings_file, app_id, bootstrap_servers, apps)
+    named = cfg.title or " vs ".join([", ".join(report.candidates), *filter(None, [report.baseline])])
     if html is not None:
         from eddies.connectors.evaluation.html import html_report
 
-        html.write_text(html_report(report, f"Evaluation: {', '.join(report.candidates)}"), encoding="utf-8")
+        html.write_text(html_report(report, named), encoding="utf-8")
     if as_json:
         console.print_json(json.dumps(report.to_dict(), default=str))
     else:
         for line in report.lines():
             console.print(escape(line), highlight=False)
+    if save if save is not None else isinstance(cfg.inputs, TrafficSpec):
+        # Where each candidate's sessions are (--on-workers, --to-app), to trace them.
+        apps = ({n: fleet.app(n).app for n in report.results if n != RECORDED} if fleet is not None
+                else {n: t.app for n, t in into.items()} if into is not None else {})
+        _save(report, named, cfg, settings_file, app_id, bootstrap_servers, apps)
     for line in below:
         err_console.print(f"[red]under the floor: {escape(line)}[/red]", highlight=False)
     if below:
         raise typer.Exit(1)
 
 
-def _save(report: Any, cfg: Any, settings_file: Path | None, app_id: str | None,
+def _save(report: Any, named: str, cfg: Any, settings_file: Path | None, app_id: str | None,
           bootstrap_servers: str | None, apps: dict[str, str]) -> None:
-    """Keep ``report`` in APP.evaluations (the evaluated app's, or --app's), saying where."""
+    """Keep ``report`` in APP.evaluations (the evaluated app's, or --app's), saying where;
+    one that cannot be kept (too large, no right to make the topic) is said, and the
+    evaluation's outcome stands."""
     from eddies.connectors.evaluation.config import TrafficSpec
-    from eddies.connectors.evaluation.saved import ReportTooLarge, save_report
+    from eddies.connectors.evaluation.saved import save_report
 
     app = cfg.inputs.app if isinstance(cfg.inputs, TrafficSpec) and cfg.inputs.app else app_id
     settings = settings_or_exit(settings_file, app=app, bootstrap_servers=bootstrap_servers)
     need_configured_broker(settings)
-    name = cfg.title or " vs ".join([", ".join(report.candidates), *filter(None, [report.baseline])])
     try:
-        saved = save_report(settings, report, title=name,
+        saved = save_report(settings, report, title=named,
                             config={**cfg.described(), **({"apps": apps} if apps else {})})
-    except (ReportTooLarge, TimeoutError) as err:
-        err_console.print(f"[yellow]the report was not kept: {escape(str(err))}[/yellow]", highlight=False)
+    except Exception as err:  # ReportTooLarge, TimeoutError, a TopicError or KafkaException
+        err_console.print(f"[yellow]the report was not kept in {escape(settings.app)}.evaluations: "
+                          f"{escape(str(err))}[/yellow]", highlight=False)
         return
     err_console.print(f"kept as evaluation {escape(saved.id)} in {escape(settings.app)}.evaluations "
                       f"(eddies ui --app {escape(settings.app)}: Evaluations)", highlight=False)

@@ -365,3 +365,23 @@ def test_a_worker_of_an_evaluation_killed_midway_its_successor_answers_from_the_
     assert len(_effects(effects)) == done
     # (An output written again after a crash has the same event id: a consumer drops it.)
     assert sorted({e.event_id: e.session_id for e in answers(target)}.values()) == ["ana", "bo", "cy"]
+
+
+def test_a_report_too_large_for_a_record_is_not_kept_and_says_so(settings: Settings) -> None:
+    import secrets
+
+    from eddies.connectors.evaluation.report import EvalReport
+    from eddies.connectors.evaluation.results import CaseResult
+    from eddies.eval import Case, ReportTooLarge, Score, save_report, saved_reports
+
+    small = dataclasses.replace(settings, max_record_bytes=1000)  # a record of ~65 KB at most
+    cases = [Case(f"c{i}", "q") for i in range(60)]
+    noise = [CaseResult(c, "new", output=secrets.token_hex(1000)) for c in cases]  # no compressing it
+    big = EvalReport(["new"], None, {"new": noise}, {"new": {"equals": [Score(False, 0.0)] * 60}})
+    with pytest.raises(ReportTooLarge, match="without its traces, over the 66536 a record may hold"):
+        save_report(small, big, title="too big")
+    assert saved_reports(small) == []  # nothing half-kept
+    fits = EvalReport(["new"], None, {"new": noise[:2]}, {"new": {"equals": [Score(True, 1.0)] * 2}})
+    kept = save_report(small, fits, title="fits")
+    [back] = saved_reports(small)
+    assert back == kept and back.listing()["pass_rates"] == {"new": 1.0} and back.listing()["cases"] == 2
