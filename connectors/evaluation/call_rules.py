@@ -57,14 +57,12 @@ class CallRules:
         source's recording read now, from the same brokers."""
         from eddies.connectors.inspect.recording import read_recording
 
-        policy = self.policy
         if self.source_app is None:
-            return RecordedCalls({}, plan=plan, refuse=policy.refusal)
+            return self.policy.calls(plan)
         only = set(self.sessions)
-        recording = read_recording(dataclasses.replace(settings, app=self.source_app),
-                                   from_offsets=self.from_offsets, from_time_ms=self.from_time_ms,
-                                   sessions=lambda sid: sid in only)
-        return recording.calls(plan, refuse=policy.refusal, fresh=policy.fresh)
+        return self.policy.calls(plan, read_recording(
+            dataclasses.replace(settings, app=self.source_app), from_offsets=self.from_offsets,
+            from_time_ms=self.from_time_ms, sessions=lambda sid: sid in only))
 
     def to_json(self) -> bytes:
         """The record's value."""

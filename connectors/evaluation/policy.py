@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from eddies.connectors.execution.recorded_calls import RecordedCalls
+from eddies.engine import AgentPlan
 from eddies.events import CallKind, DurableCallRequest
+
+if TYPE_CHECKING:
+    from eddies.connectors.inspect.recording import Recording
 
 #: Calls that are always made live: asking a model (or an embedding model) changes nothing.
 MODEL_KINDS = (CallKind.CHAT_MODEL, CallKind.EMBEDDING)
@@ -29,6 +35,13 @@ class CallPolicy:
 
     allow: frozenset[str] = frozenset()
     live_models: bool = False
+
+    def calls(self, plan: AgentPlan, recording: Recording | None = None) -> RecordedCalls:
+        """How a run of ``plan`` under this policy answers its calls: from ``recording``
+        where it made the same call, else live or refused as this policy says."""
+        if recording is None:
+            return RecordedCalls({}, plan=plan, refuse=self.refusal)
+        return recording.calls(plan, refuse=self.refusal, fresh=self.fresh)
 
     def fresh(self, request: DurableCallRequest) -> bool:
         """Whether ``request`` is made live whatever the recording holds."""

@@ -49,7 +49,6 @@ class RecordedCalls:
         #: Why a call the recording does not answer may not be made live (None: it may);
         #: a refused call fails with a CallRefusedError saying so (an evaluation's rule).
         self.refuse = refuse
-        self._refused: dict[str, str] = {}
         #: The re-run's plan: a model call whose setup now names another model than the
         #: one that answered (``extra_args["model"]``) is another call.
         self.plan = plan
@@ -65,11 +64,6 @@ class RecordedCalls:
         """The calls (ids, in the order first asked) whose every attempt was answered
         from the recording."""
         return list(self._reused)
-
-    @property
-    def refused(self) -> dict[str, str]:
-        """The calls refused (ids, in the order asked) and why."""
-        return dict(self._refused)
 
     @property
     def live(self) -> list[str]:
@@ -99,7 +93,6 @@ class RecordedCalls:
                 or not self._same_model(request, result):
             why = None if self.refuse is None else self.refuse(req)
             if why is not None:
-                self._refused[req.call_id] = why
                 return result_event(request, CallStatus.ERROR, "null", ErrorInfo(
                     REFUSED_ERROR, why, category=ErrorCategory.PERMANENT))
             self._made_live(req.call_id)

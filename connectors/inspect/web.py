@@ -133,7 +133,12 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
     def evaluation(request: Request) -> Response:
         from starlette.responses import HTMLResponse, PlainTextResponse
 
-        page = None if evaluation_page is None else evaluation_page(request.path_params["id"])
+        from eddies.connectors.runtime.preflight import PreflightError
+
+        try:
+            page = None if evaluation_page is None else evaluation_page(request.path_params["id"])
+        except (PreflightError, LookupError, TimeoutError) as err:  # as _guarded answers the API's
+            return PlainTextResponse(str(err), 503)
         if page is None:
             return PlainTextResponse(f"no evaluation {request.path_params['id']!r} of {settings.app}", 404)
         return HTMLResponse(page, headers={

@@ -31,7 +31,6 @@ from eddies.connectors.evaluation.policy import CallPolicy
 from eddies.connectors.evaluation.report import EvalReport
 from eddies.connectors.evaluation.results import CaseResult, case_result, wall_latency
 from eddies.connectors.evaluation.scorers import Score, Scorer
-from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.inspect.recording import Recording, read_recording
 from eddies.connectors.local.rerun import publish
 from eddies.connectors.local.runner import LocalRunner
@@ -93,13 +92,11 @@ def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: Cal
     ``traffic``, the recorded inputs of each case's session, its calls answered from the
     recording where they are the same calls; with ``into``, its sessions written to that
     app's topics afterwards (each record marked with the header ``eddies-eval`` = name)."""
-    calls = (traffic.recording.calls(plan, refuse=policy.refusal, fresh=policy.fresh) if traffic is not None
-             else RecordedCalls({}, plan=plan, refuse=policy.refusal))
-    runner = LocalRunner(plan, recorded=calls)
+    runner = LocalRunner(plan, recorded=policy.calls(plan, None if traffic is None else traffic.recording))
     out = []
     try:
         for case in cases:
-            seen, refused_before = len(runner.history), set(calls.refused)
+            seen = len(runner.history)
             start = time.perf_counter()
             if traffic is not None:
                 traffic.recording.submit(runner, case.id)
@@ -108,8 +105,7 @@ def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: Cal
             runner.run_until_waiting()
             latency = (time.perf_counter() - start) * 1000
             history = [ev for ev in runner.history[seen:] if ev.session_id == case.id]
-            refused = {k: v for k, v in calls.refused.items() if k not in refused_before}
-            out.append(case_result(case, name, history, latency_ms=latency, refused=refused))
+            out.append(case_result(case, name, history, latency_ms=latency))  # refusals: from its results
             if progress is not None:
                 progress(name, len(out), len(cases))
         if into is not None:

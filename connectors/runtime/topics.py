@@ -82,9 +82,8 @@ def ensure_topics(admin: Any, names: TopicNames, partitions: int, replication: i
                 f"{len(meta.partitions)} or use another app id)"
             )
     missing = [n for n in names.all() if n not in existing or existing[n].error is not None]
-    _create(admin, [NewTopic(n, partitions, replication, config=names.configs(n, max_message_bytes))
-                    for n in missing], timeout)
-    return missing
+    return _create(admin, [NewTopic(n, partitions, replication, config=names.configs(n, max_message_bytes))
+                           for n in missing], timeout)
 
 
 def ensure_topic(admin: Any, name: str, partitions: int = 1, replication: int = 1,
@@ -96,21 +95,24 @@ def ensure_topic(admin: Any, name: str, partitions: int = 1, replication: int = 
     meta = admin.list_topics(timeout=timeout).topics.get(name)
     if meta is not None and meta.error is None:
         return False
-    _create(admin, [NewTopic(name, partitions, replication, config=config or {})], timeout)
-    return True
+    return bool(_create(admin, [NewTopic(name, partitions, replication, config=config or {})], timeout))
 
 
-def _create(admin: Any, topics: list[Any], timeout: float) -> None:
+def _create(admin: Any, topics: list[Any], timeout: float) -> list[str]:
+    """Create ``topics``; the names this call created (not those another process created
+    meanwhile)."""
     if not topics:
-        return
-    futures = admin.create_topics(topics, operation_timeout=timeout)
-    for name, future in futures.items():
+        return []
+    created = set()
+    for name, future in admin.create_topics(topics, operation_timeout=timeout).items():
         try:
             future.result()
         except Exception as err:
             if "TOPIC_ALREADY_EXISTS" in str(err):  # created meanwhile by another worker
                 continue
             raise TopicError(f"topic {name} could not be created: {err}") from err
+        created.add(name)
+    return [t.topic for t in topics if t.topic in created]  # in the order asked
 
 
 def check_record_limits(admin: Any, names: TopicNames, need: int, timeout: float = 15.0) -> None:

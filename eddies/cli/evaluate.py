@@ -252,12 +252,7 @@ class _Fleet:
         self.agents = {f"{self.prefix}-{c.name}": c.agent for c in specs}
 
     def app(self, name: str) -> Any:
-        import dataclasses
-
-        target = dataclasses.replace(self.settings, app=f"{self.prefix}-{name}")
-        if target.app == self.settings.app:
-            fail(f"--to-app {self.prefix}: {target.app} is the app evaluated")
-        return target
+        return _target(self.settings, self.prefix, name)
 
     def started(self, target: Any) -> None:
         agent = self.agents.get(target.app, "AGENT")
@@ -266,19 +261,26 @@ class _Fleet:
                           f"-b {escape(target.bootstrap_servers)}", highlight=False, soft_wrap=True)
 
 
-def _apps(settings: Any, prefix: str, names: list[str]) -> dict[str, Any]:
-    """The app each of ``names`` is written to (PREFIX-NAME), its topics made."""
+def _target(settings: Any, prefix: str, name: str) -> Any:
+    """The settings of app PREFIX-NAME, where candidate ``name``'s sessions go (exit 2 if
+    that is the app evaluated)."""
     import dataclasses
 
+    target = dataclasses.replace(settings, app=f"{prefix}-{name}")
+    if target.app == settings.app:
+        fail(f"--to-app {prefix}: {target.app} is the app evaluated")
+    return target
+
+
+def _apps(settings: Any, prefix: str, names: list[str]) -> dict[str, Any]:
+    """The app each of ``names`` is written to (PREFIX-NAME), its topics made."""
     from confluent_kafka.admin import AdminClient
 
     from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 
     out = {}
     for name in names:
-        target = dataclasses.replace(settings, app=f"{prefix}-{name}")
-        if target.app == settings.app:
-            fail(f"--to-app {prefix}: {target.app} is the app evaluated")
+        target = _target(settings, prefix, name)
         ensure_topics(AdminClient(settings.client_config()), TopicNames(target.app), settings.partitions,
                       settings.replication, max_message_bytes=settings.write_limit)
         out[name] = target
