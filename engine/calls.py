@@ -272,16 +272,16 @@ def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
     types raises TypeError naming the part (the chat action fails, not the worker that
     would write the event). Null content (common beside tool calls) reads as "".
     """
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):  # (a dict without the ABC check)
         raise TypeError(f"chat model reply: expected a message object, got {type(value).__name__}")
     content = value.get("content")
     if content is None:
         content = ""
     elif not isinstance(content, str):
         raise TypeError(f"chat model reply: content: expected text, got {type(content).__name__}")
-    calls = value.get("tool_calls") or []
+    calls = value.get("tool_calls")
     tool_calls = []
-    for k, t in enumerate(calls):
+    for k, t in enumerate(calls or ()):
         call = ToolCall(t["id"], t["name"], t.get("arguments") or {})
         if not isinstance(call.id, str) or not isinstance(call.name, str):
             raise TypeError(f"chat model reply: tool_calls[{k}]: id and name must be text, got "
@@ -290,5 +290,6 @@ def message_from_value(value: Mapping[str, Any]) -> ChatMessage:
     answered = value.get("tool_call_id")
     if answered is not None and not isinstance(answered, str):
         raise TypeError(f"chat model reply: tool_call_id: expected text, got {type(answered).__name__}")
+    blocks = value.get("blocks")
     return ChatMessage(_ROLES[value.get("role", "assistant")], content, tool_calls, answered,
-                       value.get("extra_args", {}), [block_of(b) for b in value.get("blocks") or ()])
+                       value.get("extra_args", {}), [block_of(b) for b in blocks] if blocks else [])

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from eddies.events import decode_value, encode_value
+from eddies.events import EncodingError, decode_value, encode_value
 
 _MISSING = object()
 _NONE: Mapping[str, str] = MappingProxyType({})
@@ -52,7 +52,11 @@ class Memory:
 
     def set(self, key: str, value: Any) -> None:
         """Store a JSON-encodable value under ``key``."""
-        self._writes[key] = encode_value(value, f"{self._name}[{key!r}]")
+        try:
+            self._writes[key] = encode_value(value)
+        except EncodingError:  # again, to name the key (not built for every write)
+            encode_value(value, f"{self._name}[{key!r}]")
+            raise
 
     def delete(self, key: str) -> None:
         """Remove ``key`` if present."""

@@ -181,9 +181,8 @@ class Step:
         if not cid:
             cid = spec.cid = self.next_call_id()
             self._ordinal += 1
-        args = encode_value(
-            {"args": spec.args, "kwargs": spec.kwargs}, f"arguments of durable call {spec.target}"
-        )
+        args = encode_value({"args": spec.args, "kwargs": spec.kwargs}, "arguments of durable call",
+                            spec.target)
         kind: str = spec.kind  # a StrEnum: formats and compares as its value
         dig = call_digest(kind, spec.target, args)
         rec = run.calls.get(cid)

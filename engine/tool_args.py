@@ -34,76 +34,200 @@ class ToolArgumentError(ValueError):
 
 
 def problem(schema: Mapping[str, Any], arguments: Any) -> str | None:
-    """The first thing wrong with ``arguments`` for the parameters ``schema``, or None."""
-    return _problem(schema, arguments, "", schema.get("$defs", {}))
+    """The first thing wrong with ``arguments`` for the parameters ``schema``, or None.
+
+    A schema is turned into nested checks once (on first use, by its identity: a tool's
+    schema is made when its agent is compiled and not changed after) and checked by those
+    on every call, rather than read again for each argument.
+    """
+    entry = _COMPILED.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        if len(_COMPILED) >= MAX_COMPILED:
+            _COMPILED.clear()
+        entry = _COMPILED[id(schema)] = (schema, _Checks(schema.get("$defs", {})).of(schema))
+    return entry[1](arguments, "")
 
 
-def _problem(schema: Mapping[str, Any], value: Any, where: str, defs: Mapping[str, Any]) -> str | None:
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        target = defs.get(ref[len("#/$defs/"):])
-        return None if target is None else _problem(target, value, where, defs)
-    at = where or "the arguments"
-    options = schema.get("anyOf") or schema.get("oneOf")
-    if options:
-        found = [_problem(o, value, where, defs) for o in options]
-        if all(found):
-            if len(found) == 1:
-                return found[0]
-            return f"{at}: {_short(value)} matches none of the allowed shapes"
+#: A check: (value, where it is: "" for the arguments themselves) -> what is wrong, or None.
+Check = Callable[[Any, str], str | None]
+#: Schemas compiled, by identity (the schema is kept: its id is not reused meanwhile).
+_COMPILED: dict[int, tuple[Mapping[str, Any], Check]] = {}
+MAX_COMPILED = 4096
+
+
+def _fine(value: Any, where: str) -> str | None:
+    return None
+
+
+class _Checks:
+    """Builds the check of a (sub)schema; ``$defs`` references are resolved when first
+    checked, so a recursive definition compiles."""
+
+    def __init__(self, defs: Mapping[str, Any]) -> None:
+        self.defs = defs
+        self.refs: dict[str, Check] = {}
+
+    def of(self, schema: Mapping[str, Any]) -> Check:
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return self._ref(ref[len("#/$defs/"):])
+        options = schema.get("anyOf") or schema.get("oneOf")
+        if options:
+            return self._options([self.of(o) for o in options])
+        checks: list[Check] = []
+        if "enum" in schema:
+            checks.append(_enum(schema["enum"]))
+        if "const" in schema:
+            checks.append(_const(schema["const"]))
+        kind = schema.get("type")
+        kinds = kind if isinstance(kind, list) else [kind] if isinstance(kind, str) else []
+        if kinds:
+            checks.append(_kinds(kinds))
+        checks.append(self._shape(schema))
+        if len(checks) == 1:
+            return checks[0]
+
+        def check(value: Any, where: str) -> str | None:
+            for c in checks:
+                found = c(value, where)
+                if found is not None:
+                    return found
+            return None
+
+        return check
+
+    def _ref(self, name: str) -> Check:
+        def check(value: Any, where: str) -> str | None:
+            compiled = self.refs.get(name)
+            if compiled is None:
+                target = self.defs.get(name)
+                compiled = self.refs[name] = _fine if target is None else self.of(target)
+            return compiled(value, where)
+
+        return check
+
+    @staticmethod
+    def _options(options: list[Check]) -> Check:
+        def check(value: Any, where: str) -> str | None:
+            found = [o(value, where) for o in options]
+            if all(found):
+                if len(found) == 1:
+                    return found[0]
+                return f"{where or 'the arguments'}: {_short(value)} matches none of the allowed shapes"
+            return None
+
+        return check
+
+    def _shape(self, schema: Mapping[str, Any]) -> Check:
+        """What a list's items and a dict's fields must be (whatever ``type`` says)."""
+        items = self._items(schema)
+        fields = self._fields(schema)
+
+        def check(value: Any, where: str) -> str | None:
+            if isinstance(value, list):
+                return items(value, where)
+            if isinstance(value, dict):
+                return fields(value, where)
+            return None
+
+        return check
+
+    def _items(self, schema: Mapping[str, Any]) -> Check:
+        low, high = schema.get("minItems"), schema.get("maxItems")
+        counted = f"{low if low == high else f'{low} to {high}'} items"
+        if not isinstance(low, int):
+            low = None
+        if not isinstance(high, int):
+            high = None
+        prefix = [self.of(p) if isinstance(p, Mapping) else None for p in schema.get("prefixItems") or []]
+        given = schema.get("items")
+        rest = self.of(given) if isinstance(given, Mapping) else None
+
+        def check(value: Any, where: str) -> str | None:
+            n = len(value)
+            if (low is not None and n < low) or (high is not None and n > high):
+                return f"{where or 'the arguments'}: expected {counted}, got {n}"
+            for i, item in enumerate(value):
+                sub = prefix[i] if i < len(prefix) else rest
+                if sub is not None:
+                    found = sub(item, f"{where}[{i}]")
+                    if found:
+                        return found
+            return None
+
+        return check
+
+    def _fields(self, schema: Mapping[str, Any]) -> Check:
+        props: Mapping[str, Any] = schema.get("properties") or {}
+        subs = {name: self.of(sub) for name, sub in props.items() if isinstance(sub, Mapping)}
+        required = list(schema.get("required") or ())
+        extra = schema.get("additionalProperties", True)
+        closed = extra is False
+        others = self.of(extra) if isinstance(extra, Mapping) else None
+        allowed = ", ".join(props) or "none"
+
+        def check(value: dict[str, Any], where: str) -> str | None:
+            for name in required:
+                if name not in value:
+                    return f"{where + '.' if where else ''}{name}: missing (required)"
+            for name, item in value.items():
+                sub = subs.get(name)
+                if sub is None:
+                    if closed:
+                        path = f"{where}.{name}" if where else str(name)
+                        return f"{path}: not an argument of this tool (its arguments: {allowed})"
+                    sub = others
+                    if sub is None:
+                        continue
+                found = sub(item, f"{where}.{name}" if where else str(name))
+                if found:
+                    return found
+            return None
+
+        return check
+
+
+def _enum(allowed: Any) -> Check:
+    def check(value: Any, where: str) -> str | None:
+        if value not in allowed:
+            return (f"{where or 'the arguments'}: {_short(value)} is not one of "
+                    f"{', '.join(_short(v) for v in allowed)}")
         return None
-    if "enum" in schema and value not in schema["enum"]:
-        allowed = ", ".join(_short(v) for v in schema["enum"])
-        return f"{at}: {_short(value)} is not one of {allowed}"
-    if "const" in schema and value != schema["const"]:
-        return f"{at}: expected {_short(schema['const'])}, got {_short(value)}"
-    kind = schema.get("type")
-    kinds = kind if isinstance(kind, list) else [kind] if isinstance(kind, str) else []
-    if kinds and not any(_CHECKS.get(k, lambda v: True)(value) for k in kinds):
-        return f"{at}: expected {' or '.join(kinds)}, got {_short(value)}"
-    if isinstance(value, list):
-        return _items(schema, value, where, defs)
-    if isinstance(value, dict):
-        return _fields(schema, value, where, defs)
-    return None
+
+    return check
 
 
-def _items(schema: Mapping[str, Any], value: list[Any], where: str, defs: Mapping[str, Any]) -> str | None:
-    at = where or "the arguments"
-    low, high = schema.get("minItems"), schema.get("maxItems")
-    if (isinstance(low, int) and len(value) < low) or (isinstance(high, int) and len(value) > high):
-        return f"{at}: expected {low if low == high else f'{low} to {high}'} items, got {len(value)}"
-    prefix = schema.get("prefixItems") or []
-    items = schema.get("items")
-    for i, item in enumerate(value):
-        sub = prefix[i] if i < len(prefix) else items
-        if isinstance(sub, Mapping):
-            found = _problem(sub, item, f"{where}[{i}]", defs)
-            if found:
-                return found
-    return None
+def _const(expected: Any) -> Check:
+    def check(value: Any, where: str) -> str | None:
+        if value != expected:
+            return f"{where or 'the arguments'}: expected {_short(expected)}, got {_short(value)}"
+        return None
+
+    return check
 
 
-def _fields(schema: Mapping[str, Any], value: dict[str, Any], where: str,
-            defs: Mapping[str, Any]) -> str | None:
-    props: Mapping[str, Any] = schema.get("properties") or {}
-    for name in schema.get("required") or ():
-        if name not in value:
-            return f"{where + '.' if where else ''}{name}: missing (required)"
-    extra = schema.get("additionalProperties", True)
-    for name, item in value.items():
-        path = f"{where}.{name}" if where else str(name)
-        sub = props.get(name)
-        if sub is None:
-            if extra is False:
-                allowed = ", ".join(props) or "none"
-                return f"{path}: not an argument of this tool (its arguments: {allowed})"
-            sub = extra if isinstance(extra, Mapping) else None
-        if sub is not None:
-            found = _problem(sub, item, path, defs)
-            if found:
-                return found
-    return None
+def _kinds(kinds: list[Any]) -> Check:
+    tests = [_CHECKS.get(k, _anything) for k in kinds]
+    if len(tests) == 1:
+        test = tests[0]
+
+        def one(value: Any, where: str) -> str | None:
+            if test(value):
+                return None
+            return f"{where or 'the arguments'}: expected {' or '.join(kinds)}, got {_short(value)}"
+
+        return one
+
+    def check(value: Any, where: str) -> str | None:
+        if any(t(value) for t in tests):
+            return None
+        return f"{where or 'the arguments'}: expected {' or '.join(kinds)}, got {_short(value)}"
+
+    return check
+
+
+def _anything(value: Any) -> bool:
+    return True
 
 
 def _short(value: Any) -> str:

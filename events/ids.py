@@ -13,11 +13,17 @@ readable, because people debug with them::
 import re
 from hashlib import blake2b
 
+# Empty hashers of each digest size, copied per id: a copy and an update cost a quarter
+# less than a new hasher (whose keyword arguments are parsed every time).
+_B12 = blake2b(digest_size=12)
+_B8 = blake2b(digest_size=8)
+
 
 def event_id(session_id: str, seq: int, type_name: str, causation_id: str | None) -> str:
     """Id of the event accepted or emitted at ``seq`` in ``session_id``."""
-    raw = f"{session_id}\x1f{seq}\x1f{type_name}\x1f{causation_id or ''}".encode()
-    return blake2b(raw, digest_size=12).hexdigest()
+    h = _B12.copy()
+    h.update(f"{session_id}\x1f{seq}\x1f{type_name}\x1f{causation_id or ''}".encode())
+    return h.hexdigest()
 
 
 def scope_path(session_id: str, scope: tuple[str, ...]) -> str:
@@ -27,7 +33,9 @@ def scope_path(session_id: str, scope: tuple[str, ...]) -> str:
 
 def call_id(session_id: str, scope: tuple[str, ...], run: int, invocation: int, ordinal: int) -> str:
     """Id of the ``ordinal``-th durable call of action invocation ``invocation`` in ``run``."""
-    return f"{scope_path(session_id, scope)}:r{run}:i{invocation}:c{ordinal}"
+    if scope:
+        return f"{scope_path(session_id, scope)}:r{run}:i{invocation}:c{ordinal}"
+    return f"{session_id}:r{run}:i{invocation}:c{ordinal}"
 
 
 #: One sub-agent scope part at the end of a call id's path: ``/name@i<n>c<n>`` (the
@@ -64,7 +72,9 @@ def run_of_call(call_id: str) -> int:
 
 def result_event_id(call: str, attempt: int) -> str:
     """Id of an executor's answer to a call: the same for every executor that answers."""
-    return blake2b(f"{call}\x1f{attempt}\x1fresult".encode(), digest_size=12).hexdigest()
+    h = _B12.copy()
+    h.update(f"{call}\x1f{attempt}\x1fresult".encode())
+    return h.hexdigest()
 
 
 def call_digest(kind: str, target: str, args: str) -> str:
@@ -74,4 +84,6 @@ def call_digest(kind: str, target: str, args: str) -> str:
 
 def digest(text: str) -> str:
     """Stable short digest (not Python's salted ``hash``): it is stored in session state."""
-    return blake2b(text.encode(), digest_size=8).hexdigest()
+    h = _B8.copy()
+    h.update(text.encode())
+    return h.hexdigest()

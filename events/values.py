@@ -42,17 +42,19 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON-encodable")
 
 
-def encode_value(value: Any, where: str = "value") -> str:
-    """Encode ``value`` as compact JSON text; ``where`` names the field in errors."""
+def encode_value(value: Any, where: str = "value", of: str | None = None) -> str:
+    """Encode ``value`` as compact JSON text; ``where`` names the field in errors (``of``:
+    what it belongs to, ``"{where} {of}"``, joined only when there is an error)."""
     try:
         return orjson.dumps(value, default=_default).decode()
     except TypeError as err:
-        raise EncodingError(f"{where}: {err}") from None
+        raise EncodingError(f"{where if of is None else f'{where} {of}'}: {err}") from None
 
 
-def decode_value(text: str, where: str = "value") -> Any:
-    """Decode JSON text written by :func:`encode_value` (or any JSON writer)."""
+def decode_value(text: str, where: str = "value", of: str | None = None) -> Any:
+    """Decode JSON text written by :func:`encode_value` (or any JSON writer); ``where``
+    and ``of`` as for :func:`encode_value`."""
     try:
         return orjson.loads(text)
     except (orjson.JSONDecodeError, TypeError) as err:
-        raise DecodeError(f"{where}: invalid JSON: {err}") from None
+        raise DecodeError(f"{where if of is None else f'{where} {of}'}: invalid JSON: {err}") from None

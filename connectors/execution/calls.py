@@ -121,7 +121,7 @@ class CallPerformer:
     def perform(self, req: DurableCallRequest, scope: tuple[str, ...] = ()) -> Any:
         """Perform the call (made in sub-agent ``scope``: its request's) and return its
         value (exceptions propagate)."""
-        call = decode_value(req.args, f"arguments of {req.call_id}")
+        call = decode_value(req.args, "arguments of", req.call_id)
         args, kwargs = call.get("args", []), call.get("kwargs", {})
         kind = req.kind
         plan = self.plan.for_scope(scope) if scope else self.plan  # a sub-agent's resources

@@ -438,7 +438,7 @@ class KafkaExecutor:
         returned = None
         try:
             returned = performer.perform(req, request.scope)
-            value = encode_value(returned, f"result of {req.target}")
+            value = encode_value(returned, "result of", req.target)
             result = result_event(request, CallStatus.OK, value)
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", describe_error(err))

@@ -48,7 +48,7 @@ class InProcessExecutor:
                 return result_event(request, CallStatus.UNKNOWN)
             self.journal.mark_started(req.call_id, req.attempt)
         try:
-            value = encode_value(self._perform(req, request.scope), f"result of {req.target}")
+            value = encode_value(self._perform(req, request.scope), "result of", req.target)
             result = result_event(request, CallStatus.OK, value)
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
