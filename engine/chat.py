@@ -24,6 +24,7 @@ from eddies.events import (
 )
 
 from .agent import ActionSpec
+from .memory import Memory
 from .prompts import opening_messages
 from .resources import ResourceType
 
@@ -67,7 +68,8 @@ async def chat_model_action(
     event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerContext
 ) -> None:
     """Call the chat model for a request, or again with the results of its tool calls."""
-    sensory = ctx.sensory_memory
+    # Sensory memory is taken only by a request that goes round (most take one call).
+    sensory: Memory | None = None
     saved_messages = 0  # messages already in sensory memory, one entry each
     if isinstance(event, ChatRequestEvent):
         request_id = ctx.event_id
@@ -83,6 +85,7 @@ async def chat_model_action(
         usage = TokenUsage(cost_usd=0.0)
     else:
         request_id = event.request_id
+        sensory = ctx.sensory_memory
         saved = sensory.get(_conversation_key(request_id))
         if saved is None:
             return  # a ToolResponseEvent sent by a user action, not for a chat request
@@ -109,6 +112,8 @@ async def chat_model_action(
                 f"chat model {model!r} asked for tools more than max_tool_rounds={limit} times"
             )
         messages.append(reply)
+        if sensory is None:
+            sensory = ctx.sensory_memory
         for n in range(saved_messages, len(messages)):
             sensory.set(_message_key(request_id, n), messages[n])
         sensory.set(
@@ -124,7 +129,7 @@ async def chat_model_action(
         # The chat handle checked the reply's types: valid, so not checked again.
         ctx.send_event(ToolRequestEvent(request_id, model, reply.tool_calls), checked=True)
         return
-    if saved_messages:
+    if sensory is not None and saved_messages:
         for n in range(saved_messages):
             sensory.delete(_message_key(request_id, n))
         sensory.delete(_conversation_key(request_id))

@@ -285,20 +285,31 @@ def build(settings: Settings, options: FlinkOptions, jars: list[Path]) -> Any:
                                output_type=_BYTES)
                  .uid("sessions").name("session machine"))
     records = DataStream(processed._j_data_stream.flatMap(jvm.io.eddies.flink.OutputBatch()))  # noqa: SLF001
-    main = _sink(settings, options, kafka, "out")
-    records.uid("records").name("records").sink_to(main).uid("sink").name(
-        "events, requests, output, journal")
+    records.uid("records").name("records")
+    # What the next hop waits for (requests: an executor; outputs: the app's consumers) goes
+    # through a sink of its own that lingers ``linger_ms``; the history and the journal, most
+    # of the records, through one that lingers ``flink_linger_ms`` (see the option's note).
+    waited = f"{names.requests},{names.output}"
+    bulk = DataStream(records._j_data_stream.filter(jvm.io.eddies.flink.TopicFilter(waited, False)))  # noqa: SLF001
+    bulk.uid("history and journal").name("history and journal").sink_to(
+        _sink(settings, options, kafka, "out")).uid("sink").name("events, journal")
+    soon = DataStream(records._j_data_stream.filter(jvm.io.eddies.flink.TopicFilter(waited, True)))  # noqa: SLF001
+    soon.uid("requests and output").name("requests and output").sink_to(
+        _sink(settings, options, kafka, "waited", settings.linger_ms)).uid("sink-waited").name(
+        "requests, output")
     dead = _sink(settings, options, kafka, "dlq")
     processed.get_side_output(DLQ_TAG).sink_to(dead).uid("dlq").name(names.dlq)
     return env
 
 
-def _sink(settings: Settings, options: FlinkOptions, kafka: dict[str, str], what: str) -> Any:
+def _sink(settings: Settings, options: FlinkOptions, kafka: dict[str, str], what: str,
+          linger_ms: int | None = None) -> Any:
     builder = (KafkaSink.builder()
                .set_bootstrap_servers(settings.bootstrap_servers)
                .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE if settings.exactly_once
                                        else DeliveryGuarantee.AT_LEAST_ONCE)
-               .set_property("linger.ms", str(settings.flink_linger_ms))
+               .set_property("linger.ms", str(settings.flink_linger_ms if linger_ms is None
+                                              else linger_ms))
                .set_property("max.request.size", str(settings.write_limit)))
     if settings.exactly_once:
         builder.set_transactional_id_prefix(f"{settings.app}.flink.{what}")
