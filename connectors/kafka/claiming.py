@@ -39,6 +39,9 @@ log = logging.getLogger("eddies.worker")
 CLAIM_READ_TIMEOUT = 30.0
 #: Margin over a request's own timeout_ms before another worker's call counts as unknown.
 OUTCOME_MARGIN_S = 5.0
+#: How long an UNKNOWN journaled for another worker's call waits for the tail to read which
+#: outcome is first (it reads one back within a fetch or two) before it is answered as is.
+DECIDE_READ_TIMEOUT = 10.0
 
 
 def outcome_wait_left(wait_s: float, started_ms: int, now_s: float) -> float:
@@ -112,6 +115,10 @@ class CallClaims:
         self.send_result = send_result
         self.answer = answer
         self._last_sweep = time.monotonic()
+        #: Watched calls this process journaled UNKNOWN for, waiting for the tail to read
+        #: which outcome the journal holds first (see :meth:`_decide_unknown`): their
+        #: journal partitions.
+        self._deciding: dict[tuple[str, int], int] = {}
 
     def may_start(self, jpart: int) -> bool:
         """Whether a call of journal partition ``jpart`` may start: the partition is still
@@ -254,22 +261,60 @@ class CallClaims:
                 (request, part, offset), data = arrived.get_nowait()
             except queue.Empty:
                 break
+            req = request.payload
+            self._deciding.pop((getattr(req, "call_id", ""), getattr(req, "attempt", 0)), None)
             self.answer(self.recorded(request, data), part, offset)
             self.counters.inc("results_awaited")
         if now - self._last_sweep < 0.2 or self.gate.unsure():
             return  # after a stall the tail reads on first: an outcome may be on its way
         self._last_sweep = now
         for request, part, offset in self.tail.expired(now):
-            result, data = self.unknown(request)
-            self.answer(result, part, offset, data)
             cid = getattr(request.payload, "call_id", "?")
-            log.warning("call %s: no outcome from the worker that started it within the wait; "
-                        "answered UNKNOWN", cid, extra=ids(call=cid))
+            if self._decide_unknown(request, part, offset, now):
+                log.warning("call %s: no outcome from the worker that started it within the "
+                            "wait; journaled UNKNOWN", cid, extra=ids(call=cid))
         dead = self.liveness.look(self.tail.claimants(), now)
         for request, part, offset in self.tail.owed_by(dead):
-            result, data = self.unknown(request)
-            self.answer(result, part, offset, data)
             self.counters.inc("claimants_dead")
             cid = getattr(request.payload, "call_id", "?")
-            log.warning("call %s: the worker that started it left the app's groups (dead, or cut "
-                        "off); answered UNKNOWN", cid, extra=ids(call=cid))
+            if self._decide_unknown(request, part, offset, now):
+                log.warning("call %s: the worker that started it left the app's groups (dead, or "
+                            "cut off); journaled UNKNOWN", cid, extra=ids(call=cid))
+
+    def _decide_unknown(self, request: AgentEvent, part: int | None, offset: int,
+                        now: float) -> bool:
+        """Another worker's call whose outcome did not come: journal UNKNOWN as its outcome,
+        and answer with the outcome the journal holds first once the tail has read it. That
+        is this UNKNOWN, unless the claimant journaled its own outcome before it: a paused or
+        cut-off claimant that comes back may finish the call in the very instant its watcher
+        gives up on it (seen in a kill -9 campaign: 8 calls whose claimant's OK was journaled
+        a millisecond before their watcher's UNKNOWN), and the first outcome is the one every
+        reader takes. True when UNKNOWN was journaled now; the answer comes later."""
+        req = request.payload
+        assert isinstance(req, DurableCallRequest)
+        ref = (req.call_id, req.attempt)
+        if self._deciding.pop(ref, None) is not None:  # not read back in time: UNKNOWN, as is
+            self.answer(result_event(request, CallStatus.UNKNOWN), part, offset)
+            return False
+        with self.tail.lock:
+            first = self.tail.view.outcomes.get(ref)
+        if first is not None:  # the claimant's came meanwhile
+            self.answer(self.recorded(request, first), part, offset)
+            self.counters.inc("results_awaited")
+            return False
+        self.unknown(request)
+        jpart = journal_partition(request.session_id, self.settings.partitions)
+        with self.tail.lock:
+            first = self.tail.watch(ref, jpart, now + DECIDE_READ_TIMEOUT, (request, part, offset))
+        if first is not None:
+            self.answer(self.recorded(request, first), part, offset)
+            self.counters.inc("results_awaited")
+        else:
+            self._deciding[ref] = jpart
+        return True
+
+    def release(self, partitions: set[int]) -> None:
+        """``partitions`` are lost: their calls' decisions are the new owner's (the watches
+        themselves go with the tail's)."""
+        for ref in [r for r, jpart in self._deciding.items() if jpart in partitions]:
+            del self._deciding[ref]

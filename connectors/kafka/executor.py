@@ -187,6 +187,7 @@ class KafkaExecutor:
         watched calls left to the new owner; calls already running finish."""
         with self._lock:
             self.owned -= partitions
+            self.claims.release(partitions)
         left = self.tail.release(partitions)
         if left:
             log.info("left %d calls started elsewhere to the new owner of partitions %s",

@@ -10,7 +10,12 @@ from typing import Any
 from eddies.connectors.execution.calls import result_event
 from eddies.connectors.journal.claims import Claim, Claimant
 from eddies.connectors.journal.reading import JournalView
-from eddies.connectors.kafka.claiming import OUTCOME_MARGIN_S, CallClaims, outcome_wait_left
+from eddies.connectors.kafka.claiming import (
+    DECIDE_READ_TIMEOUT,
+    OUTCOME_MARGIN_S,
+    CallClaims,
+    outcome_wait_left,
+)
 from eddies.connectors.kafka.journal_tail import JournalTail
 from eddies.connectors.kafka.liveness import Liveness
 from eddies.connectors.kafka.stalls import StallGate, StallWatch
@@ -156,6 +161,34 @@ def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_whe
     session (restored from a snapshot taken before that answer was applied) issues the
     request again: it is answered from the journal at once, not watched and answered
     UNKNOWN a second time (a kill -9 campaign saw the same executor answer twice)."""
+    ex, request = _watching_executor(claimant_started_s_ago=120)
+    ex.claims.answer_watched(time.monotonic() + OUTCOME_MARGIN_S + 1)  # its wait is over
+    assert ex.answers == []  # UNKNOWN journaled; the answer is the first outcome read back
+    # The tail reads back what this worker journaled: the first outcome, so the answer.
+    _read_back(ex.tail, ex.producer.records, ex.names.journal, start=4)
+    ex.claims.answer_watched(time.monotonic())
+    assert [a.payload.status for a in ex.answers] == [CallStatus.UNKNOWN]
+    # The request comes again.
+    with ex.tail.lock:
+        verdict, recorded = ex.claims.verdict(request, 0, 8)
+    assert verdict == "outcome"  # answered at once, as the first time
+    assert recorded is not None and decode(recorded).payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
+
+
+def _read_back(tail: JournalTail, records: list[tuple[str, bytes | None, bytes | None]],
+               topic: str, start: int, partition: int = 0) -> None:
+    """The journal tail reads ``records`` of ``topic`` (as its consumer hands them over)."""
+    from eddies.connectors.kafka.memory_broker import Record
+
+    for offset, (t, value, key) in enumerate([r for r in records if r[0] == topic and r[2]],
+                                             start=start):
+        with tail.lock:
+            tail._fold(Record(t, partition, offset, key, value), partition)
+
+
+def _watching_executor(claimant_started_s_ago: float) -> tuple[Any, AgentEvent]:
+    """An executor of slot e-f3 watching call s:r1:i1:c0, started by e-f2 long enough ago
+    that its wait is over."""
     class Executor:
         def __init__(self) -> None:
             self.settings: Any = SimpleNamespace(outcome_wait_ms=60_000, partitions=6)
@@ -163,7 +196,7 @@ def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_whe
             self.counters = Counters()
             self.tail = JournalTail(self.settings, self.names.journal)
             self.producer: Any = _Sink()
-            self.answers: list[CallStatus] = []
+            self.answers: list[AgentEvent] = []
             self.claims = CallClaims(
                 settings=self.settings, names=self.names, counters=self.counters, tail=self.tail,
                 claimant=Claimant("e-f3", "41a5"), gate=StallGate(StallWatch(10.0)),
@@ -172,7 +205,7 @@ def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_whe
             self.claims._last_sweep = 0.0
 
         def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None:
-            self.answers.append(result.payload.status)  # type: ignore[union-attr]
+            self.answers.append(result)
 
         def _answer(self, result: AgentEvent, part: int | None, offset: int,
                     data: bytes | None = None) -> None:
@@ -182,20 +215,45 @@ def test_a_call_answered_unknown_after_its_wait_is_answered_from_the_journal_whe
     ref = ("s:r1:i1:c0", 1)
     request = AgentEvent.external("s", DurableCallRequest(ref[0], CallKind.TOOL, "book"),
                                   event_id="req-1", timestamp=0)
-    # Its claimant, a process of another slot, started it two minutes ago and died.
-    ex.tail.view.started[ref] = Claim(b"e-f2|8ce8", 3, int((time.time() - 120) * 1000))
+    ex.tail.view.started[ref] = Claim(b"e-f2|8ce8", 3,
+                                      int((time.time() - claimant_started_s_ago) * 1000))
     with ex.tail.lock:
         assert ex.claims.verdict(request, 0, 7)[0] == "watched"
+    return ex, request
+
+
+def test_a_claimant_that_journals_its_outcome_as_its_watcher_gives_up_decides_the_call() -> None:
+    """A paused claimant comes back and journals OK in the very instant its watcher
+    journals UNKNOWN (a kill -9 campaign: the claimant's OK a millisecond first, 8 calls at
+    once, one of their sessions applying the UNKNOWN): the watcher answers with the first
+    outcome in the journal, the claimant's, so every reader of the call sees one outcome."""
+    ex, request = _watching_executor(claimant_started_s_ago=120)
     ex.claims.answer_watched(time.monotonic() + OUTCOME_MARGIN_S + 1)  # its wait is over
-    assert ex.answers == [CallStatus.UNKNOWN]
-    # The tail reads back what this worker journaled; the request comes again.
-    for offset, (topic, value, key) in enumerate(ex.producer.records, start=4):
-        if topic == ex.names.journal and key is not None:
-            ex.tail.view.apply(key, value, offset)
-    with ex.tail.lock:
-        verdict, recorded = ex.claims.verdict(request, 0, 8)
-    assert verdict == "outcome"  # answered at once, as the first time
-    assert recorded is not None and decode(recorded).payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
+    journaled = [r for r in ex.producer.records if r[0] == ex.names.journal]
+    assert len(journaled) == 1 and decode(journaled[0][1]).payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr,arg-type]
+    assert ex.answers == []
+    # The claimant's OK reached the journal first; then the watcher's UNKNOWN.
+    ok = encode(result_event(request, CallStatus.OK, '"booked"'))
+    _read_back(ex.tail, [(ex.names.journal, ok, journaled[0][2]), *journaled], ex.names.journal,
+               start=10)
+    ex.claims.answer_watched(time.monotonic())
+    assert [a.payload.status for a in ex.answers] == [CallStatus.OK]  # type: ignore[union-attr]
+    assert ex.answers[0].payload.value == '"booked"'  # type: ignore[union-attr]
+    assert ex.tail.view.later_outcomes == 1  # the UNKNOWN: a later outcome, not the call's
+    ex.claims.answer_watched(time.monotonic() + 60)  # nothing is answered twice
+    assert len(ex.answers) == 1
+
+
+def test_an_unknown_the_tail_does_not_read_back_is_answered_as_it_is() -> None:
+    """The tail is stuck (its broker cut off, say): the UNKNOWN is answered after
+    DECIDE_READ_TIMEOUT without being journaled again."""
+    ex, _ = _watching_executor(claimant_started_s_ago=120)
+    now = time.monotonic() + OUTCOME_MARGIN_S + 1
+    ex.claims.answer_watched(now)
+    assert ex.answers == []
+    ex.claims.answer_watched(now + DECIDE_READ_TIMEOUT + 1)
+    assert [a.payload.status for a in ex.answers] == [CallStatus.UNKNOWN]  # type: ignore[union-attr]
+    assert len([r for r in ex.producer.records if r[0] == ex.names.journal]) == 1
 
 
 def _local_executor() -> tuple[Any, _Sink]:
