@@ -116,7 +116,7 @@ class CallClaims:
         self.answer = answer
         self._last_sweep = time.monotonic()
         #: Watched calls this process journaled UNKNOWN for, waiting for the tail to read
-        #: which outcome the journal holds first (see :meth:`_decide_unknown`): their
+        #: which outcome the journal holds first (see :meth:`decide_unknown`): their
         #: journal partitions.
         self._deciding: dict[tuple[str, int], int] = {}
 
@@ -214,7 +214,9 @@ class CallClaims:
     def claim(self, request: AgentEvent, jpart: int, part: int | None, offset: int) -> str:
         """Claim a non-idempotent call: append a started mark naming this process, read the
         journal back past it, and decide on what came first. Returns "perform", "answered"
-        (from an outcome, or UNKNOWN) or "left" (dropped: not owned here; or watched)."""
+        (from an outcome), "unknown" (a process taken for dead claimed it first: the caller
+        dispatches the request again, to :meth:`decide_unknown`) or "left" (dropped: not
+        owned here; or watched)."""
         req = request.payload
         assert isinstance(req, DurableCallRequest)
         ref = (req.call_id, req.attempt)
@@ -245,11 +247,10 @@ class CallClaims:
         self.counters.inc("claims_lost")
         if verdict in ("watched", "duplicate"):
             return "left"
-        if recorded is not None:
-            self.send_result(self.recorded(request, recorded))
-            self.counters.inc("results_resent")
-        else:
-            self.send_result(*self.unknown(request))
+        if recorded is None:  # lost to a process taken for dead: decided like any such call,
+            return "unknown"  # under the executor's lock (see decide_unknown)
+        self.send_result(self.recorded(request, recorded))
+        self.counters.inc("results_resent")
         return "answered"
 
     def answer_watched(self, now: float) -> None:
@@ -270,47 +271,45 @@ class CallClaims:
         self._last_sweep = now
         for request, part, offset in self.tail.expired(now):
             cid = getattr(request.payload, "call_id", "?")
-            if self._decide_unknown(request, part, offset, now):
+            if self.decide_unknown(request, part, offset, now):
                 log.warning("call %s: no outcome from the worker that started it within the "
                             "wait; journaled UNKNOWN", cid, extra=ids(call=cid))
         dead = self.liveness.look(self.tail.claimants(), now)
         for request, part, offset in self.tail.owed_by(dead):
             self.counters.inc("claimants_dead")
             cid = getattr(request.payload, "call_id", "?")
-            if self._decide_unknown(request, part, offset, now):
+            if self.decide_unknown(request, part, offset, now):
                 log.warning("call %s: the worker that started it left the app's groups (dead, or "
                             "cut off); journaled UNKNOWN", cid, extra=ids(call=cid))
 
-    def _decide_unknown(self, request: AgentEvent, part: int | None, offset: int,
-                        now: float) -> bool:
-        """Another worker's call whose outcome did not come: journal UNKNOWN as its outcome,
-        and answer with the outcome the journal holds first once the tail has read it. That
-        is this UNKNOWN, unless the claimant journaled its own outcome before it: a paused or
-        cut-off claimant that comes back may finish the call in the very instant its watcher
-        gives up on it (seen in a kill -9 campaign: 8 calls whose claimant's OK was journaled
-        a millisecond before their watcher's UNKNOWN), and the first outcome is the one every
-        reader takes. True when UNKNOWN was journaled now; the answer comes later."""
+    def decide_unknown(self, request: AgentEvent, part: int | None, offset: int,
+                       now: float) -> bool:
+        """(Under the executor's lock.) A call another process started, whose outcome did
+        not come (its wait is over, or that process is taken for dead): journal UNKNOWN as
+        its outcome, and answer with the outcome the journal holds first once the tail has
+        read it. That is this UNKNOWN, unless the claimant journaled its own outcome before
+        it: a paused or cut-off claimant that comes back may finish the call in the very
+        instant its watcher gives up on it (seen in a kill -9 campaign: 8 calls whose
+        claimant's OK was journaled a millisecond before their watcher's UNKNOWN), and the
+        first outcome is the one every reader takes. True when UNKNOWN was journaled now;
+        the answer comes later."""
         req = request.payload
         assert isinstance(req, DurableCallRequest)
         ref = (req.call_id, req.attempt)
         if self._deciding.pop(ref, None) is not None:  # not read back in time: UNKNOWN, as is
             self.answer(result_event(request, CallStatus.UNKNOWN), part, offset)
             return False
+        # Watched again before UNKNOWN is journaled: whichever outcome the tail reads first
+        # from now on (the claimant's, or this UNKNOWN) is handed over, once.
+        jpart = journal_partition(request.session_id, self.settings.partitions)
         with self.tail.lock:
-            first = self.tail.view.outcomes.get(ref)
+            first = self.tail.watch(ref, jpart, now + DECIDE_READ_TIMEOUT, (request, part, offset))
         if first is not None:  # the claimant's came meanwhile
             self.answer(self.recorded(request, first), part, offset)
             self.counters.inc("results_awaited")
             return False
+        self._deciding[ref] = jpart
         self.unknown(request)
-        jpart = journal_partition(request.session_id, self.settings.partitions)
-        with self.tail.lock:
-            first = self.tail.watch(ref, jpart, now + DECIDE_READ_TIMEOUT, (request, part, offset))
-        if first is not None:
-            self.answer(self.recorded(request, first), part, offset)
-            self.counters.inc("results_awaited")
-        else:
-            self._deciding[ref] = jpart
         return True
 
     def release(self, partitions: set[int]) -> None:

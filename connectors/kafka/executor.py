@@ -43,7 +43,7 @@ from eddies.connectors.kafka.ownership import MembershipCheck, confirm_membershi
 from eddies.connectors.kafka.request_offsets import RequestOffsets
 from eddies.connectors.kafka.roles import RoleContext
 from eddies.connectors.kafka.stalls import StallGate
-from eddies.connectors.kafka.timekeeping import Timekeeper
+from eddies.connectors.kafka.timekeeping import CallDone, Timekeeper
 from eddies.connectors.remote.error_classes import describe_error
 from eddies.connectors.runtime.client import next_batch
 from eddies.connectors.runtime.dead_letters import DeadLetters
@@ -117,8 +117,8 @@ class KafkaExecutor:
         self.reread_gaps = ctx.membership.reread_gaps(s)
         self.tail = JournalTail(s, self.names.journal, retention_s=min(60.0, s.journal_retention_ms / 1000),
                                 reread_gaps=self.reread_gaps)
-        # Call threads report (APP.requests partition, offset, call, settled) here.
-        self._done: queue.SimpleQueue[tuple[int | None, int, CallRef, bool]] = queue.SimpleQueue()
+        # Call threads report what became of each request here (see CallDone).
+        self._done: queue.SimpleQueue[CallDone] = queue.SimpleQueue()
         self._per_thread = threading.local()  # a CallPerformer per call thread
         self._interval = s.commit_interval_ms / 1000
         self._last_commit = time.monotonic()
@@ -370,9 +370,10 @@ class KafkaExecutor:
             self._answer(result_event(request, CallStatus.UNKNOWN), part, offset)
             self.counters.inc("results_unknown")
             return
-        if verdict == "unknown":  # a dead process of this worker's slot started it
-            result, data = self.claims.unknown(request)
-            self._answer(result, part, offset, data)
+        if verdict == "unknown":  # started by a dead process (of this slot, or one seen gone)
+            # Answered with the journal's first outcome once read back: a claimant taken for
+            # dead may still journal its own (see CallClaims.decide_unknown).
+            self.claims.decide_unknown(request, part, offset, time.monotonic())
             return
         self.inflight.add(ref)
         if len(self._call_threads) < self.settings.executor_concurrency + self._spare:
@@ -414,19 +415,22 @@ class KafkaExecutor:
         ref = (req.call_id, req.attempt)
         jpart = journal_partition(request.session_id, self.settings.partitions)
         settled = False  # a request dropped or watched stays unsettled
+        again = None  # a request the executor's loop dispatches again
         try:
             if not self.claims.may_start(jpart):  # revoked while queued: its new owner re-issues it
                 self.counters.inc("calls_dropped")
                 return
             if not req.idempotent:
                 verdict = self.claims.claim(request, jpart, part, offset)
+                if verdict == "unknown":
+                    again = request
                 if verdict != "perform":
-                    settled = verdict != "left"
+                    settled = verdict == "answered"
                     return
             self._run_call(request, req, ref, jpart, part, offset)
             settled = True
         finally:
-            self._done.put((part, offset, ref, settled))
+            self._done.put((part, offset, ref, settled, again))
 
     def _run_call(self, request: AgentEvent, req: DurableCallRequest, ref: CallRef, jpart: int,
                   part: int | None, offset: int) -> None:
@@ -479,7 +483,7 @@ class KafkaExecutor:
         TopicPartition = _kafka().TopicPartition
         done = self._done
         try:
-            item: tuple[int | None, int, CallRef, bool] | None = (
+            item: CallDone | None = (
                 done.get(timeout=0.05) if block else done.get_nowait())
         except queue.Empty:
             item = None
@@ -487,12 +491,14 @@ class KafkaExecutor:
         drained = item is not None
         with self._lock:
             while item is not None:
-                part, offset, ref, settled = item
+                part, offset, ref, settled, again = item
                 if part is None:
                     self._uncommitted = True
                 elif settled:
                     self.offsets.settle(part, offset)
                 self.inflight.discard(ref)
+                if again is not None:  # decided here, under the lock (see CallClaims.claim)
+                    self._dispatch(again, part, offset, 0)
                 try:
                     item = done.get_nowait()
                 except queue.Empty:

@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("eddies.worker")
 
+#: What a call thread reports when it is done with a request: (APP.requests partition,
+#: offset, call, whether the request is settled, the request if the executor's loop is to
+#: dispatch it again).
+CallDone = tuple[int | None, int, tuple[str, int], bool, AgentEvent | None]
+
 
 class Timekeeper:
     """Held requests and call timeouts (see the module's docstring), for the Kafka executor.
@@ -45,7 +50,7 @@ class Timekeeper:
                  held: HeldRequests[tuple[AgentEvent, int | None, int, int]],
                  deadlines: CallDeadlines[tuple[AgentEvent, int | None, int]],
                  lock: threading.Lock,
-                 done: queue.SimpleQueue[tuple[int | None, int, tuple[str, int], bool]],
+                 done: queue.SimpleQueue[CallDone],
                  settle: Callable[[int | None, int], None],
                  dispatch: Callable[[AgentEvent, int | None, int, int], None],
                  send_result: SendResult, journal_outcome: Callable[[AgentEvent, bytes], None],
@@ -95,7 +100,7 @@ class Timekeeper:
                      extra=ids(call=req.call_id))
             with self.lock:
                 self.replace_thread()
-            self.done.put((part, offset, (req.call_id, req.attempt), True))
+            self.done.put((part, offset, (req.call_id, req.attempt), True, None))
 
     def drop_held(self, refs: Iterable[tuple[str, int]]) -> None:
         """Stop holding the requests of calls ``refs`` ((call id, attempt)) no run waits

@@ -22,7 +22,7 @@ from eddies.connectors.kafka.stalls import StallGate, StallWatch
 from eddies.connectors.runtime.counters import Counters
 from eddies.connectors.runtime.membership import TANSU_CLUSTER_ID, Membership
 from eddies.connectors.runtime.positions import Positions
-from eddies.connectors.runtime.records import outcome_key, started_key
+from eddies.connectors.runtime.records import journal_partition, outcome_key, started_key
 from eddies.connectors.runtime.settings import load_settings
 from eddies.events import AgentEvent, CallKind, CallStatus, DurableCallRequest, decode, encode
 
@@ -292,13 +292,34 @@ def test_a_dead_process_of_my_slot_leaves_its_call_unknown_journaled_and_answere
     journaled = [(v, k) for t, v, k in sink.records if t == "t.journal"]
     assert [k for _, k in journaled] == [outcome_key(*ref)]
     assert decode(journaled[0][0] or b"").payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
-    for offset, (value, key) in enumerate(journaled, start=4):
-        executor.tail.view.apply(key, value, offset)
+    assert [t for t, _, _ in sink.records] == ["t.journal"]  # answered once read back:
+    _read_back(executor.tail, sink.records, "t.journal", start=4,  # the first outcome
+               partition=journal_partition("s", executor.settings.partitions))
+    executor.claims.answer_watched(time.monotonic())
     executor._dispatch(request, None, 1, now_ms)
     answers = [decode(v or b"").payload.status for t, v, _ in sink.records if t == "t.input"]  # type: ignore[union-attr]
     assert answers == [CallStatus.UNKNOWN, CallStatus.UNKNOWN]  # the second from the journal
     assert executor.counters.get("results_unknown") == 1 and executor.counters.get("results_resent") == 1
     assert len(sink.records) == 3  # journaled once
+
+
+def test_a_process_taken_for_dead_whose_outcome_comes_first_decides_its_call() -> None:
+    """A request for a call whose claimant is taken for dead (here: an earlier process of
+    this slot) journals UNKNOWN, but the claimant journaled its OK first (it was only
+    paused): the request is answered OK, as every reader of the journal takes it."""
+    executor, sink = _local_executor()
+    ref = ("s:r1:i1:c0", 1)
+    request = AgentEvent.external("s", DurableCallRequest(ref[0], CallKind.TOOL, "book"),
+                                  event_id="req-1", timestamp=0)
+    executor.tail.view.started[ref] = Claim(Claimant("e0", "dead").token, 3, int(time.time() * 1000))
+    executor._dispatch(request, None, 0, int(time.time() * 1000))
+    [unknown] = [(t, v, k) for t, v, k in sink.records if t == "t.journal"]
+    ok = encode(result_event(request, CallStatus.OK, '"booked"'))
+    _read_back(executor.tail, [("t.journal", ok, unknown[2]), unknown], "t.journal", start=4,
+               partition=journal_partition("s", executor.settings.partitions))
+    executor.claims.answer_watched(time.monotonic())
+    answers = [decode(v or b"").payload for t, v, _ in sink.records if t == "t.input"]
+    assert [(a.status, a.value) for a in answers] == [(CallStatus.OK, '"booked"')]  # type: ignore[union-attr]
 
 
 def test_an_unknown_for_a_request_older_than_the_journal_retention_is_not_journaled() -> None:
@@ -359,3 +380,41 @@ def test_an_outcome_journaled_while_the_call_ran_is_the_answer() -> None:
     assert [t for t, _, _ in sink.records] == ["t.input"]  # nothing journaled
     assert decode(sink.records[0][1] or b"").payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
     assert executor.counters.get("outcomes_superseded") == 1
+
+
+def test_a_claim_lost_to_a_process_taken_for_dead_is_decided_by_the_journals_first_outcome() -> None:
+    """A call thread marks a call and reads the journal back: an earlier process of this
+    slot (taken for dead, only paused) marked it first. The call thread decides nothing;
+    the executor's loop journals UNKNOWN and answers with the first outcome read back: the
+    earlier process's OK, journaled before the UNKNOWN when it came back."""
+    executor, sink = _local_executor()
+    executor.owned = {0, 1}
+    ref = ("s:r1:i1:c0", 1)
+    request = AgentEvent.external("s", DurableCallRequest(ref[0], CallKind.TOOL, "book"),
+                                  event_id="req-1", timestamp=0)
+    jpart = journal_partition("s", executor.settings.partitions)
+    broker = executor.ctx.clients.broker
+    broker.create("t.journal", executor.settings.partitions)
+    broker.append("t.journal", jpart, started_key(*ref), Claimant("e0", "dead").token)
+
+    def read_past(partition: int, offset: int, timeout: float) -> bool:
+        """The tail reads the journal past this process's mark."""
+        assert (partition, offset) == (jpart, 1)  # this process's mark, after the first
+        _read_back(executor.tail, [("t.journal", r.value(), r.key())
+                                   for r in broker.topics["t.journal"][jpart] if r is not None],
+                   "t.journal", start=0, partition=jpart)
+        return True
+
+    executor.tail.wait_past = read_past  # type: ignore[method-assign]
+    executor.perform(request, None, 0)  # on a call thread
+    assert sink.records == []  # nothing journaled or answered by the call thread
+    executor._drain(block=False)  # the executor's loop takes it
+    [unknown] = sink.records
+    assert unknown[0] == "t.journal" and decode(unknown[1] or b"").payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
+    ok = encode(result_event(request, CallStatus.OK, '"booked"'))
+    _read_back(executor.tail, [("t.journal", ok, unknown[2]), unknown], "t.journal", start=2,
+               partition=jpart)
+    executor._drain(block=False)
+    answers = [decode(v or b"").payload for t, v, _ in sink.records if t == "t.input"]
+    assert [(a.status, a.value) for a in answers] == [(CallStatus.OK, '"booked"')]  # type: ignore[union-attr]
+    assert executor.counters.get("claims_lost") == 1
