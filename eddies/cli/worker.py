@@ -81,9 +81,10 @@ def worker(
         client_log = logging.getLogger("eddies.kafka.client")
         if client_log.level > logging.ERROR:
             client_log.setLevel(logging.ERROR)
-        from eddies.connectors.runtime.process_tuning import tune_gc
+        from eddies.connectors.runtime.process_tuning import tune_gc, tune_thread_switches
 
         tune_gc()  # this process only runs the worker
+        tune_thread_switches()
         served = "" if w.metrics_address is None else (
             ", metrics at http://{}:{}/metrics".format(*w.metrics_address))
         say(f"worker for app {s.app}, agent {w.plan.agent_name!r}, role {s.role}, broker "
