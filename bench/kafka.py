@@ -16,6 +16,11 @@ embedded broker:
 3. idle latency: one prompt at a time into the first idle worker, from produce to the
    answer consumed: p50/p99.
 
+``--load 200,1000,2500`` runs only latency under a steady load instead: at each rate, for
+``--load-seconds``, records produced at a steady pace into the raw loop's step (in a
+process of its own) and prompts into a fresh worker, each from its produce call to its
+answer's record time (when the answer was produced).
+
 ``--against CHECKOUT`` (another checkout with its own ``.venv``, e.g. ``git worktree add
 ../old HEAD~1`` and ``make install`` there) runs only backlogs, this checkout's worker and
 that one's in turn on one broker, and prints the pairs' ratios: what a change costs or
@@ -36,7 +41,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -234,6 +241,112 @@ def live(bootstrap: str, n: int, latency_samples: int) -> tuple[float, list[floa
         reader.close()
 
 
+def _steady(prod: Producer, topic: str, rate: int, seconds: float,
+            value_of: Callable[[str], bytes], headers: Any = None) -> dict[bytes, float]:
+    """Produce a record a key at a steady ``rate`` per second for ``seconds`` (a tick every
+    10 ms); returns each key's produce call time (ms since the epoch)."""
+    sent: dict[bytes, float] = {}
+    per_tick = max(1, rate // 100)
+    t0 = time.perf_counter()
+    for tick in range(int(seconds * 100)):
+        ahead = t0 + tick / 100 - time.perf_counter()
+        if ahead > 0:
+            time.sleep(ahead)
+        for _ in range(per_tick):
+            key = f"u{len(sent)}"
+            sent[key.encode()] = time.time() * 1000
+            prod.produce(topic, value_of(key), key.encode(), headers=headers)
+        prod.poll(0)
+    prod.flush(30)
+    return sent
+
+
+def _latencies(reader: Consumer, sent: dict[bytes, float]) -> list[float]:
+    """Sorted ms from each key's produce call to its answer's record time (CreateTime:
+    when the answer was produced), read after the load: a reader's own delay is left out."""
+    answered: dict[bytes, int] = {}
+    last = time.monotonic()
+    while len(answered) < len(sent) and time.monotonic() - last < 30:
+        for m in next_batch(reader, 1000, 0.05):
+            key = m.key()
+            if not m.error() and key in sent:
+                answered.setdefault(key, m.timestamp()[1])
+                last = time.monotonic()
+    if len(answered) < len(sent):
+        raise RuntimeError(f"only {len(answered)} of {len(sent)} answers")
+    return sorted(answered[k] - t for k, t in sent.items())
+
+
+def under_load(bootstrap: str, rate: int, seconds: float) -> list[float]:
+    """Latencies (ms, sorted) of one-turn prompts produced at a steady ``rate`` for
+    ``seconds`` into a running worker, from each prompt's produce call to its answer's
+    record time. The prompts go out with the raw loop's input producer settings
+    (``linger.ms`` 5), as a producer under load would batch them."""
+    names = fresh_app(bootstrap)
+    worker = start_worker(bootstrap, names.app)
+    reader = output_reader(bootstrap, names)
+    prod = Producer({"bootstrap.servers": bootstrap, **INPUT_PRODUCER})
+    try:
+        prod.produce(names.input, encode(input_event("warm", "hi")), b"warm", headers=HEADERS)
+        prod.flush(10)
+        if wait_outputs(reader, 1, 90) != 1:
+            raise RuntimeError("the worker did not answer the warm-up prompt")
+        sent = _steady(prod, names.input, rate, seconds,
+                       lambda sid: encode(input_event(sid, "ping")), HEADERS)
+        return _latencies(reader, sent)
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        reader.close()
+
+
+def _echo(bootstrap: str, source: str, sink: str, stop: Any) -> None:
+    """The raw loop's consume-transform-produce step (a flush and a commit per batch), run
+    until ``stop`` is set, as a process of its own (as the worker is)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{source}.echo",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+    consumer.assign([TopicPartition(source, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    out = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "partitioner": "murmur2_random",
+                    "enable.idempotence": True})
+    while not stop.is_set():
+        msgs = next_batch(consumer, 500, 0.05)
+        for m in msgs:
+            if not m.error():
+                out.produce(sink, m.value()[::-1], m.key())
+        out.flush(30)
+        if msgs:
+            consumer.commit(asynchronous=False)
+    consumer.close()
+
+
+def raw_under_load(bootstrap: str, rate: int, seconds: float) -> list[float]:
+    """The same for the raw loop: 200-byte records at a steady ``rate`` into a process
+    running the raw loop's step, each from its produce call to its copy's record time."""
+    import multiprocessing
+
+    source, sink = f"rawload{uuid.uuid4().hex[:6]}.in", f"rawload{uuid.uuid4().hex[:6]}.out"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in (source, sink)]).values():
+        f.result()
+    stop = multiprocessing.Event()
+    echo = multiprocessing.Process(target=_echo, args=(bootstrap, source, sink, stop))
+    echo.start()
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{sink}.reader",
+                       "enable.auto.commit": False, "fetch.wait.max.ms": 5})
+    reader.assign([TopicPartition(sink, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    prod = Producer({"bootstrap.servers": bootstrap, **INPUT_PRODUCER})
+    try:
+        prod.produce(source, b"warm", b"warm")
+        prod.flush(10)
+        if wait_outputs(reader, 1, 30) != 1:
+            raise RuntimeError("the raw loop did not echo the warm-up record")
+        return _latencies(reader, _steady(prod, source, rate, seconds, lambda _: b"x" * 200))
+    finally:
+        stop.set()
+        echo.join(10)
+        reader.close()
+
+
 def against(other: Path, n: int, pairs: int) -> None:
     """Backlogs of this checkout's worker and ``other``'s on one broker, in turn (the order
     swapped every pair): a change's cost or saving, where single runs move by more."""
@@ -266,6 +379,10 @@ def main() -> None:
                         help="module:attribute of the workers' agent")
     parser.add_argument("--latency-only", action="store_true",
                         help="only the idle latency (no raw loop, no bursts)")
+    parser.add_argument("--load", metavar="RATES",
+                        help="only latency under a steady load: prompts/s, comma-separated "
+                             "(e.g. 500,1000,2500), each into a fresh worker")
+    parser.add_argument("--load-seconds", type=float, default=10.0)
     parser.add_argument("--against", type=Path, metavar="CHECKOUT",
                         help="only backlogs, paired: this checkout's worker and CHECKOUT's (with "
                              "its own .venv, e.g. a `git worktree` of the commit before), in turn")
@@ -273,6 +390,16 @@ def main() -> None:
     AGENT = args.agent
     if args.against is not None:
         against(args.against.resolve(), args.sessions, args.repeats)
+        return
+    if args.load:
+        with EmbeddedBroker() as broker:
+            for rate in (int(r) for r in args.load.split(",")):
+                for label, measure in (("raw loop", raw_under_load), ("worker", under_load)):
+                    lat = measure(broker.bootstrap, rate, args.load_seconds)
+                    print(f"{rate:,}/s for {args.load_seconds:g} s, {label + ':':9} produced -> "
+                          f"answer produced p50 {statistics.median(lat):.1f} ms, p99 "
+                          f"{lat[min(len(lat) - 1, int(len(lat) * 0.99))]:.1f} ms, max "
+                          f"{lat[-1]:.1f} ms ({len(lat)} records)", flush=True)
         return
     if args.latency_only:
         with EmbeddedBroker() as broker:
