@@ -76,26 +76,39 @@ def raw_loop(bootstrap: str, n: int, run: int) -> float:
         if i % 10000 == 0:
             prod.poll(0)
     prod.flush(60)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"raw{run}",
+    consumer, out = _raw_clients(bootstrap, source, f"raw{run}")
+    seen = 0
+    t0 = time.perf_counter()
+    while seen < n:
+        seen += _raw_step(consumer, out, sink, 1.0)
+    elapsed = time.perf_counter() - t0
+    consumer.close()
+    return n / elapsed
+
+
+def _raw_clients(bootstrap: str, source: str, group: str) -> tuple[Consumer, Producer]:
+    """The raw loop's consumer (of every partition of ``source``) and producer."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "enable.auto.commit": False, "fetch.wait.max.ms": 10})
     consumer.assign([TopicPartition(source, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     out = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "partitioner": "murmur2_random",
                     "enable.idempotence": True})
-    seen = 0
-    t0 = time.perf_counter()
-    while seen < n:
-        msgs = next_batch(consumer, 500, 1.0)
-        for m in msgs:
-            if m.error():
-                continue
+    return consumer, out
+
+
+def _raw_step(consumer: Consumer, out: Producer, sink: str, wait: float) -> int:
+    """One turn of the raw loop: a batch consumed, each record transformed and produced to
+    ``sink``, flushed, the batch committed; returns how many records it produced."""
+    msgs = next_batch(consumer, 500, wait)
+    produced = 0
+    for m in msgs:
+        if not m.error():
             out.produce(sink, m.value()[::-1], m.key())
-            seen += 1
-        out.flush(30)
-        if msgs:
-            consumer.commit(asynchronous=False)
-    elapsed = time.perf_counter() - t0
-    consumer.close()
-    return n / elapsed
+            produced += 1
+    out.flush(30)
+    if msgs:
+        consumer.commit(asynchronous=False)
+    return produced
 
 
 #: The agent of the engine measurements (``--agent``).
@@ -303,19 +316,9 @@ def under_load(bootstrap: str, rate: int, seconds: float) -> list[float]:
 def _echo(bootstrap: str, source: str, sink: str, stop: Any) -> None:
     """The raw loop's consume-transform-produce step (a flush and a commit per batch), run
     until ``stop`` is set, as a process of its own (as the worker is)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{source}.echo",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 10})
-    consumer.assign([TopicPartition(source, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    out = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "partitioner": "murmur2_random",
-                    "enable.idempotence": True})
+    consumer, out = _raw_clients(bootstrap, source, f"{source}.echo")
     while not stop.is_set():
-        msgs = next_batch(consumer, 500, 0.05)
-        for m in msgs:
-            if not m.error():
-                out.produce(sink, m.value()[::-1], m.key())
-        out.flush(30)
-        if msgs:
-            consumer.commit(asynchronous=False)
+        _raw_step(consumer, out, sink, 0.05)
     consumer.close()
 
 

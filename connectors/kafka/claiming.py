@@ -129,17 +129,14 @@ class CallClaims:
                 return self.owns(jpart)
         return False
 
-    def unknown(self, request: AgentEvent) -> tuple[AgentEvent, bytes]:
-        """UNKNOWN as the result of ``request`` (its claimant died, or its wait is over),
-        journaled as a timed-out call's error is: the request issued again (by the next
-        owner of its session, from a snapshot taken before this answer was applied) is
-        answered from the journal at once, here or by any executor, not decided (and
-        waited for) again. Returns the result and its bytes."""
-        result = result_event(request, CallStatus.UNKNOWN)
-        data = encode(result)
-        self.journal_outcome(request, data)
+    def unknown(self, request: AgentEvent) -> None:
+        """Journal UNKNOWN as the outcome of ``request`` (its claimant died, or its wait is
+        over), as a timed-out call's error is: the request issued again (by the next owner
+        of its session, from a snapshot taken before this answer was applied) is answered
+        from the journal at once, here or by any executor, not decided (and waited for)
+        again."""
+        self.journal_outcome(request, encode(result_event(request, CallStatus.UNKNOWN)))
         self.counters.inc("results_unknown")
-        return result, data
 
     def journal_outcome(self, request: AgentEvent, data: bytes) -> None:
         """Journal ``data``, a result encoded, as the outcome of ``request``'s call: a

@@ -164,7 +164,6 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
             # one, as an operator would on such a network (a round saw a worker cut off 0.3 s
             # after its start, for 13.4 s).
             extra["EDDIES_CONNECT_TIMEOUT_MS"] = str(int((args.cut_for + 10) * 1000))
-        if args.partition_every:
             relay = Relay(int(bootstrap.rpartition(":")[2])).start()
         fleet = Fleet(settings, rdir, effects, args.concurrency, extra, relay)
         for slot, role in layout_roles(layout, rng, args.split_roles):
