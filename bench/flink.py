@@ -7,7 +7,8 @@ broker, for each runner, one-turn sessions (input -> model call -> output, scrip
    first event to its last answer consumed: sessions/s (median of ``--repeats``, each on
    a fresh app: the embedded broker slows as a topic grows);
    and the runner's CPU time per session (its processes, the JVM included: steadier than
-   the rate on a shared machine);
+   the rate on a shared machine), its busiest thread's (the Flink task's thread, where
+   the session machine runs, is the job's bottleneck) and the broker's;
 2. idle latency: one prompt at a time into the running, idle runner, from produce to the
    answer consumed: p50/p99.
 
@@ -82,8 +83,45 @@ def group_cpu_s(pgid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def backlog(runner: str, bootstrap: str, n: int, tmp: Path) -> tuple[float, float]:
-    """Sessions per second, and the runner's CPU microseconds per session."""
+def threads_cpu_s(pgid: int) -> dict[str, float]:
+    """CPU seconds used so far by each thread of the processes of group ``pgid``, by name
+    (digits dropped, so a pool's threads count as one)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
+                    continue
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    head, rest = f.read().rsplit(")", 1)
+            except OSError:
+                continue
+            name = "".join(c for c in head.split("(", 1)[1] if not c.isdigit())
+            fields = rest.split()
+            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (the broker)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+#: (sessions/s, the runner's CPU us per session, its busiest thread's name and CPU us per
+#: session, the broker's CPU us per session)
+Backlog = tuple[float, float, str, float, float]
+
+
+def backlog(runner: str, bootstrap: str, n: int, tmp: Path, broker_pid: int) -> Backlog:
+    """Sessions per second, and CPU microseconds per session (see :data:`Backlog`)."""
     names = kb.fresh_app(bootstrap)
     kb.produce_prompts(bootstrap, names, n)
     started = kb.output_reader(bootstrap, names, names.events)
@@ -93,10 +131,14 @@ def backlog(runner: str, bootstrap: str, n: int, tmp: Path) -> tuple[float, floa
         if not kb.wait_outputs(started, 1, 180):
             raise RuntimeError(f"the {runner} did not start")
         started.close()  # as bench/kafka.py's backlog: no background fetch of APP.events
+        threads0, broker0 = threads_cpu_s(proc.pid), process_cpu_s(broker_pid)
         cpu0, t0 = group_cpu_s(proc.pid), time.perf_counter()
         kb.expect_outputs(reader, n)
         elapsed, cpu = time.perf_counter() - t0, group_cpu_s(proc.pid) - cpu0
-        return n / elapsed, cpu / n * 1e6
+        broker = process_cpu_s(broker_pid) - broker0
+        used = {k: v - threads0.get(k, 0.0) for k, v in threads_cpu_s(proc.pid).items()}
+        busiest = max(used, key=lambda k: used[k])
+        return n / elapsed, cpu / n * 1e6, busiest, used[busiest] / n * 1e6, broker / n * 1e6
     finally:
         finish(proc)
         reader.close()
@@ -137,14 +179,20 @@ def main() -> None:
     args = parser.parse_args()
     rates: dict[str, list[float]] = {"worker": [], "flink": []}
     cpus: dict[str, list[float]] = {"worker": [], "flink": []}
+    busiest: dict[str, list[tuple[float, str]]] = {"worker": [], "flink": []}
+    brokers: dict[str, list[float]] = {"worker": [], "flink": []}
     lat: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-flink-") as d, kb.EmbeddedBroker() as broker:
         tmp = Path(d)
+        assert broker.process is not None, "the embedded broker runs as a process of its own"
         for _ in range(args.repeats):  # alternating: the machine's noise hits both alike
             for runner in rates:
-                rate, cpu = backlog(runner, broker.bootstrap, args.sessions, tmp)
+                rate, cpu, thread, thread_cpu, broker_cpu = backlog(
+                    runner, broker.bootstrap, args.sessions, tmp, broker.process.pid)
                 rates[runner].append(rate)
                 cpus[runner].append(cpu)
+                busiest[runner].append((thread_cpu, thread))
+                brokers[runner].append(broker_cpu)
         for runner in rates:
             lat[runner] = sorted(latency(runner, broker.bootstrap, args.latency_samples, tmp))
     print(f"embedded broker, {kb.PARTITIONS} partitions, {args.sessions} one-turn sessions "
@@ -159,6 +207,9 @@ def main() -> None:
         print(f"{label:48} {r:7,.0f} sessions/s ({r / base:.0%} of the worker; median of {each}); "
               f"CPU {statistics.median(cpus[runner]):,.0f} us/session (median); "
               f"idle latency p50 {p50:.1f} ms, p99 {p99:.1f} ms ({len(ls)} prompts)")
+        top = sorted(busiest[runner])[len(busiest[runner]) // 2]
+        print(f"{'':48} busiest thread {top[1]!r} {top[0]:,.0f} us/session; the broker "
+              f"{statistics.median(brokers[runner]):,.0f} us/session (medians)")
     print("targets: Flink >= 50% of the worker's sessions/s; Flink idle p50 <= 50 ms")
 
 
