@@ -21,6 +21,9 @@ embedded broker:
 process of its own) and prompts into a fresh worker, each from its produce call to its
 answer's record time (when the answer was produced).
 
+``--workers 2`` also times backlogs on two worker processes in one group (one per core),
+alternating with the one-worker backlogs: how far the worker scales on the same machine.
+
 ``--against CHECKOUT`` (another checkout with its own ``.venv``, e.g. ``git worktree add
 ../old HEAD~1`` and ``make install`` there) runs only backlogs, this checkout's worker and
 that one's in turn on one broker, and prints the pairs' ratios: what a change costs or
@@ -192,29 +195,32 @@ def expect_outputs(reader: Consumer, n: int) -> None:
         raise RuntimeError(f"only {got} of {n} answers (none for the last {wait} s)")
 
 
-def backlog(bootstrap: str, n: int, checkout: Path = ROOT) -> tuple[float, float]:
-    """(sessions/s, the worker's CPU us per session) of a worker (of ``checkout``) working
-    off ``n`` prompts produced before it started (as the raw loop works off its input): from
-    its first event (it has joined its group and started on the backlog) to its last answer
-    consumed."""
+def backlog(bootstrap: str, n: int, checkout: Path = ROOT, workers: int = 1) -> tuple[float, float]:
+    """(sessions/s, the workers' CPU us per session) of ``workers`` worker processes (of
+    ``checkout``, in one group) working off ``n`` prompts produced before they started (as
+    the raw loop works off its input): from the first event (a worker has joined its group
+    and started on the backlog) to the last answer consumed."""
     names = fresh_app(bootstrap)
     produce_prompts(bootstrap, names, n)
     started = output_reader(bootstrap, names, names.events)
     reader = output_reader(bootstrap, names)
-    worker = start_worker(bootstrap, names.app, checkout=checkout)
+    procs = [start_worker(bootstrap, names.app, checkout=checkout) for _ in range(workers)]
     try:
         if not wait_outputs(started, 1, 90):
             raise RuntimeError("the worker did not start")
         # Closed now: left open, it would go on fetching the whole events topic in the
         # background (a cost on the broker that the raw loop does not have).
         started.close()
-        t0, cpu0 = time.perf_counter(), cpu_seconds(worker.pid)
+        t0, cpu0 = time.perf_counter(), sum(cpu_seconds(w.pid) for w in procs)
         expect_outputs(reader, n)
-        elapsed, cpu = time.perf_counter() - t0, cpu_seconds(worker.pid) - cpu0
+        elapsed = time.perf_counter() - t0
+        cpu = sum(cpu_seconds(w.pid) for w in procs) - cpu0
         return n / elapsed, cpu / n * 1e6
     finally:
-        worker.terminate()
-        worker.wait(30)
+        for worker in procs:
+            worker.terminate()
+        for worker in procs:
+            worker.wait(30)
         reader.close()
 
 
@@ -386,6 +392,9 @@ def main() -> None:
                         help="only latency under a steady load: prompts/s, comma-separated "
                              "(e.g. 500,1000,2500), each into a fresh worker")
     parser.add_argument("--load-seconds", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="also backlogs on this many worker processes in one group (a "
+                             "worker per core), alternating with the one-worker backlogs")
     parser.add_argument("--against", type=Path, metavar="CHECKOUT",
                         help="only backlogs, paired: this checkout's worker and CHECKOUT's (with "
                              "its own .venv, e.g. a `git worktree` of the commit before), in turn")
@@ -417,7 +426,11 @@ def main() -> None:
         # own topics: the embedded broker's in-memory log gets slower as a topic grows (six
         # bursts into the same topics went from 4,986 down to 3,940 sessions/s while the
         # broker's CPU per burst doubled; on fresh topics: 4,992-5,156), which Kafka does not.
-        backlogs = [backlog(broker.bootstrap, args.sessions)[0] for _ in range(args.repeats)]
+        backlogs, more = [], []
+        for _ in range(args.repeats):  # alternating, when more workers are measured too
+            backlogs.append(backlog(broker.bootstrap, args.sessions)[0])
+            if args.workers > 1:
+                more.append(backlog(broker.bootstrap, args.sessions, workers=args.workers)[0])
         lives, lat = [], []
         for run in range(args.repeats):
             rate, samples = live(broker.bootstrap, args.sessions,
@@ -442,6 +455,11 @@ def main() -> None:
         target = " (target >= 50%)"
         print(f"engine, {label + ':':8} {sessions:7,.0f} sessions/s = {events:7,.0f} events/s = "
               f"{events / raw:.1%} of raw{target} ({each(rates)})")
+    if more:
+        sessions = statistics.median(more)
+        print(f"engine, backlog, {args.workers} worker processes in one group: {sessions:7,.0f} "
+              f"sessions/s = {sessions * 6:7,.0f} events/s = {sessions * 6 / raw:.1%} of raw "
+              f"({each(more)})")
     print(f"idle end-to-end latency: p50 {p50:.1f} ms, p99 {p99:.1f} ms "
           f"({len(lat)} prompts; target p50 <= 10 ms, p99 <= 20 ms)")
 
