@@ -68,19 +68,32 @@ def finish(proc: subprocess.Popen[bytes]) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def group_cpu_s(pgid: int) -> float:
-    """CPU seconds (user + system) used so far by the processes of group ``pgid`` (the
-    runner's: its JVM included)."""
-    ticks = 0
+def _stat(path: str) -> list[str] | None:
+    """The fields of a /proc ``stat`` file after the command name (None: it is gone)."""
+    try:
+        with open(path) as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _ticks(fields: list[str]) -> int:
+    return int(fields[11]) + int(fields[12])  # user + system
+
+
+def group_stats(pgid: int) -> dict[str, list[str]]:
+    """The processes of group ``pgid`` (the runner's: its JVM included): pid -> stat fields."""
+    out: dict[str, list[str]] = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+        fields = _stat(f"/proc/{pid}/stat")
+        if fields is not None and int(fields[2]) == pgid:
+            out[pid] = fields
+    return out
+
+
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds (user + system) used so far by the processes of group ``pgid``."""
+    return sum(map(_ticks, group_stats(pgid).values())) / os.sysconf("SC_CLK_TCK")
 
 
 def threads_cpu_s(pgid: int) -> dict[str, float]:
@@ -88,31 +101,21 @@ def threads_cpu_s(pgid: int) -> dict[str, float]:
     (digits dropped, so a pool's threads count as one)."""
     out: dict[str, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid in group_stats(pgid):
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
-                    continue
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
         for tid in tids:
             try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    head, rest = f.read().rsplit(")", 1)
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    name = "".join(c for c in f.read().strip() if not c.isdigit())
             except OSError:
                 continue
-            name = "".join(c for c in head.split("(", 1)[1] if not c.isdigit())
-            fields = rest.split()
-            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+            fields = _stat(f"/proc/{pid}/task/{tid}/stat")
+            if fields is not None:
+                out[name] = out.get(name, 0.0) + _ticks(fields) / tick
     return out
-
-
-def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) used so far by process ``pid`` (the broker)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 #: (sessions/s, the runner's CPU us per session, its busiest thread's name and CPU us per
@@ -131,11 +134,11 @@ def backlog(runner: str, bootstrap: str, n: int, tmp: Path, broker_pid: int) -> 
         if not kb.wait_outputs(started, 1, 180):
             raise RuntimeError(f"the {runner} did not start")
         started.close()  # as bench/kafka.py's backlog: no background fetch of APP.events
-        threads0, broker0 = threads_cpu_s(proc.pid), process_cpu_s(broker_pid)
+        threads0, broker0 = threads_cpu_s(proc.pid), kb.cpu_seconds(broker_pid)
         cpu0, t0 = group_cpu_s(proc.pid), time.perf_counter()
         kb.expect_outputs(reader, n)
         elapsed, cpu = time.perf_counter() - t0, group_cpu_s(proc.pid) - cpu0
-        broker = process_cpu_s(broker_pid) - broker0
+        broker = kb.cpu_seconds(broker_pid) - broker0
         used = {k: v - threads0.get(k, 0.0) for k, v in threads_cpu_s(proc.pid).items()}
         busiest = max(used, key=lambda k: used[k])
         return n / elapsed, cpu / n * 1e6, busiest, used[busiest] / n * 1e6, broker / n * 1e6
