@@ -77,6 +77,7 @@ def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path, e
         assert len({e.event_id for e in before}) >= 6, log.read_text()[-3000:]
         first.send_signal(signal.SIGKILL)
         first.wait(10)
+        killed_ms, asked_before_kill = time.time() * 1000, len(server.requests)
         done_at_kill = len({e.event_id for e in _outputs(settings)})
         assert done_at_kill < 20, "the kill came too late to test anything"
 
@@ -104,11 +105,18 @@ def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path, e
     executions = Counter(line.split()[1] for line in lines)
     assert executions == Counter({f"{k}+{int(s[1:])}": 1 for k in range(2) for s in sessions}), executions
 
-    # No completed model call was repeated: only calls in flight at the kill ran twice.
+    # No completed model call was repeated: a call ran twice only if the first worker asked
+    # it and its outcome was not durable at the kill (the call was running, or its outcome
+    # sat in an open transaction or an undelivered batch).
     bodies = Counter(json.dumps(r["messages"], sort_keys=True) for r in server.requests)
     assert len(bodies) == 40  # two model calls per run
-    repeated = sum(n - 1 for n in bodies.values())
-    assert repeated <= CONCURRENCY, f"{repeated} model calls were repeated"
+    asked_first = Counter(_model_call(r["messages"]) for r in server.requests[:asked_before_kill])
+    asked_again = Counter(_model_call(r["messages"]) for r in server.requests[asked_before_kill:])
+    repeated = set(asked_first) & set(asked_again)
+    assert sum(bodies.values()) - len(bodies) == len(repeated) and max(asked_first.values()) == 1
+    durable = _journaled_model_calls(settings, before_ms=killed_ms)
+    assert repeated.isdisjoint(durable), f"journaled calls were repeated: {sorted(repeated & durable)}"
+    assert set(asked_first) <= durable | repeated, "a call neither journaled nor asked again"
 
     # Replay of every finished session reproduces its event ids and makes no model call;
     # the sessions that were running at the kill are among them.
@@ -120,6 +128,30 @@ def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path, e
         report = replay(plan, history, s)
         assert report.ok, (s, [(m.recorded.type, m.recorded.seq) for m in report.mismatches])
     assert len(server.requests) == calls
+
+
+def _model_call(messages: list[dict[str, object]]) -> tuple[str, int, int]:
+    """(session, run, 1 or 2) of a model call's messages: the prompt names both, a tool's
+    answer means the run's second call."""
+    prompt = json.loads(str(next(m for m in messages if m["role"] == "user")["content"]))
+    return f"s{prompt['b']}", prompt["a"] + 1, 2 if messages[-1]["role"] == "tool" else 1
+
+
+def _journaled_model_calls(settings: Settings, before_ms: float) -> set[tuple[str, int, int]]:
+    """(session, run, 1 or 2) of the model calls whose outcome the journal holds (committed)
+    from a record written before ``before_ms``: the first worker's durable outcomes."""
+    from eddies.connectors.runtime.client import read_records
+    from eddies.events import CallKind, DurableCallResult, decode
+
+    found: set[tuple[str, int, int]] = set()
+    for m in read_records(settings, TopicNames(settings.app).journal):
+        if not (m.key() or b"").startswith(b"out/") or m.timestamp()[1] >= before_ms:
+            continue
+        e = decode(m.value())
+        if isinstance(e.payload, DurableCallResult) and e.payload.kind == CallKind.CHAT_MODEL:
+            run = int(e.payload.call_id.split(":r", 1)[1].split(":", 1)[0])  # result events carry no run
+            found.add((e.session_id, run, 1 if json.loads(e.payload.value).get("tool_calls") else 2))
+    return found
 
 
 def _diagnose(settings: Settings, missing: set[tuple[str, int]], log: Path) -> str:
