@@ -26,7 +26,7 @@ from collections import deque
 from typing import Any
 
 from eddies.connectors.journal.epochs import Stamp, epoch_headers, snapshot
-from eddies.connectors.journal.reading import JournalView
+from eddies.connectors.journal.reading import CallRef
 from eddies.connectors.kafka.ownership import Ownership
 from eddies.connectors.kafka.session_step import SessionStep
 from eddies.connectors.kafka.stalls import StallWatch
@@ -36,14 +36,12 @@ from eddies.connectors.runtime.positions import Positions
 from eddies.connectors.runtime.records import (
     finished_run_keys,
     journal_partition,
-    outcome_key,
     snapshot_key,
-    started_key,
 )
 from eddies.connectors.runtime.settings import Settings
 from eddies.connectors.runtime.sink import produce
 from eddies.engine.state import RunState
-from eddies.events.ids import run_of_call, session_of_call
+from eddies.events.ids import run_of_call
 
 
 def _kafka() -> Any:
@@ -114,27 +112,19 @@ class Checkpoints:
         if run.calls:
             self._finished.append((time.monotonic(), sid, finished_run_keys(run.calls)))
 
-    def restored(self, view: JournalView, sessions: list[str]) -> None:
-        """After a restore of ``sessions`` from ``view``: their snapshots under older
-        epochs' keys are tombstoned once each is saved under this one's (so the journal
-        keeps one per session); journal keys of calls whose run is over expire as if
+    def restored(self, sid: str, older: list[int], calls: list[tuple[CallRef, bytes]]) -> None:
+        """``sid`` was restored (or not: it had no snapshot, or an unreadable one): its
+        snapshots under older epochs' keys (``older``) are tombstoned once it is saved
+        under this one's (so the journal keeps one per session); the journal keys of its
+        calls (``calls``: each call's reference and key) whose run is over expire as if
         their run had just finished."""
-        for sid in sessions:
-            older = view.snapshot_epochs(sid)
-            if older:
-                self._superseded[sid] = older
-        keys: dict[str, list[bytes]] = {}
-        states = self.step.states
-        refs = [(r, outcome_key(*r)) for r in view.outcomes] + [(r, started_key(*r)) for r in view.started]
-        for (cid, _attempt), key in refs:
-            sid = session_of_call(cid)
-            state = states.get(sid)
-            current = state.run.number if state is not None and state.run is not None else None
-            if current is None or run_of_call(cid) < current:
-                keys.setdefault(sid, []).append(key)
-        now = time.monotonic()
-        for sid, ks in keys.items():
-            self._finished.append((now, sid, ks))
+        if older:
+            self._superseded[sid] = older
+        state = self.step.states.get(sid)
+        current = state.run.number if state is not None and state.run is not None else None
+        keys = [key for (cid, _attempt), key in calls if current is None or run_of_call(cid) < current]
+        if keys:
+            self._finished.append((time.monotonic(), sid, keys))
 
     def forget(self, partitions: set[int]) -> None:
         """``partitions`` are no longer held: nothing of theirs is saved or committed."""

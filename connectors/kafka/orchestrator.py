@@ -18,8 +18,10 @@ The role is four parts, as Kafka Streams splits its stream thread:
 - :class:`~.checkpoints.Checkpoints`: snapshots, tombstones and offset commits.
 
 Partitions move incrementally (cooperative-sticky). A gained partition gets an epoch
-marker in the journal, then its sessions are restored from ``app.journal`` (read to
-PARTITION_EOF past the marker) and their requests without a recorded outcome issued again;
+marker in the journal, then ``app.journal`` is read to PARTITION_EOF past the marker and
+its sessions are restored from their snapshots, each when a record of it arrives or, for
+the others, a slice at a time between batches (:mod:`.restoring`), and their requests
+without a recorded outcome issued again;
 a revoked one is committed and snapshotted first; the others keep running through a
 rebalance. A lost one (the group went on without this worker) is dropped without writing
 anything: its new owner may already be writing. After this process stood still or waited
@@ -36,23 +38,22 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.journal.epochs import ORCHESTRATOR, state_of
-from eddies.connectors.journal.reading import CallRef, JournalView
+from eddies.connectors.journal.reading import JournalView
 from eddies.connectors.kafka.checkpoints import Checkpoints
 from eddies.connectors.kafka.executor import KafkaExecutor
 from eddies.connectors.kafka.ownership import MembershipCheck, Ownership, confirm_membership
+from eddies.connectors.kafka.restoring import Gained, Restoring
 from eddies.connectors.kafka.roles import RoleContext
 from eddies.connectors.kafka.session_step import SessionStep
 from eddies.connectors.observability.otel_export import LiveSpans, live_spans
 from eddies.connectors.runtime.admission import Admission
 from eddies.connectors.runtime.client import PARTITION_EOF, next_batch
 from eddies.connectors.runtime.dead_letters import DeadLetters
-from eddies.connectors.runtime.json_logs import ids
 from eddies.connectors.runtime.outbox import IDLE_FLUSH_S
 from eddies.connectors.runtime.positions import Positions
 from eddies.connectors.runtime.routing import Router
 from eddies.engine import SessionMachine, SessionState
-from eddies.engine.state import PENDING
-from eddies.events import AgentEvent, DurableCallRequest, partition_for
+from eddies.events import AgentEvent, partition_for
 
 if TYPE_CHECKING:
     from eddies.connectors.observability.prometheus import WorkerMetrics
@@ -63,6 +64,9 @@ log = logging.getLogger("eddies.worker")
 STOP_CALLS_WAIT_S = 20.0
 #: A batch this small means the input had no backlog: what it produced is flushed at once.
 IDLE_BATCH = 16
+#: Between batches, how long the loop restores sessions of gained partitions (restoring.py)
+#: before it reads again: a record waits at most this much longer meanwhile.
+RESTORE_SLICE_S = 0.02
 
 
 def _kafka() -> Any:
@@ -125,9 +129,9 @@ class Orchestrator:
         # Records fetched while ownership was in doubt (after a stall): applied, in order,
         # once it is confirmed; those of partitions found lost are dropped.
         self._backlog: list[Any] = []
-        # Per partition, calls of restored sessions whose outcome is journaled (their
-        # session, by call): their results are expected past the committed offset.
-        self._expected: dict[int, dict[CallRef, str]] = {}
+        #: The sessions of gained partitions not restored yet (restoring.py).
+        self.restoring = Restoring(self.step, self.checkpoints, self.counters,
+                                   self._issue_again, s.partitions)
         self._executor: KafkaExecutor | None = None
         # Partitions a rebalance callback took or gave during the current batch.
         self._touched: set[int] = set()
@@ -203,7 +207,9 @@ class Orchestrator:
             results = local.results
             if local.awaiting_results or results.has_delivered():
                 woken = results.has_delivered
-        msgs = next_batch(self.consumer, self.settings.batch_size, 0.05, self._touched, woken)
+        restoring = self.restoring
+        wait = 0.0 if restoring.pending else 0.05
+        msgs = next_batch(self.consumer, self.settings.batch_size, wait, self._touched, woken)
         if unsure:
             self._backlog += msgs  # fetched before the pause took effect
         else:
@@ -216,6 +222,8 @@ class Orchestrator:
             delivered = results.take_delivered()
             if delivered and not unsure:  # (when unsure, they are read in order later)
                 taken = self._apply_delivered(delivered)
+        if restoring.pending and not unsure:  # between batches, until none is left
+            restoring.take_some(RESTORE_SLICE_S)
         if 0 < len(msgs) + taken < IDLE_BATCH and not self.producer.transactional:
             # The consumer had no backlog: nothing will come to batch with what this batch
             # produced, so it leaves now (one round trip) rather than after linger.ms.
@@ -312,87 +320,55 @@ class Orchestrator:
             log.warning("%d records of %s were written by workers that had lost their "
                         "partition; refused", view.fenced, self.names.journal)
             self.counters.inc("records_fenced", view.fenced)
-        restored = self._restore(view)
-        self.checkpoints.restored(view, restored)
+        gained = self.restoring.gained(view, numbers, began)
+        self._rebuild(view, gained)
         self.producer.flush(10)
         done = time.monotonic()
         log.info("orchestrator assigned partitions %s: %d journal records read in %.0f ms, "
-                 "%d sessions restored in %.0f ms", sorted(numbers), view.records,
-                 (read - began) * 1000, len(restored), (done - read) * 1000)
+                 "ready in %.0f ms; %d sessions restored as their records arrive or between "
+                 "batches", sorted(numbers), view.records, (read - began) * 1000,
+                 (done - began) * 1000, len(self.restoring.pending))
         self._assignments += 1
-        self.counters.inc("sessions_restored", len(restored))
         self.assigned.set()
 
-    def _restore(self, view: JournalView) -> list[str]:
-        """Take the sessions of ``view`` (the journal of the partitions gained, read back): from
-        their snapshots, or, where the newest snapshot was refused and the one kept is older
-        (a compacted journal may keep only the refused one), from their history. Their calls
-        without an outcome are issued again; those with one are expected past the committed
-        offset (see :meth:`_caught_up`). Returns the sessions restored."""
+    def _rebuild(self, view: JournalView, gained: Gained) -> None:
+        """Rebuild the sessions of ``view`` whose newest snapshot was refused while the one
+        kept is older (a compacted journal may keep only the refused one) from their
+        history, and issue their calls without an outcome again."""
+        stale = list(view.stale)
+        if not stale:
+            return
+        log.warning("%d sessions' newest snapshots were written by a worker that had lost "
+                    "their partition; rebuilt from their history: %s", len(stale),
+                    sorted(stale)[:10])
         seen = time.time() * 1000
-        count = self.settings.partitions
-        restored: dict[str, list[AgentEvent]] = {}
-        refused, restore = view.stale, self.step.restore
-        # The view holds the journal partitions gained only, where the workers put their
-        # sessions' records (journal_partition): no session's partition is computed to
-        # choose them (murmur2 in Python, ~5 us: a third of a restore of 100k sessions).
-        for sid, value in view.snapshots.items():
-            if sid not in refused:
-                requests = restore(sid, state_of(value), seen)
-                if requests is not None:
-                    restored[sid] = requests
-        stale = list(refused)
-        if stale:
-            log.warning("%d sessions' newest snapshots were written by a worker that had lost "
-                        "their partition; rebuilt from their history: %s", len(stale),
-                        sorted(stale)[:10])
-            by_partition: dict[int, set[str]] = {}
-            for sid in stale:
-                by_partition.setdefault(partition_for(sid, count), set()).add(sid)
-            for part, sids in by_partition.items():
-                histories = self.clients.read_history(part, sids)
-                for sid in sids:
-                    kept = view.snapshots.get(sid)
-                    restored[sid] = self.step.rebuild(
-                        sid, None if kept is None else state_of(kept), histories[sid], seen)
-            self.counters.inc("sessions_rebuilt", len(stale))
+        by_partition: dict[int, set[str]] = {}
+        for sid in stale:
+            by_partition.setdefault(partition_for(sid, self.settings.partitions), set()).add(sid)
+        for part, sids in by_partition.items():
+            histories = self.clients.read_history(part, sids)
+            for sid in sids:
+                kept = view.snapshots.get(sid)
+                requests = self.step.rebuild(
+                    sid, None if kept is None else state_of(kept), histories[sid], seen)
+                self.restoring.restored(sid, requests, gained)
+        self.counters.inc("sessions_rebuilt", len(stale))
+
+    def _issue_again(self, request: AgentEvent) -> None:
+        """A restored session's request, to this process's executor or to APP.requests."""
         local = self.executor
-        for sid, requests in restored.items():
-            for req in requests:
-                p = req.payload
-                assert isinstance(p, DurableCallRequest)
-                ref = (p.call_id, p.attempt)
-                # A call with a journaled outcome is asked again too: an executor answers it
-                # from the journal, so its result has a place in the input (the same for
-                # every later owner), also when the first one is not past the committed
-                # offset or was lost in a crash before it was sent.
-                if ref in view.outcomes:
-                    self._expected.setdefault(partition_for(sid, count), {})[ref] = sid
-                if local is not None:
-                    local.submit(req)
-                else:
-                    self.router.request(req)
-                self.counters.inc("requests_reissued")
-        return list(restored)
+        if local is not None:
+            local.submit(request)
+        else:
+            self.router.request(request)
 
     def _caught_up(self, part: int, end: int) -> None:
-        """The input of ``part`` was read to its end (``end``) after it was gained: a call
-        whose outcome is journaled and that a session still waits for had its result
-        before the committed offset (a snapshot behind it) or lost in a crash before it
-        was sent; counted (its request was asked again: the answer comes from the
-        journal)."""
+        """The input of ``part`` was read to its end (``end``) after it was gained."""
         back = self._positions.gap_at_end(part, end)
         if back is not None:  # skipped records at the end (positions.py): those first
             self.consumer.seek(_kafka().TopicPartition(self.names.input, part, back))
             return
-        for (cid, attempt), sid in self._expected.pop(part, {}).items():
-            state = self.step.states.get(sid)
-            rec = state.run.calls.get(cid) if state is not None and state.run is not None else None
-            if rec is None or rec.status != PENDING or rec.attempt != attempt:
-                continue  # its result came past the committed offset, as it should
-            self.counters.inc("results_recovered")
-            log.info("call %s: its result was not past the committed offset; answered again "
-                     "from the journal", cid, extra=ids(session=sid, call=cid))
+        self.restoring.caught_up(part)
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         consumer.resume(partitions)  # see _drop
@@ -420,8 +396,7 @@ class Orchestrator:
         # A pause outlives an assignment in librdkafka: given back later, a partition
         # paused now would never be read again.
         self.consumer.resume([_kafka().TopicPartition(self.names.input, p) for p in sorted(numbers)])
-        for part in numbers:
-            self._expected.pop(part, None)
+        self.restoring.drop(numbers)
         if self._backlog:  # fetched in doubt, of a tenure that is over
             self._backlog = [m for m in self._backlog if m.partition() not in numbers]
         if self.executor is not None:
@@ -450,7 +425,7 @@ class Orchestrator:
                 if err.code() != PARTITION_EOF:
                     log.warning("consumer error: %s", err)
                     self.counters.inc("consumer_errors")
-                elif msg.partition() in self._expected and msg.partition() in held:
+                elif self.restoring.reading(msg.partition()) and msg.partition() in held:
                     self._caught_up(msg.partition(), msg.offset())
                 continue
             part = msg.partition()

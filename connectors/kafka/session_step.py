@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.runtime.admission import Admission, Misrouted, Refused
@@ -57,6 +58,10 @@ class SessionStep:
         # the earlier of this and its logical clock (a clock set in the future by its
         # inputs must not keep it forever).
         self.seen: dict[str, float] = {}
+        #: While sessions of gained partitions wait to be restored (restoring.py): restores
+        #: one if it waits, and says whether it did. Asked before a record applies to a
+        #: session not in ``states``.
+        self.take_saved: Callable[[str], bool] | None = None
 
     def handle(self, msg: Any, decoded: AgentEvent | None = None
                ) -> tuple[str, list[RunState]] | None:
@@ -77,6 +82,8 @@ class SessionStep:
         assert isinstance(verdict, AgentEvent) and key is not None
         sid = verdict.session_id
         state_before = self.states.get(sid)
+        if state_before is None and self.take_saved is not None and self.take_saved(sid):
+            state_before = self.states.get(sid)
         metrics = self.metrics
         before = None if metrics is None else metrics.before_apply(state_before)
         applied = apply_record(self.machine, self.router, state_before, verdict, key, msg)

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from eddies import Agent, InputEvent, OutputEvent, action
+from eddies.connectors.kafka import orchestrator as orchestrator_module
 from eddies.connectors.kafka.driver import Driver
+from eddies.events import partition_for
 
 
 def double(x: int) -> int:
@@ -286,3 +288,94 @@ def test_a_new_owner_saves_under_its_epoch_and_tombstones_the_older_key() -> Non
     keys = {k for k, v in live.items() if v is not None}
     assert keys == {f"snap@{b.ownership.epoch(0)}/s".encode()}, live
     assert live[f"snap@{a_epoch}/s".encode()] is None  # tombstoned once B saved it
+
+
+# --- a gained partition's sessions, restored as their records arrive or between batches
+# (connectors/kafka/restoring.py): the partition's records are applied before all of its
+# sessions are restored, and each session is restored before anything applies to it.
+SESSIONS = 300
+
+
+@pytest.fixture
+def one_slice_per_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each turn restores one slice (64 sessions), whatever this machine's speed."""
+    monkeypatch.setattr(orchestrator_module, "RESTORE_SLICE_S", 0.0)
+
+
+def _handed_over(driver: Driver, *, mid_run: bool) -> dict[str, int]:
+    """A answers (or, ``mid_run``, only starts) SESSIONS sessions, saves them and hands
+    the partitions over cleanly; their saved seq, by session."""
+    a = driver.orchestrator("a")
+    driver.assign("a", list(range(driver.settings.partitions)))
+    for i in range(SESSIONS):
+        driver.send(f"s{i}", i)
+    if mid_run:
+        driver.turn("a", 3)  # every request out, not performed: each session waits for it
+    else:
+        driver.settle(["a"])
+    seqs = {sid: state.seq for sid, state in a.states.items()}
+    driver.revoke("a", list(range(driver.settings.partitions)))
+    driver.turn("a")  # a revoke saves every session first
+    assert a.partitions == set() and len(seqs) == SESSIONS
+    return seqs
+
+
+def test_a_record_of_a_session_not_restored_yet_is_applied_to_its_saved_state(
+        one_slice_per_turn: None) -> None:
+    driver = Driver(Doubler(), snapshot_delay_ms=0)
+    seqs = _handed_over(driver, mid_run=False)
+    b = driver.orchestrator("b")
+    driver.assign("b", [0])
+    last = list(seqs)[-1]
+    driver.send(last, 5)
+    driver.turn("b")  # gains the partition, applies that input, restores one slice
+    assert 0 < len(b.restoring.pending) < SESSIONS - 1 and last not in b.restoring.pending
+    # The input went on from the session's saved state: a new one would start at seq 1
+    # and emit the ids of the session's first run again.
+    assert b.states[last].seq > seqs[last]
+    driver.settle(["b"])
+    assert _answers(driver, last) == [2 * int(last[1:]), 10]
+    driver.turn("b", SESSIONS // 64)  # restoring idle sessions writes nothing to settle on
+    assert not b.restoring.pending and b.step.take_saved is None
+    assert b.counters.get("sessions_restored") == SESSIONS
+    assert {sid: b.states[sid].seq for sid in seqs if sid != last} == \
+        {sid: seq for sid, seq in seqs.items() if sid != last}
+
+
+def test_sessions_in_the_middle_of_a_run_are_restored_between_batches(one_slice_per_turn: None) -> None:
+    driver = Driver(Doubler(), snapshot_delay_ms=0)
+    _handed_over(driver, mid_run=True)
+    assert driver.outputs() == []
+    b = driver.orchestrator("b")
+    driver.assign("b", [0])
+    driver.turn("b")
+    # Ready before its sessions are: a slice restored, its calls asked again.
+    restored = b.counters.get("sessions_restored")
+    assert 0 < restored < SESSIONS and b.counters.get("requests_reissued") == restored
+    driver.settle(["b"])
+    assert b.counters.get("sessions_restored") == SESSIONS
+    assert b.counters.get("requests_reissued") == SESSIONS
+    for i in range(SESSIONS):
+        assert _answers(driver, f"s{i}") == [2 * i]
+
+
+def test_a_partition_taken_back_before_its_sessions_were_restored_leaves_them_to_the_next(
+        one_slice_per_turn: None) -> None:
+    driver = Driver(Doubler(), partitions=2, snapshot_delay_ms=0)
+    _handed_over(driver, mid_run=True)
+    b = driver.orchestrator("b")
+    driver.assign("b", [0, 1])
+    driver.turn("b")
+    assert b.restoring.pending
+    driver.revoke("b", [1])
+    driver.turn("b")
+    assert {partition_for(sid, 2) for sid in b.restoring.pending} <= {0}
+    driver.settle(["b"])
+    ones = {f"s{i}" for i in range(SESSIONS) if partition_for(f"s{i}", 2) == 1}
+    assert ones and not ones & set(b.states) and not b.restoring.pending
+    c = driver.orchestrator("c")
+    driver.assign("c", [1])
+    driver.settle(["b", "c"])
+    for i in range(SESSIONS):
+        assert _answers(driver, f"s{i}") == [2 * i]
+    assert c.counters.get("sessions_restored") == len(ones)
