@@ -185,6 +185,7 @@ def measure(bootstrap: str, n: int, key: bytes, value: bytes, logs: Path) -> dic
     reader.assign([kb.TopicPartition(names.output, 0, kb.OFFSET_BEGINNING)])
     prod = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     prod.list_topics(names.input, timeout=10)  # connected before it is timed
+    kb.wait_outputs(reader, 1, 0.5)  # and the reader fetching (its first fetch took ~100 ms)
     worker = start_worker(bootstrap, names.app, log)
     try:
         wait_log(worker, log, ASSIGNED, 600)
