@@ -15,7 +15,7 @@ due meanwhile fires up to the restore's length later).
 Example::
 
     restoring = Restoring(step, checkpoints, counters, issue=router.request, partitions=4)
-    restoring.gained(view, {0, 1})      # after the journal of partitions 0 and 1 was read
+    restoring.gained(view, {0, 1}, time.monotonic())  # their journal was read to its end
     restoring.take("alice")             # a record of alice's arrived: restored now
     restoring.take_some(0.02)           # between batches: the others, 20 ms at a time
 """
