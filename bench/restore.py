@@ -185,7 +185,7 @@ def measure(bootstrap: str, n: int, key: bytes, value: bytes, logs: Path) -> dic
     reader.assign([kb.TopicPartition(names.output, 0, kb.OFFSET_BEGINNING)])
     prod = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     prod.list_topics(names.input, timeout=10)  # connected before it is timed
-    kb.wait_outputs(reader, 1, 0.5)  # and the reader fetching (its first fetch took ~100 ms)
+    kb.wait_outputs(reader, 1, 0.5)  # and the reader fetching: its first fetch is not timed
     worker = start_worker(bootstrap, names.app, log)
     try:
         wait_log(worker, log, ASSIGNED, 600)
@@ -233,6 +233,7 @@ def main() -> None:
                   f"{r['probe_ms']:,.0f} ms), every session restored {r['all_ms'] / 1000:.2f} s "
                   f"({r['all_ms'] * 1000 / n:.1f} us/session); resident {r['rss_mb']:,.0f} MB "
                   f"(+{(r['rss_mb'] - base) * 1024 * 1024 / n:,.0f} B/session)")
+
 
 if __name__ == "__main__":
     main()

@@ -53,7 +53,7 @@ from eddies.connectors.runtime.outbox import IDLE_FLUSH_S
 from eddies.connectors.runtime.positions import Positions
 from eddies.connectors.runtime.routing import Router
 from eddies.engine import SessionMachine, SessionState
-from eddies.events import AgentEvent, partition_for
+from eddies.events import partition_for
 
 if TYPE_CHECKING:
     from eddies.connectors.observability.prometheus import WorkerMetrics
@@ -131,7 +131,7 @@ class Orchestrator:
         self._backlog: list[Any] = []
         #: The sessions of gained partitions not restored yet (restoring.py).
         self.restoring = Restoring(self.step, self.checkpoints, self.counters,
-                                   self._issue_again, s.partitions)
+                                   self.router.request, s.partitions)
         self._executor: KafkaExecutor | None = None
         # Partitions a rebalance callback took or gave during the current batch.
         self._touched: set[int] = set()
@@ -353,14 +353,6 @@ class Orchestrator:
                     sid, None if kept is None else state_of(kept), histories[sid], seen)
                 self.restoring.restored(sid, requests, gained)
         self.counters.inc("sessions_rebuilt", len(stale))
-
-    def _issue_again(self, request: AgentEvent) -> None:
-        """A restored session's request, to this process's executor or to APP.requests."""
-        local = self.executor
-        if local is not None:
-            local.submit(request)
-        else:
-            self.router.request(request)
 
     def _caught_up(self, part: int, end: int) -> None:
         """The input of ``part`` was read to its end (``end``) after it was gained."""

@@ -180,9 +180,13 @@ class Router:
         self.counters.inc("cancels")
 
     def request(self, ev: AgentEvent) -> None:
-        """A request issued again after a restore, for executor processes."""
-        produce(self.producer, self.names.requests, encode(ev), ev.session_id.encode(),
-                headers=HEADERS)
+        """A request issued again after a restore: to the in-process executor, or to
+        APP.requests for executor processes."""
+        if self.executor is not None:
+            self.executor.submit(ev)
+        else:
+            produce(self.producer, self.names.requests, encode(ev), ev.session_id.encode(),
+                    headers=HEADERS)
 
     def forward(self, msg: SourceRecord, to: Misrouted) -> None:
         """A record on a partition its session does not hash to goes on to the right one,
