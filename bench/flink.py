@@ -12,6 +12,11 @@ broker, for each runner, one-turn sessions (input -> model call -> output, scrip
 2. idle latency: one prompt at a time into the running, idle runner, from produce to the
    answer consumed: p50/p99.
 
+``--against CHECKOUT`` (another checkout with its own ``.venv`` and ``make install-flink``
+done there) runs only the Flink job's backlogs, this checkout's and that one's in turn on
+one broker, and prints the pairs' ratios: rate, and CPU per session of the job and of its
+task thread (steadier than the rate).
+
 Runners: the Kafka worker (``eddies worker``: orchestrator and executor in one process) and
 the Flink job at parallelism 1 (``eddies flink run --executor``: the session machine in a
 local Flink mini-cluster, the executor in the same process). Targets on these 2-core
@@ -46,14 +51,16 @@ _spec.loader.exec_module(kb)
 AGENT = "eddies.demo:one_turn_agent"
 
 
-def start(runner: str, bootstrap: str, app: str, tmp: Path) -> subprocess.Popen[bytes]:
+def start(runner: str, bootstrap: str, app: str, tmp: Path,
+          root: Path = ROOT) -> subprocess.Popen[bytes]:
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
                TMPDIR=str(tmp), EDDIES_FLINK_REST_PORT=str(free_port()))
     common = ["--app", app, "--bootstrap-servers", bootstrap, "--partitions", str(kb.PARTITIONS),
               "--agent", AGENT]
     cmd = (["worker", *common] if runner == "worker" else
            ["flink", "run", *common, "--executor", "--checkpoint-dir", str(tmp / "cp" / app)])
-    return subprocess.Popen([sys.executable, "-m", "eddies", *cmd], cwd=ROOT, env=env,
+    python = sys.executable if root == ROOT else str(root / ".venv" / "bin" / "python")
+    return subprocess.Popen([python, "-m", "eddies", *cmd], cwd=root, env=env,
                             stdout=subprocess.DEVNULL,
                             stderr=open(os.environ.get("BENCH_LOG", os.devnull), "ab"),
                             start_new_session=True)
@@ -123,13 +130,14 @@ def threads_cpu_s(pgid: int) -> dict[str, float]:
 Backlog = tuple[float, float, str, float, float]
 
 
-def backlog(runner: str, bootstrap: str, n: int, tmp: Path, broker_pid: int) -> Backlog:
+def backlog(runner: str, bootstrap: str, n: int, tmp: Path, broker_pid: int,
+            root: Path = ROOT) -> Backlog:
     """Sessions per second, and CPU microseconds per session (see :data:`Backlog`)."""
     names = kb.fresh_app(bootstrap)
     kb.produce_prompts(bootstrap, names, n)
     started = kb.output_reader(bootstrap, names, names.events)
     reader = kb.output_reader(bootstrap, names)
-    proc = start(runner, bootstrap, names.app, tmp)
+    proc = start(runner, bootstrap, names.app, tmp, root)
     try:
         if not kb.wait_outputs(started, 1, 180):
             raise RuntimeError(f"the {runner} did not start")
@@ -174,12 +182,40 @@ def latency(runner: str, bootstrap: str, samples: int, tmp: Path) -> list[float]
         reader.close()
 
 
+def against(other: Path, n: int, pairs: int) -> None:
+    """Flink backlogs of this checkout's job and ``other``'s on one broker, in turn (the
+    order swapped every pair): a change's cost or saving, where single runs move by more."""
+    if not (other / ".venv" / "bin" / "python").exists():
+        raise SystemExit(f"{other}/.venv/bin/python is missing: make install-flink there first")
+    runs: dict[Path, list[Backlog]] = {ROOT: [], other: []}
+    with tempfile.TemporaryDirectory(prefix="bench-flink-") as d, kb.EmbeddedBroker() as broker:
+        assert broker.process is not None
+        for k in range(pairs):
+            for side in ((ROOT, other) if k % 2 == 0 else (other, ROOT)):
+                b = backlog("flink", broker.bootstrap, n, Path(d), broker.process.pid, side)
+                runs[side].append(b)
+                print(f"pair {k + 1}: {side}: {b[0]:7,.0f} sessions/s, CPU {b[1]:5.0f} us per "
+                      f"session, {b[2]!r} {b[3]:4.0f} us, broker {b[4]:4.0f} us", flush=True)
+
+    def ratio(i: int) -> str:
+        rs = [a[i] / b[i] for a, b in zip(runs[ROOT], runs[other], strict=True)]  # type: ignore[operator]
+        return f"median {statistics.median(rs):.3f} ({', '.join(f'{r:.2f}' for r in rs)})"
+    print(f"{ROOT} / {other}, {n} one-turn sessions, {pairs} pairs: sessions/s {ratio(0)}; "
+          f"CPU per session {ratio(1)}; busiest thread's CPU per session {ratio(3)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, default=20_000, help="one-turn sessions per burst")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency-samples", type=int, default=100)
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT",
+                        help="only the Flink job's backlogs, paired: this checkout's and "
+                             "CHECKOUT's (with its own .venv), in turn")
     args = parser.parse_args()
+    if args.against is not None:
+        against(args.against.resolve(), args.sessions, args.repeats)
+        return
     rates: dict[str, list[float]] = {"worker": [], "flink": []}
     cpus: dict[str, list[float]] = {"worker": [], "flink": []}
     busiest: dict[str, list[tuple[float, str]]] = {"worker": [], "flink": []}

@@ -103,6 +103,10 @@ def run(settings: Settings, options: FlinkOptions, *, jars: list[Path],
                     break
             if line:
                 say(line)
+            if state in ("RESTARTING", "FAILING", "FAILED"):
+                why = monitor.failure()
+                if why:
+                    say(why)
             if state in ("FAILED", "CANCELED", "FINISHED"):
                 say(f"job {job_id} {state.lower()}")
                 code = 0 if state == "FINISHED" else 1
@@ -152,6 +156,7 @@ class Progress:
         self._last: tuple[float, dict[str, float]] | None = None
         self._vertex = ""
         self._ids: dict[str, str] = {}  # counter name -> metric id
+        self._failure: tuple[int, str] | None = None  # the newest failure told
 
     def poll(self) -> tuple[str, str]:
         """A progress line and the job's state (UNKNOWN: no answer)."""
@@ -184,6 +189,33 @@ class Progress:
         # The failed count next to the answers' (a rate after both): "3 answers (1 failed)".
         return (f"job {state.lower()}: {show('outputs', 'answers', failed)}, "
                 f"{show('inputs', 'inputs')}, {show('events', 'events')}{dead}; {cp}"), state
+
+    def failure(self) -> str:
+        """The job's newest failure, the first time it is seen ("": none, or told already):
+        a restarting job says why (a task's exception) instead of only that it restarts."""
+        try:
+            history = _get(f"{self.base}/jobs/{self.job_id}/exceptions").get("exceptionHistory", {})
+        except (OSError, ValueError) as err:
+            log.debug("exceptions: %s", err)
+            return ""
+        entries = history.get("entries") or []
+        if not entries:
+            return ""
+        newest = max(entries, key=lambda e: int(e.get("timestamp", 0)))
+        seen = (int(newest.get("timestamp", 0)), str(newest.get("exceptionName", "")))
+        if seen == self._failure:
+            return ""
+        self._failure = seen
+        trace = str(newest.get("stacktrace", "")).strip()
+        # The Java trace's chain of causes without its frames, and a Python traceback that
+        # a PyFlink task raised (inside the Java one) whole: the cause is at their ends.
+        lines = trace.splitlines()
+        python = next((i for i, line in enumerate(lines) if line.startswith("Traceback")), None)
+        shown = [line for line in lines[:python] if not line.startswith(("\t", " "))]
+        if python is not None:
+            shown += [line for line in lines[python:] if not line.lstrip().startswith("at ")]
+        where = f" in {newest['taskName']}" if newest.get("taskName") else ""
+        return f"job {self.job_id} failed{where}: {seen[1]}\n" + "\n".join(shown)
 
     def _counters(self, job: dict[str, Any]) -> dict[str, float]:
         if not self._vertex:

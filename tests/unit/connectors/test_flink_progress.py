@@ -1,0 +1,86 @@
+"""What ``eddies flink run`` says when its job fails (connectors/flink/runner.py): the cause,
+read from the job manager's REST API (served here by a local HTTP server in Flink's shape),
+once per failure."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from eddies.connectors.flink.runner import Progress
+
+JAVA = "\n".join([
+    "java.io.IOException: Failed to deserialize consumer record due to",
+    "\tat org.apache.flink.connector.kafka.source.reader.KafkaRecordEmitter.emitRecord(Emitter.java:56)",
+    "Caused by: org.apache.flink.streaming.runtime.tasks.ExceptionInChainedOperatorException: No",
+    "\tat org.apache.flink.streaming.runtime.tasks.ChainingOutput.pushToOperator(ChainingOutput.java:112)",
+    "Caused by: pemja.core.PythonException: <class 'KeyError'>: 'model'",
+    "\tat /work/connectors/flink/job.py.process_element(job.py:131)",
+])
+PYTHON = "\n".join([
+    "org.apache.flink.runtime.taskmanager.AsynchronousException: Caught exception",
+    "\tat org.apache.flink.streaming.runtime.tasks.StreamTask.handleAsyncException(StreamTask.java:1)",
+    "Caused by: pemja.core.PythonException: <class 'ValueError'>: bad agent",
+    "Traceback (most recent call last):",
+    '  File "/work/connectors/flink/job.py", line 99, in open',
+    "    agent = load_agent(self.settings.agent)",
+    "ValueError: bad agent",
+    "\tat pemja.core.PythonInterpreter.invokeMethod(Native Method)",
+])
+
+
+@pytest.fixture
+def job_manager() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    entries: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            assert self.path == "/jobs/j1/exceptions"
+            body = json.dumps({"exceptionHistory": {"entries": entries, "truncated": False}})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}", entries
+    finally:
+        server.shutdown()
+
+
+def test_a_failed_job_says_its_cause_once(job_manager: tuple[str, list[dict[str, Any]]]) -> None:
+    address, entries = job_manager
+    progress = Progress(address, "j1")
+    assert progress.failure() == ""  # nothing failed yet
+
+    entries.append({"exceptionName": "java.io.IOException", "stacktrace": JAVA,
+                    "timestamp": 1000, "taskName": "session machine (1/1)"})
+    said = progress.failure()
+    assert said.splitlines() == [
+        "job j1 failed in session machine (1/1): java.io.IOException",
+        "java.io.IOException: Failed to deserialize consumer record due to",
+        "Caused by: org.apache.flink.streaming.runtime.tasks.ExceptionInChainedOperatorException: No",
+        "Caused by: pemja.core.PythonException: <class 'KeyError'>: 'model'",
+    ]
+    assert progress.failure() == ""  # told already
+
+    # A newer failure is told; a Python traceback inside the Java trace is shown whole.
+    entries.append({"exceptionName": "AsynchronousException", "stacktrace": PYTHON, "timestamp": 2000})
+    said = progress.failure()
+    assert said.startswith("job j1 failed: AsynchronousException\n")
+    assert "    agent = load_agent(self.settings.agent)" in said and said.endswith("ValueError: bad agent")
+    assert "invokeMethod" not in said
+
+
+def test_no_job_manager_is_no_failure() -> None:
+    assert Progress("127.0.0.1:9", "j1").failure() == ""
