@@ -118,6 +118,17 @@ def _writers() -> dict[str, Callable[[Any], bytes]]:
     return _object_writers
 
 
+def prepare() -> None:
+    """Compile the reader and the writers now (~20 ms) rather than on the first record
+    decoded or encoded, which a long-running process's first answer would wait for.
+    Idempotent. Example::
+
+        prepare()   # a worker, before it joins its groups
+    """
+    _codec()
+    _writers()
+
+
 def _check_default(obj: Any) -> Any:
     # Like the value encoding, plus user events that are plain classes.
     if isinstance(obj, Event):

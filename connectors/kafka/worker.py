@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.execution.recorded_calls import RecordedCalls
+from eddies.connectors.execution.warming import warm
 from eddies.connectors.journal.claims import Claimant
 from eddies.connectors.kafka.executor import KafkaExecutor
 from eddies.connectors.kafka.orchestrator import Orchestrator
@@ -27,6 +29,7 @@ from eddies.connectors.runtime.settings import Settings, load_agent
 from eddies.connectors.runtime.signing import ResultSigner
 from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import Agent, AgentPlan
+from eddies.events import codec
 
 if TYPE_CHECKING:
     from eddies.connectors.observability.prometheus import WorkerMetrics
@@ -90,6 +93,7 @@ class Worker:
             log.info("call results are signed with the development key (no %s set; embedded "
                      "broker only)", self.settings.result_key_env)
         role = self.settings.role
+        self._warm(executes=role in ("all", "executor"))
         recorded = self._evaluation_calls() if role in ("all", "executor") else None
         log.info("worker %s/%s joining the groups of app %s (role %s, session timeout %d ms, "
                  "static membership %s)", self.settings.slot, self.incarnation, self.settings.app,
@@ -112,6 +116,17 @@ class Worker:
         if self.executor is not None:
             self._spawn("eddies-executor", self.executor.run)
         return self
+
+    def _warm(self, *, executes: bool) -> None:
+        """Before joining: what the first record and the first call would otherwise wait
+        for (the codec's compiled reader and writers; with calls to make, the resources'
+        ``warm()``, e.g. importing litellm), so the first answer is as fast as the rest."""
+        started = time.perf_counter()
+        codec.prepare()
+        warmed = warm(self.plan) if executes else []
+        log.info("warmed in %.0f ms (codec compiled%s)",
+                 (time.perf_counter() - started) * 1000,
+                 f"; resources warmed: {', '.join(warmed)}" if warmed else "")
 
     def _evaluation_calls(self) -> RecordedCalls | None:
         """An evaluation's app (``eddies eval --on-workers``): how its calls are answered

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from eddies.connectors.models.litellm import load_litellm, warm_litellm
 from eddies.connectors.remote.secrets import remember
 
 #: Decimals kept of an offline vector's components: the journal holds every vector as
@@ -40,15 +41,18 @@ class LiteLLMEmbeddingModel:
         self.price = None if input_cost_per_token is None else float(input_cost_per_token)
         self.params = params
 
+    def warm(self) -> None:
+        """Import litellm and what its first call imports now, not in the first call (see
+        :mod:`eddies.connectors.execution.warming`)."""
+        warm_litellm()
+
     def embed(self, texts: list[str], *, model: str | None, dimensions: int | None,
               **arguments: Any) -> tuple[list[list[float]], dict[str, Any]]:
         """One embedding request for all of ``texts``; litellm's exceptions propagate (the
         call's outcome is an error)."""
-        import litellm
-
         if not model:
             raise ValueError("LiteLLMEmbeddingModel: the EMBEDDING_MODEL setup names no model")
-        litellm.suppress_debug_info = True
+        litellm = load_litellm()
         kwargs: dict[str, Any] = {**self.params, **arguments}
         if dimensions is not None:
             kwargs["dimensions"] = dimensions

@@ -14,6 +14,8 @@ takes seconds to import. Set ``LITELLM_LOCAL_MODEL_COST_MAP=True`` and
 from __future__ import annotations
 
 import base64
+import contextlib
+import importlib
 import json
 import time
 from typing import Any
@@ -108,6 +110,31 @@ def from_openai(message: Any, usage: Any = None) -> ChatMessage:
     return ChatMessage(MessageRole.ASSISTANT, getattr(message, "content", None) or "", calls, None, extra)
 
 
+def load_litellm() -> Any:
+    """litellm, imported on first use (about 3 s: ``import eddies`` stays light) and with
+    its "Give Feedback / Get Help" banner off: a call's outcome records its error, and
+    Eddies retries by its own policy."""
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+#: What litellm's first completion imports on its way (litellm 1.110: ~220 ms of a first
+#: call's 270 ms; later calls take 5-10 ms against a local server). Modules a later
+#: litellm moves or drops are skipped: warming only moves work earlier.
+FIRST_CALL_MODULES = ("litellm.proxy.openai_files_endpoints.common_utils",
+                      "litellm.llms.openai.openai", "httpcore", "h11")
+
+
+def warm_litellm() -> None:
+    """Import litellm and :data:`FIRST_CALL_MODULES`, as a first call would."""
+    load_litellm()
+    for name in FIRST_CALL_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
 class LiteLLMChatModel:
     """Calls ``litellm.completion``; ``model`` of the CHAT_MODEL setup picks the model."""
 
@@ -130,14 +157,15 @@ class LiteLLMChatModel:
                        else (float(input_cost_per_token), float(output_cost_per_token)))
         self.params = params
 
+    def warm(self) -> None:
+        """Import litellm and what its first completion imports now, not in the first call
+        (see :mod:`eddies.connectors.execution.warming`)."""
+        warm_litellm()
+
     def chat(self, messages: list[ChatMessage], *, model: str, tools: list[ToolSpec],
              **arguments: Any) -> ChatMessage:
         """One completion; litellm's exceptions propagate (the call's outcome is an error)."""
-        import litellm
-
-        # Its "Give Feedback / Get Help" banner on every exception: the outcome records
-        # the error, and Eddies retries by its own policy (num_retries=0 below).
-        litellm.suppress_debug_info = True
+        litellm = load_litellm()
         kwargs: dict[str, Any] = {**self.params, **arguments}
         if tools:
             kwargs["tools"] = [{"type": "function", "function": t.to_dict()} for t in tools]
@@ -166,8 +194,7 @@ class LiteLLMChatModel:
     def count_tokens(self, messages: list[ChatMessage], *, model: str, tools: list[ToolSpec]) -> int:
         """The request's prompt tokens by litellm's counter (the model's tokenizer where
         litellm knows it, else its default one; offline either way)."""
-        import litellm
-
+        litellm = load_litellm()
         specs: Any = [{"type": "function", "function": t.to_dict()} for t in tools] or None
         wire = to_openai_messages(messages, self.media, self.blob_store)
         return int(litellm.token_counter(model=model, messages=wire, tools=specs))

@@ -1,0 +1,78 @@
+"""Resources warmed before a worker joins its groups (connectors/execution/warming.py): each
+object's warm() once, sub-agents' too; one that fails is logged and skipped."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from eddies import Agent, ResourceType
+from eddies.connectors.execution.warming import warm
+from eddies.connectors.models.litellm import LiteLLMChatModel
+from eddies.engine import AgentPlan
+
+
+class Connection:
+    def __init__(self, fails: bool = False) -> None:
+        self.warmed = 0
+        self.fails = fails
+
+    def warm(self) -> None:
+        self.warmed += 1
+        if self.fails:
+            raise ConnectionError("model server down")
+
+    def chat(self, messages: list[Any], *, model: str, tools: list[Any], **arguments: Any) -> Any:
+        raise AssertionError("warming calls no model")
+
+
+class Helper(Agent):
+    """A sub-agent (an agent of another class: agents of one class would be a cycle)."""
+
+    subagent_compatible = True
+
+
+class Plain:
+    def chat(self, messages: list[Any], *, model: str, tools: list[Any], **arguments: Any) -> Any:
+        raise AssertionError("warming calls no model")
+
+
+def test_every_resource_with_warm_is_warmed_once_sub_agents_included(
+        caplog: pytest.LogCaptureFixture) -> None:
+    shared, own, down = Connection(), Connection(), Connection(fails=True)
+    child = Helper()
+    child.add_resource("shared", ResourceType.CHAT_MODEL_CONNECTION, shared)
+    child.add_resource("own", ResourceType.CHAT_MODEL_CONNECTION, own)
+    parent = Agent()
+    parent.add_resource("llm", ResourceType.CHAT_MODEL_CONNECTION, shared)
+    parent.add_resource("down", ResourceType.CHAT_MODEL_CONNECTION, down)
+    parent.add_resource("plain", ResourceType.CHAT_MODEL_CONNECTION, Plain())  # no warm()
+    parent.add_resource("helper", ResourceType.AGENT, child)
+
+    with caplog.at_level(logging.WARNING, logger="eddies.worker"):
+        names = warm(AgentPlan.compile(parent))
+
+    assert (shared.warmed, own.warmed, down.warmed) == (1, 1, 1)
+    assert sorted(names) == ["llm", "own"]  # the failed one is not said to be warm
+    assert "'down' could not be warmed" in caplog.text and "model server down" in caplog.text
+
+
+def test_a_litellm_model_is_imported_by_warm_and_not_before() -> None:
+    # In a process of its own: this one may have imported litellm already.
+    code = ("import sys\n"
+            "from eddies.connectors.models.litellm import LiteLLMChatModel\n"
+            "conn = LiteLLMChatModel(api_base='http://127.0.0.1:9/v1', api_key='x')\n"
+            "assert 'litellm' not in sys.modules\n"
+            "conn.warm()\n"
+            "assert 'litellm' in sys.modules\n"
+            "import litellm\n"
+            "assert litellm.suppress_debug_info\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true",
+                               "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert hasattr(LiteLLMChatModel, "warm")
