@@ -24,6 +24,12 @@ answer's record time (when the answer was produced).
 ``--workers 2`` also times backlogs on two worker processes in one group (one per core),
 alternating with the one-worker backlogs: how far the worker scales on the same machine.
 
+``--first-answer TRIALS`` starts new workers one after another and times the first prompt
+each answers once it has taken its partitions, and the four after it (``--agent
+tests.integration.agents:http_calculator --prompt '{"a": 2, "b": 3}'``: a model reached
+through litellm, served by a local OpenAI-compatible server); with ``--against``, the two
+checkouts' workers in turn.
+
 ``--against CHECKOUT`` (another checkout with its own ``.venv``, e.g. ``git worktree add
 ../old HEAD~1`` and ``make install`` there) runs only backlogs, this checkout's worker and
 that one's in turn on one broker, and prints the pairs' ratios: what a change costs or
@@ -130,9 +136,10 @@ def calculator_with_idempotent_tool() -> object:
 
 
 def start_worker(bootstrap: str, app: str, agent: str = AGENT, checkout: Path = ROOT,
-                 **env: str) -> subprocess.Popen[bytes]:
-    """``eddies worker`` of ``agent`` on ``app``, with ``env`` added to its environment; the
-    worker of another ``checkout`` runs with that checkout's own ``.venv``."""
+                 log: Path | None = None, **env: str) -> subprocess.Popen[bytes]:
+    """``eddies worker`` of ``agent`` on ``app``, with ``env`` added to its environment, its
+    log appended to ``log`` (default: ``BENCH_WORKER_LOG``, else none); the worker of
+    another ``checkout`` runs with that checkout's own ``.venv``."""
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
                EDDIES_LOG_LEVEL="INFO", **env)
     python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
@@ -140,7 +147,7 @@ def start_worker(bootstrap: str, app: str, agent: str = AGENT, checkout: Path = 
         [python, "-m", "eddies", "worker", "--app", app, "--bootstrap-servers", bootstrap,
          "--partitions", str(PARTITIONS), "--agent", agent],
         cwd=checkout, env=env, stdout=subprocess.DEVNULL,
-        stderr=open(os.environ.get("BENCH_WORKER_LOG", os.devnull), "ab"),
+        stderr=open(log or os.environ.get("BENCH_WORKER_LOG", os.devnull), "ab"),
     )
 
 
@@ -356,6 +363,53 @@ def raw_under_load(bootstrap: str, rate: int, seconds: float) -> list[float]:
         reader.close()
 
 
+def first_answers(bootstrap: str, checkout: Path, prompt: str, later: int = 4) -> list[float]:
+    """Latencies (ms) of the first ``1 + later`` prompts into a new worker of ``checkout``,
+    one at a time, the first sent once the worker has taken its partitions: what the first
+    answer after a start (a deploy, a rebalance onto a new process) waits for that later
+    ones do not. A local OpenAI-compatible server answers agents that call a model through
+    litellm (``TEST_OPENAI_BASE``)."""
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from tests.openai_server import OpenAIServer
+
+    server = OpenAIServer().start()
+    names = fresh_app(bootstrap)
+    reader = output_reader(bootstrap, names)
+    wait_outputs(reader, 1, 0.5)  # its first fetch done before the worker answers
+    prod = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 0})
+    prod.list_topics(names.input, 10)
+    with tempfile.NamedTemporaryFile(suffix=".log") as f:
+        log = Path(f.name)
+        worker = start_worker(bootstrap, names.app, AGENT, checkout, log,
+                              TEST_OPENAI_BASE=server.base_url)
+        try:
+            deadline = time.monotonic() + 120
+            while "assigned partitions" not in log.read_text():
+                if worker.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the worker did not start: {log.read_text()[-2000:]}")
+                time.sleep(0.02)
+            time.sleep(0.5)  # past the assignment's own work (the journal read, restores)
+            out = []
+            for i in range(1 + later):
+                sid = f"first{i}"
+                t0 = time.perf_counter()
+                prod.produce(names.input, encode(input_event(sid, prompt)), sid.encode(),
+                             headers=HEADERS)
+                prod.flush(10)
+                if wait_outputs(reader, 1, 30) != 1:
+                    raise RuntimeError("no answer within 30 s")
+                out.append((time.perf_counter() - t0) * 1000)
+                time.sleep(0.2)
+            return out
+        finally:
+            worker.terminate()
+            worker.wait(30)
+            reader.close()
+            server.stop()
+
+
 def against(other: Path, n: int, pairs: int) -> None:
     """Backlogs of this checkout's worker and ``other``'s on one broker, in turn (the order
     swapped every pair): a change's cost or saving, where single runs move by more."""
@@ -398,8 +452,22 @@ def main() -> None:
     parser.add_argument("--against", type=Path, metavar="CHECKOUT",
                         help="only backlogs, paired: this checkout's worker and CHECKOUT's (with "
                              "its own .venv, e.g. a `git worktree` of the commit before), in turn")
+    parser.add_argument("--first-answer", type=int, metavar="TRIALS",
+                        help="only the first answers of new workers: TRIALS workers started one "
+                             "after another (alternating with --against's checkout, if given), "
+                             "each sent --prompt five times once it has taken its partitions")
+    parser.add_argument("--prompt", default="ping", help="the prompt of --first-answer")
     args = parser.parse_args()
     AGENT = args.agent
+    if args.first_answer:
+        sides = [ROOT] if args.against is None else [ROOT, args.against.resolve()]
+        with EmbeddedBroker() as broker:
+            for trial in range(args.first_answer):
+                for side in sides if trial % 2 == 0 else sides[::-1]:
+                    lat = first_answers(broker.bootstrap, side, args.prompt)
+                    print(f"{side}: {args.agent}: first answer {lat[0]:7.1f} ms, the next "
+                          f"{len(lat) - 1}: {', '.join(f'{x:.1f}' for x in lat[1:])} ms", flush=True)
+        return
     if args.against is not None:
         against(args.against.resolve(), args.sessions, args.repeats)
         return
