@@ -117,7 +117,9 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
         self.dlq = TopicNames(self.settings.app).dlq
         self.topic = TopicNames(self.settings.app).input
         from eddies.connectors.runtime.process_tuning import tune_gc
+        from eddies.events import codec
 
+        codec.prepare()  # compiled now, not in the first record's time
         tune_gc()
         # The processor's counters, reported as Flink metrics (eddies.<name>, per
         # subtask) for `eddies flink run`'s progress and any Flink metrics reporter;
