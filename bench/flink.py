@@ -167,14 +167,7 @@ def latency(runner: str, bootstrap: str, samples: int, tmp: Path) -> list[float]
             raise RuntimeError(f"the {runner} did not answer the warm-up prompt")
         out = []
         for i in range(samples):
-            sid = f"lat{i}"
-            t0 = time.perf_counter()
-            prod.produce(names.input, kb.encode(kb.input_event(sid, "ping")), sid.encode(),
-                         headers=kb.HEADERS)
-            prod.flush(10)
-            if kb.wait_outputs(reader, 1, 10) != 1:
-                raise RuntimeError("no answer within 10 s")
-            out.append((time.perf_counter() - t0) * 1000)
+            out.append(kb.answer_ms(prod, reader, names, f"lat{i}", "ping"))
             time.sleep(0.02)
         return out
     finally:

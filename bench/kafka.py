@@ -177,6 +177,18 @@ def wait_outputs(reader: Consumer, n: int, idle: float) -> int:
     return got
 
 
+def answer_ms(prod: Producer, reader: Consumer, names: TopicNames, sid: str, prompt: str,
+              wait_s: float = 10) -> float:
+    """Milliseconds from producing one prompt of session ``sid`` (flushed: ``prod`` is
+    unbatched) to its answer consumed by ``reader``."""
+    t0 = time.perf_counter()
+    prod.produce(names.input, encode(input_event(sid, prompt)), sid.encode(), headers=HEADERS)
+    prod.flush(10)
+    if wait_outputs(reader, 1, wait_s) != 1:
+        raise RuntimeError(f"no answer within {wait_s:g} s")
+    return (time.perf_counter() - t0) * 1000
+
+
 def produce_prompts(bootstrap: str, names: TopicNames, n: int) -> None:
     """``n`` prompts of new one-turn sessions, with the raw loop's input producer settings."""
     prod = Producer({"bootstrap.servers": bootstrap, **INPUT_PRODUCER})
@@ -248,14 +260,7 @@ def live(bootstrap: str, n: int, latency_samples: int) -> tuple[float, list[floa
         # Idle latency: one prompt at a time (an unbatched producer: linger 0).
         latencies = []
         for i in range(latency_samples):
-            sid = f"lat{i}"
-            t0 = time.perf_counter()
-            prod.produce(names.input, encode(input_event(sid, "ping")), sid.encode(),
-                         headers=HEADERS)
-            prod.flush(10)
-            if wait_outputs(reader, 1, 10) != 1:
-                raise RuntimeError("no answer within 10 s")
-            latencies.append((time.perf_counter() - t0) * 1000)
+            latencies.append(answer_ms(prod, reader, names, f"lat{i}", "ping"))
             time.sleep(0.02)
         t0 = time.perf_counter()
         produce_prompts(bootstrap, names, n)
@@ -393,14 +398,7 @@ def first_answers(bootstrap: str, checkout: Path, prompt: str, later: int = 4) -
             time.sleep(0.5)  # past the assignment's own work (the journal read, restores)
             out = []
             for i in range(1 + later):
-                sid = f"first{i}"
-                t0 = time.perf_counter()
-                prod.produce(names.input, encode(input_event(sid, prompt)), sid.encode(),
-                             headers=HEADERS)
-                prod.flush(10)
-                if wait_outputs(reader, 1, 30) != 1:
-                    raise RuntimeError("no answer within 30 s")
-                out.append((time.perf_counter() - t0) * 1000)
+                out.append(answer_ms(prod, reader, names, f"first{i}", prompt, 30))
                 time.sleep(0.2)
             return out
         finally:
