@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,8 @@ def three_rounds(messages: list[ChatMessage], tools: list[Any]) -> ChatMessage:
     return ChatMessage(MessageRole.ASSISTANT, f"sums: {', '.join(m.content for m in results)}")
 
 
-WORKLOADS = {
+#: name -> (the agent, the input of number i)
+WORKLOADS: dict[str, tuple[Callable[[], Agent], Callable[[int], str]]] = {
     "input->output": (lambda: Echo(), lambda i: f"hello {i}"),
     "input->chat->output": (lambda: calculator_agent(tools=False), lambda i: f"hello {i}"),
     "react-1-tool": (lambda: calculator_agent(), lambda i: f'{{"a": {i}, "b": 2}}'),

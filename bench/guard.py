@@ -38,6 +38,7 @@ import tempfile
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = Path(__file__).with_name("baseline.json")
@@ -180,7 +181,7 @@ def main() -> int:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("valgrind is not installed (apt-get install valgrind): nothing counted")
         return 2
-    baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {
+    baseline: dict[str, Any] = json.loads(BASELINE.read_text()) if BASELINE.exists() else {
         "tolerance": 0.01, "environment": {}, "instructions": {}}
     here = environment()
     try:

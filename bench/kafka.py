@@ -55,13 +55,16 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from eddies.connectors.kafka.broker import EmbeddedBroker
 from eddies.connectors.runtime.client import input_event, next_batch
-from eddies.connectors.runtime.records import HEADERS
+from eddies.connectors.runtime.records import HEADERS as EVENT_HEADERS
 from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 from eddies.events import encode
+
+#: The event headers, typed as confluent-kafka's produce() takes them.
+HEADERS: list[tuple[str, str | bytes | None]] = list(EVENT_HEADERS)
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 4
@@ -377,7 +380,7 @@ def first_answers(bootstrap: str, checkout: Path, prompt: str, later: int = 4) -
     import tempfile
 
     sys.path.insert(0, str(ROOT))
-    from tests.openai_server import OpenAIServer
+    from tests.openai_server import OpenAIServer  # type: ignore[import-not-found]
 
     server = OpenAIServer().start()
     names = fresh_app(bootstrap)
@@ -471,10 +474,10 @@ def main() -> None:
         return
     if args.load:
         with EmbeddedBroker() as broker:
-            for rate in (int(r) for r in args.load.split(",")):
+            for per_s in (int(r) for r in args.load.split(",")):
                 for label, measure in (("raw loop", raw_under_load), ("worker", under_load)):
-                    lat = measure(broker.bootstrap, rate, args.load_seconds)
-                    print(f"{rate:,}/s for {args.load_seconds:g} s, {label + ':':9} produced -> "
+                    lat = measure(broker.bootstrap, per_s, args.load_seconds)
+                    print(f"{per_s:,}/s for {args.load_seconds:g} s, {label + ':':9} produced -> "
                           f"answer produced p50 {statistics.median(lat):.1f} ms, p99 "
                           f"{lat[min(len(lat) - 1, int(len(lat) * 0.99))]:.1f} ms, max "
                           f"{lat[-1]:.1f} ms ({len(lat)} records)", flush=True)

@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT))
 from eddies.connectors.flink import keyed_state  # noqa: E402
 from eddies.engine import SessionMachine  # noqa: E402
 from eddies.events import DurableCallResult  # noqa: E402
-from tests.agents import react_agent, react_loop_agent, react_rounds  # noqa: E402
-from tests.unit.engine.executor import applied  # noqa: E402
+from tests.agents import react_agent, react_loop_agent, react_rounds  # type: ignore[import-not-found]  # noqa: E402
+from tests.unit.engine.executor import applied  # type: ignore[import-not-found]  # noqa: E402
 
 
 def measure(title: str, agent: Any) -> None:

@@ -48,9 +48,12 @@ from confluent_kafka.admin import AdminClient
 
 from eddies.connectors.kafka.broker import EmbeddedBroker
 from eddies.connectors.runtime.client import input_event, next_batch
-from eddies.connectors.runtime.records import HEADERS
+from eddies.connectors.runtime.records import HEADERS as EVENT_HEADERS
 from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 from eddies.events import encode
+
+#: The event headers, typed as confluent-kafka's produce() takes them.
+HEADERS: list[tuple[str, str | bytes | None]] = list(EVENT_HEADERS)
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 4

@@ -60,7 +60,8 @@ def count_waits(reader: Any, want: int, timeout_s: float) -> int:
 #: edited by replacing it).
 TEMPLATE = "r000000000"
 #: The agent of the sessions and the input of the template's (see --waiting).
-AGENT, PROMPT = "eddies.demo:one_turn_agent", "hello"
+AGENT = "eddies.demo:one_turn_agent"
+PROMPT: Any = "hello"
 #: A new session's prompt once the partition is ready, answered at once by either agent.
 PROBE: Any = "hello"
 ASSIGNED = re.compile(r"journal records read in (\d+) ms, ready in (\d+) ms")

@@ -46,7 +46,6 @@ from eddies import (
     action,
 )
 from eddies.connectors.runtime.client import input_event
-from eddies.connectors.runtime.records import HEADERS
 from eddies.events import encode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,7 +150,7 @@ def worker(bootstrap: str, path: str, questions: list[str], samples: int) -> dic
     prod = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 0})
 
     def ask(sid: str, text: str) -> None:
-        prod.produce(names.input, encode(input_event(sid, text)), sid.encode(), headers=HEADERS)
+        prod.produce(names.input, encode(input_event(sid, text)), sid.encode(), headers=kb.HEADERS)
 
     try:
         ask("warm", questions[0])
@@ -220,7 +219,8 @@ def _postgres(folder: str) -> str:
     """A Postgres server with pgvector, from the pgserver wheel, in ``folder``; its DSN."""
     import pgserver
 
-    server = pgserver.get_server(Path(folder) / "pg", cleanup_mode="stop")
+    get_server = pgserver.get_server  # type: ignore[attr-defined]
+    server = get_server(Path(folder) / "pg", cleanup_mode="stop")
     return str(server.get_uri())
 
 

@@ -34,7 +34,6 @@ from confluent_kafka import Producer
 
 from eddies import Agent, InputEvent, OutputEvent, action
 from eddies.connectors.runtime.client import input_event, next_batch, signal_event
-from eddies.connectors.runtime.records import HEADERS
 from eddies.connectors.runtime.settings import Settings
 from eddies.events import decode, encode
 
@@ -125,7 +124,7 @@ def main() -> None:
                 sid = f"w{i}"
                 asked = {"sleep_s": args.sleep_s} if i < half else {"signal": "go"}
                 prod.produce(names.input, encode(input_event(sid, asked)), sid.encode(),
-                             headers=HEADERS)
+                             headers=kb.HEADERS)
                 if i % 2000 == 0:
                     prod.poll(0)
             prod.flush(60)
@@ -145,7 +144,7 @@ def main() -> None:
             for i in range(half, n):
                 sid = f"w{i}"
                 prod.produce(names.input, encode(signal_event(sid, "go", i)), sid.encode(),
-                             headers=HEADERS)
+                             headers=kb.HEADERS)
             prod.flush(60)
             late: list[float] = []
             answered_signals = 0

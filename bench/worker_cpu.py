@@ -136,7 +136,7 @@ class WorkerPath:
                                                       gate=orch.ownership.gate)
         orch.executor = ex
         self.requests: list[Any] = []
-        ex.submit = self.requests.append  # type: ignore[method-assign]  # performed inline below
+        ex.submit = self.requests.append  # type: ignore[method-assign,assignment]  # performed inline below
         self.out, self.results = clients.out, clients.results
         self.partitions = settings.partitions
         orch.ownership.claim(set(range(settings.partitions)))
