@@ -16,7 +16,7 @@ the file, line and column. Example::
 one). A secret option (``api-key``) is written ``'${NAME}'``, the name of the environment
 variable holding it: a secret written out in the file is refused, so it is never in the
 file, a topic, a log or an error. How each statement maps to the Python API is in the
-README's "Agents in SQL".
+docs/guide/declarative.md, "Agents in SQL".
 """
 
 from __future__ import annotations

@@ -205,5 +205,6 @@ class Router:
             self._last_forward_warning = now
             log.warning("record %s of session %r arrived on partition %d, but its session's "
                         "partition is %d: forwarded there (its producer does not partition by "
-                        "murmur2 of the key, as Kafka's Java client does; see the README)",
+                        "murmur2 of the key, as Kafka's Java client does; see 'The topics' in "
+                        "docs/architecture.md)",
                         origin, to.event.session_id[:100], msg.partition(), to.partition)

@@ -86,7 +86,7 @@ class Settings:
     flink_bundle_time_ms: int = 5
     flink_buffer_timeout_ms: int = 5
     # The job's KafkaSink (Java producer) linger.ms: it is handed one input's records at a
-    # time, so it sends one request per linger interval (see the README's Flink section).
+    # time, so it sends one request per linger interval (see docs/operations/flink.md).
     flink_linger_ms: int = 20
     flink_rest_port: int = 8081
     kafka: dict[str, str] = field(default_factory=dict)

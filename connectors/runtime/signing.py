@@ -64,7 +64,7 @@ class ResultSigner:
                 f"result_key_env: environment variable {variable} is not set. Executors sign "
                 "call results with it and orchestrators refuse unsigned ones; set it to the same "
                 "random secret on every worker of the app (e.g. `openssl rand -hex 32`); see the "
-                "README's threat model")
+                "docs/operations/trust.md")
         for k in keys:
             if len(k) < MIN_KEY_CHARS:
                 raise ResultKeyError(

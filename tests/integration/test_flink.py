@@ -334,7 +334,7 @@ def test_flink_stop_with_a_savepoint_then_resume_from_it(settings: Settings, tmp
     [savepoint] = [m.parent for m in sp.glob("*/_metadata")]
     assert f"--from-savepoint {savepoint}" in stopped.stderr, stopped.stderr
 
-    # The directory given to stop is enough (as the README shows): its savepoint is found.
+    # The directory given to stop is enough (as docs/operations/flink.md shows): its savepoint is found.
     second = start_flink(settings, agent, log, tmp=tmp, checkpoints=cps, env=env,
                          extra=["--executor", "--from-savepoint", str(sp),
                                 "--state-backend", "rocksdb", "--parallelism", "2"])

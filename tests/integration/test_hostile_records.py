@@ -305,7 +305,7 @@ def test_topics_that_would_refuse_what_a_worker_writes_fail_its_start(settings: 
 
 def test_journal_records_no_worker_writes_stop_neither_a_restore_nor_a_call(
         settings: Settings) -> None:
-    """The journal is the workers' alone (see the README's ACLs), but a record there that
+    """The journal is the workers' alone (see the ACLs in docs/operations/trust.md), but a record there that
     no worker wrote must not stop one either."""
     from confluent_kafka.admin import AdminClient
 

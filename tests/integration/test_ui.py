@@ -2,7 +2,8 @@
 executable path), looked at as a person would: the sessions list and their statuses, a
 search by id, answers to the sessions that wait (a signal sent, a tool call approved),
 one session's timeline, tree and payloads, and a replay that recomputes every id.
-``UI_SCREENSHOT=docs/ui.png`` keeps the session view's screenshot there (the README's)."""
+``UI_SCREENSHOT=docs/ui.png`` keeps the session view's screenshot there (shown in
+docs/operations/replay-and-fork.md)."""
 
 from __future__ import annotations
 
