@@ -17,6 +17,7 @@ import base64
 import contextlib
 import importlib
 import json
+import platform
 import time
 from typing import Any
 
@@ -120,19 +121,50 @@ def load_litellm() -> Any:
     return litellm
 
 
-#: What litellm's first completion imports on its way (litellm 1.110: ~220 ms of a first
-#: call's 270 ms; later calls take 5-10 ms against a local server). Modules a later
-#: litellm moves or drops are skipped: warming only moves work earlier.
+#: What litellm's first completion or embedding imports on its way (litellm 1.110: ~220 ms
+#: of a first call's 270 ms; later calls take 5-10 ms against a local server). Modules a
+#: later litellm moves or drops are skipped: warming only moves work earlier.
 FIRST_CALL_MODULES = ("litellm.proxy.openai_files_endpoints.common_utils",
-                      "litellm.llms.openai.openai", "httpcore", "h11")
+                      "litellm.llms.openai.openai", "httpcore", "h11",
+                      "litellm._service_logger", "litellm.litellm_core_utils.logging_callback_manager",
+                      "litellm.integrations.prometheus_services",
+                      "litellm.integrations.generic_api.generic_api_callback",
+                      "litellm.llms.github_copilot.per_user_auth",
+                      "litellm.llms.litellm_proxy.chat.transformation",
+                      "litellm.llms.openai_like.dynamic_config", "litellm.proxy.spend_tracking.savings",
+                      "litellm.llms.openai.chat.gpt_audio_transformation")
+
+#: The pydantic models a first completion or embedding validates (``module:Class``). litellm
+#: and openai define theirs with deferred schemas, which pydantic builds at their first use:
+#: ~25 ms of a first call after the imports. Names a later version drops are skipped.
+FIRST_CALL_MODELS = ("litellm.types.router:LiteLLM_Params",
+                     "litellm.types.router:GenericLiteLLMParams",
+                     "litellm.types.services:ServiceLoggerPayload",
+                     "litellm.types.utils:ModelResponse", "litellm.types.utils:Message",
+                     "litellm.types.utils:Usage", "litellm.types.utils:Choices",
+                     "litellm.types.utils:EmbeddingResponse",
+                     "openai.types.chat.chat_completion:ChatCompletion",
+                     "openai.types.chat.chat_completion:Choice",
+                     "openai.types.chat.chat_completion_message:ChatCompletionMessage",
+                     "openai.types.create_embedding_response:CreateEmbeddingResponse",
+                     "openai.types.create_embedding_response:Usage",
+                     "openai.types.embedding:Embedding")
 
 
 def warm_litellm() -> None:
-    """Import litellm and :data:`FIRST_CALL_MODULES`, as a first call would."""
+    """Do now what litellm's first call would: import litellm and
+    :data:`FIRST_CALL_MODULES`, build the schemas of :data:`FIRST_CALL_MODELS`, and ask
+    for the platform string the openai client sends in its headers (the first ask runs
+    ``uname -p``)."""
     load_litellm()
     for name in FIRST_CALL_MODULES:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    for path in FIRST_CALL_MODELS:
+        module, _, name = path.partition(":")
+        with contextlib.suppress(ImportError, AttributeError):
+            getattr(importlib.import_module(module), name).model_rebuild()
+    platform.platform()
 
 
 class LiteLLMChatModel:

@@ -3,9 +3,11 @@ object's warm() once, sub-agents' too; one that fails is logged and skipped."""
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -76,3 +78,64 @@ def test_a_litellm_model_is_imported_by_warm_and_not_before() -> None:
                                "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert hasattr(LiteLLMChatModel, "warm")
+
+
+#: Run in a process of its own: warm a chat and an embedding model, then make each one's
+#: first call to a local OpenAI-compatible server, and print what that call still imported
+#: of FIRST_CALL_MODULES, which of FIRST_CALL_MODELS' schemas it built and which programs
+#: it ran (the openai client's platform header asks `uname -p` once per process).
+FIRST_CALLS = """
+import importlib, json, subprocess, sys
+from eddies import ChatMessage, MessageRole
+from eddies.connectors.models.embeddings import LiteLLMEmbeddingModel
+from eddies.connectors.models.litellm import FIRST_CALL_MODELS, FIRST_CALL_MODULES, LiteLLMChatModel
+from tests.openai_server import OpenAIServer
+
+server = OpenAIServer().start()
+chat = LiteLLMChatModel(api_base=server.base_url, api_key="x")
+embed = LiteLLMEmbeddingModel(api_base=server.base_url, api_key="x")
+chat.warm()
+embed.warm()
+
+def models():
+    found = {}
+    for path in FIRST_CALL_MODELS:
+        module, _, name = path.partition(":")
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None:
+            found[path] = bool(cls.__dict__.get("__pydantic_complete__"))
+    return found
+
+spawned = []
+popen = subprocess.Popen.__init__
+def spy(self, args, *rest, **kw):
+    spawned.append(str(args))
+    popen(self, args, *rest, **kw)
+subprocess.Popen.__init__ = spy
+
+before, complete = set(sys.modules), models()
+chat.chat([ChatMessage(MessageRole.USER, "hi")], model="openai/m", tools=[])
+embed.embed(["hi"], model="openai/e", dimensions=None)
+after = models()
+print(json.dumps({
+    "requests": len(server.requests),
+    "imported": sorted(set(FIRST_CALL_MODULES) & (set(sys.modules) - before)),
+    "built": sorted(p for p, done in after.items() if done and not complete.get(p)),
+    "known_models": len(after),
+    "spawned": spawned,
+}))
+"""
+
+
+def test_after_warm_a_first_call_imports_and_builds_nothing_warm_names() -> None:
+    done = subprocess.run([sys.executable, "-c", FIRST_CALLS], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[3],
+                          env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true",
+                               "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["requests"] == 2  # both calls really went to the server
+    assert seen["known_models"] > 0, "none of FIRST_CALL_MODELS exists in this litellm/openai"
+    assert seen["imported"] == [], "imported by the first call, not by warm()"
+    assert seen["built"] == [], "schemas built by the first call, not by warm()"
+    assert seen["spawned"] == [], "programs run by the first call, not by warm()"
