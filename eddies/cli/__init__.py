@@ -50,7 +50,7 @@ app.add_typer(worker_app)  # worker
 app.add_typer(send_app)  # send
 app.add_typer(tail_app)  # tail
 app.add_typer(topics_app, name="topics")
-app.add_typer(flink_app, name="flink")
+app.add_typer(flink_app, name="flink", short_help="Run the agents as a PyFlink job on keyed state.")
 app.add_typer(signals_app)  # signal, approve, reject, resume: top-level commands
 app.add_typer(demo_app)  # demo
 app.add_typer(check_app)  # check

@@ -13,7 +13,7 @@ from eddies.cli.output import console, err_console
 check_app = typer.Typer()
 
 
-@check_app.command()
+@check_app.command(short_help="Check an agent definition offline and print each agent's plan.")
 def check(
     file: Annotated[Path, typer.Argument(help="A YAML or SQL file declaring agents.")],
     agent: Annotated[str | None, typer.Option(

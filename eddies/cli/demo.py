@@ -16,7 +16,7 @@ from eddies.cli.settings import kafka_settings, settings_or_exit
 demo_app = typer.Typer()
 
 
-@demo_app.command()
+@demo_app.command(short_help="Run the bundled example agents end to end, with offline models.")
 def demo(
     config: ConfigOpt = None,
     bootstrap_servers: BootstrapOpt = None,

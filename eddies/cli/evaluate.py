@@ -18,7 +18,7 @@ from eddies.cli.settings import kafka_settings, need_configured_broker, settings
 eval_app = typer.Typer()
 
 
-@eval_app.command("eval")
+@eval_app.command("eval", short_help="Evaluate agents on cases or recorded traffic before they ship.")
 def eval_cmd(
     config: Annotated[Path | None, typer.Argument(metavar="EVAL.yaml",
         help="An eval config (YAML): inputs, candidates, baseline, scorers, allow_calls, "

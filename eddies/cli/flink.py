@@ -24,7 +24,8 @@ JobManagerOpt = Annotated[str, typer.Option(
     "mini-cluster in this process, REST on flink_rest_port).")]
 
 
-@flink_app.command("run")
+@flink_app.command(
+    "run", short_help="Run the job until Ctrl-C or SIGTERM; a next run continues it.")
 def run_cmd(
     config: ConfigOpt = None,
     app_id: AppOpt = None,
@@ -105,7 +106,8 @@ def run_cmd(
         raise typer.Exit(code)
 
 
-@flink_app.command("stop")
+@flink_app.command(
+    "stop", short_help="Stop the app's running job with a savepoint.")
 def stop_cmd(
     savepoint: Annotated[str, typer.Option("--savepoint", help="Directory for the savepoint.")],
     config: ConfigOpt = None,

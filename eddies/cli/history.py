@@ -25,7 +25,8 @@ AgentOpt = Annotated[str | None, typer.Option(
 STATUS_WORDS = {"missing": "not recomputed"}
 
 
-@history_app.command("replay")
+@history_app.command(
+    "replay", short_help="Replay a session from its history, no live calls; check it.")
 def replay_cmd(
     session: SessionOpt,
     from_offset: Annotated[int | None, typer.Option(
@@ -95,7 +96,8 @@ def _difference(step: Any) -> Table:
     return table
 
 
-@history_app.command("trace")
+@history_app.command(
+    "trace", short_help="Show a session as a tree of runs, calls and outputs.")
 def trace_cmd(
     session: SessionOpt,
     config: ConfigOpt = None,
@@ -154,7 +156,8 @@ def _print_rerun(console: Any, report: Any) -> None:
         console.print(escape(describe(ev).strip()), highlight=False, soft_wrap=True)
 
 
-@history_app.command("fork")
+@history_app.command(
+    "fork", short_help="Start a new session from a session's step, with changes.")
 def fork_cmd(
     session: SessionOpt,
     at_seq: Annotated[int, typer.Option("--at-seq", help="The last step taken over from the session.")],
@@ -185,7 +188,8 @@ def fork_cmd(
     _print_rerun(console, report)
 
 
-@history_app.command("reprocess")
+@history_app.command(
+    "reprocess", short_help="Run a range of APP.input again, into another app.")
 def reprocess_cmd(
     to_app: Annotated[str, typer.Option("--to-app", help="The application id to run them into.")],
     from_offset: Annotated[str | None, typer.Option(

@@ -33,7 +33,7 @@ def _send(session: str, name: str, value: Any, event_id: str, config: Path | Non
         send_signal(s, session, name, value, event_id)
 
 
-@signals_app.command("signal")
+@signals_app.command("signal", short_help="Send a signal to a session (its ctx.wait_for_signal gets it).")
 def send_signal(
     session: SessionArg,
     name: Annotated[str, typer.Argument(help="The signal's name, e.g. approval:<call id>.")],
@@ -55,7 +55,8 @@ def send_signal(
                   highlight=False)
 
 
-def _approval_command(approved: bool, command_name: str, doc: str) -> None:
+def _approval_command(approved: bool, command_name: str, doc: str,
+                      short_help: str | None = None) -> None:
     """Register ``eddies approve`` or ``eddies reject``: one body, the answer differs."""
 
     def command(
@@ -78,15 +79,16 @@ def _approval_command(approved: bool, command_name: str, doc: str) -> None:
                       f"{escape(session)}", highlight=False)
 
     command.__doc__ = doc
-    signals_app.command(command_name)(command)
+    signals_app.command(command_name, short_help=short_help)(command)
 
 
 _approval_command(True, "approve", "Approve a tool call that waits for approval: the tool runs.")
 _approval_command(False, "reject", "Reject a tool call that waits for approval: the model "
-                                   "gets a tool error instead.")
+                                   "gets a tool error instead.",
+                  short_help="Reject a waiting tool call: the model gets a tool error.")
 
 
-@signals_app.command()
+@signals_app.command(short_help="Resume a halted session: its run tries its input again.")
 def resume(
     session: SessionArg,
     config: ConfigOpt = None,

@@ -15,7 +15,7 @@ topics_app = typer.Typer(no_args_is_help=True, help="Create or describe the appl
 @topics_app.command("create")
 def topics_create(config: ConfigOpt = None, app_id: AppOpt = None,
                   bootstrap_servers: BootstrapOpt = None, partitions: PartitionsOpt = None) -> None:
-    """Create the application's topics (missing ones); check the others."""
+    """Create the app's topics that are missing; check the others."""
     from confluent_kafka.admin import AdminClient
 
     from eddies.connectors.runtime.topics import TopicNames, ensure_topics

@@ -23,7 +23,7 @@ from eddies.cli.settings import kafka_settings, settings_or_exit
 ui_app = typer.Typer()
 
 
-@ui_app.command()
+@ui_app.command(short_help="Serve a web view of the app's sessions and evaluations.")
 def ui(
     port: Annotated[int, typer.Option(help="Port to serve on (0: any free one).")] = 8321,
     host: Annotated[str, typer.Option(
