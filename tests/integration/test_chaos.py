@@ -1,6 +1,6 @@
-"""A short round of the kill -9 campaign (``python -m chaos``, ``make chaos``): its workers
+"""Short rounds of the kill -9 campaign (``python -m chaos``, ``make chaos``): its workers
 SIGKILLed and restarted, SIGSTOPped past their session timeout and cut off the broker under
-traffic, every invariant holds.
+traffic, or the broker itself SIGSTOPped, every invariant holds.
 
 The campaign's checks themselves are tested on crafted evidence in
 tests/unit/tools/test_chaos_checks.py; this runs the real thing, briefly: one round of
@@ -50,3 +50,26 @@ def test_a_short_chaos_round_keeps_every_invariant(bootstrap: str, tmp_path: Pat
     assert report["side_effects_once"]["effect_executions"] >= report["inputs"]
     # And it stood workers still, and (where it can: root, a broker on loopback) cut them off.
     assert report["pauses"] >= 1 and (report["cuts"] >= 1 or not cuts), report
+
+
+def test_the_broker_stood_still_under_traffic_keeps_every_invariant(tmp_path: Path) -> None:
+    # The round's own embedded broker, SIGSTOPped for 2-5 s about every 6 s: every worker's
+    # requests wait, and the coordinator, when it goes on, finds every member's session
+    # expired at once (all partitions move, every worker drops what it held unwritten).
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "chaos", "--rounds", "1", "--layouts", "all", "--round-seconds", "30",
+         "--sessions", "8", "--mean-gap", "0.3", "--drain-seconds", "150", "--seed", "7",
+         "--kill-min", "1000", "--kill-max", "1000", "--pause-every", "0", "--partition-every", "0",
+         "--broker-pause-every", "6", "--broker-pause-for", "5", "--out", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    reports = list(tmp_path.glob("*/round-1-all/report.json"))
+    assert len(reports) == 1, (proc.stdout[-3000:], proc.stderr[-3000:])
+    report = json.loads(reports[0].read_text())
+    failed = {name: report[name] for name in ("exactly_one_answer", "side_effects_once",
+                                              "no_stuck_session", "no_crash_no_dead_letter")
+              if not report[name]["ok"]}
+    assert proc.returncode == 0 and not failed, (proc.stdout[-3000:], failed)
+    assert report["broker_pauses"] >= 2 and not report["kills"], report
+    assert report["inputs"] >= 40 and not report["feeder_errors"], report
+    assert report["exactly_one_answer"]["answered"] == report["inputs"]

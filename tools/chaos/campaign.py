@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -45,7 +47,9 @@ class Chaos:
     """The kill loop of a round: who dies when, and when (and as what) it comes back."""
 
     def __init__(self, fleet: Fleet, rng: random.Random, args: argparse.Namespace,
-                 pause_rng: random.Random, cut_rng: random.Random) -> None:
+                 pause_rng: random.Random, cut_rng: random.Random,
+                 broker: subprocess.Popen[bytes] | None = None,
+                 broker_rng: random.Random | None = None) -> None:
         self.fleet = fleet
         self.rng = rng
         self.args = args
@@ -59,6 +63,16 @@ class Chaos:
         self.next_cut = (time.time() + cut_rng.expovariate(1 / args.partition_every)
                          if args.partition_every else float("inf"))
         self.cuts = 0
+        # The broker stood still too (--broker-pause-every): every worker's requests and
+        # heartbeats wait, and the group coordinator, once it goes on, finds every member's
+        # session expired at once. Its own generator, for the same reason.
+        self.broker = broker
+        self.broker_rng = broker_rng or random.Random()
+        self.next_broker_pause = (
+            time.time() + self.broker_rng.expovariate(1 / args.broker_pause_every)
+            if args.broker_pause_every and broker is not None else float("inf"))
+        self.broker_paused_until: float | None = None
+        self.broker_pauses = 0
         self.kills: list[Kill] = []
         self.crashes: list[dict[str, Any]] = []
         self.pending: list[tuple[float, str, str]] = []  # (due, slot, role)
@@ -77,6 +91,10 @@ class Chaos:
             self.pause()
         if time.time() >= self.next_cut:
             self.cut()
+        if self.broker_paused_until is not None and time.time() >= self.broker_paused_until:
+            self.resume_broker()
+        if time.time() >= self.next_broker_pause:
+            self.pause_broker()
         if time.time() >= self.next_kill:
             # Paused and cut-off workers too: the kill plan follows from the seed alone.
             alive = self.fleet.alive()
@@ -114,6 +132,22 @@ class Chaos:
             say(f"  CUT ({mode}) {victim.slot} ({victim.role}) pid {victim.pid} owned {owned} "
                 f"for {seconds:.1f}s")
         self.next_cut = time.time() + self.cut_rng.expovariate(1 / self.args.partition_every)
+
+    def pause_broker(self) -> None:
+        assert self.broker is not None
+        seconds = self.broker_rng.uniform(2.0, self.args.broker_pause_for)
+        self.broker.send_signal(signal.SIGSTOP)
+        self.broker_paused_until = time.time() + seconds
+        self.broker_pauses += 1
+        say(f"  SIGSTOP the broker pid {self.broker.pid} for {seconds:.1f}s")
+        self.next_broker_pause = (self.broker_paused_until
+                                  + self.broker_rng.expovariate(1 / self.args.broker_pause_every))
+
+    def resume_broker(self) -> None:
+        if self.broker is not None and self.broker_paused_until is not None:
+            self.broker.send_signal(signal.SIGCONT)
+            self.broker_paused_until = None
+            say(f"  SIGCONT the broker pid {self.broker.pid}")
 
     def kill(self, victim: Proc, second: bool) -> None:
         mode = self.rng.choices(list(RESTARTS), weights=list(RESTARTS.values()))[0]
@@ -173,7 +207,9 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         feeder = Feeder(settings, [f"k{k}s{i}" for i in range(args.sessions)],
                         random.Random(f"{seed}/{k}/inputs"), args.mean_gap, MIX)
         chaos = Chaos(fleet, rng, args, random.Random(f"{seed}/{k}/pauses"),
-                      random.Random(f"{seed}/{k}/cuts"))
+                      random.Random(f"{seed}/{k}/cuts"),
+                      None if broker is None else broker.process,
+                      random.Random(f"{seed}/{k}/broker-pauses"))
         joined_by = time.time() + 90
         while time.time() < joined_by and not fleet.joined():
             time.sleep(0.5)
@@ -183,6 +219,7 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         while time.time() < t_start + args.round_seconds:
             chaos.tick()
             time.sleep(0.1)
+        chaos.resume_broker()  # before the feeder's last flush, which waits for it
         feeder.halt.set()
         feeder.join(90)
         t_fed = time.time()
@@ -190,7 +227,8 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         fleet.resume_due(everyone=True)
         want = {(s.session, s.run) for s in feeder.sent}
         say(f"  fed {len(want)} inputs over {t_fed - t_start:.0f}s; {len(chaos.kills)} kills, "
-            f"{chaos.pauses} pauses, {chaos.cuts} cuts; draining")
+            f"{chaos.pauses} pauses, {chaos.cuts} cuts, {chaos.broker_pauses} broker pauses; "
+            "draining")
         while time.time() < t_fed + args.drain_seconds and not want <= monitor.answered():
             for p in fleet.reap():
                 chaos.crashes.append(p.info())
@@ -214,6 +252,8 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
             fleet.close_namespaces()
             relay.stop()
         if broker is not None:
+            if broker.process is not None:  # a paused broker would not hear its stop
+                broker.process.send_signal(signal.SIGCONT)
             broker.stop()
     results = checks.check(evidence)
     firsts = monitor.first_answers()
@@ -223,7 +263,7 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         "inputs": len(feeder.sent), "undelivered_inputs": sum(1 for s in feeder.sent if not s.delivered),
         "feeder_errors": feeder.errors, "feed_seconds": round(t_fed - t_start, 1),
         "drain_seconds": round(t_drained - t_fed, 1), **results,
-        "pauses": chaos.pauses, "cuts": chaos.cuts,
+        "pauses": chaos.pauses, "cuts": chaos.cuts, "broker_pauses": chaos.broker_pauses,
         "kills": timing.stalls(chaos.kills, feeder.sent, monitor.seen, firsts, args.partitions, t_start),
         "latency_s": timing.latency(feeder.sent, firsts), "processes": evidence.processes,
     }
@@ -245,7 +285,7 @@ def summary_line(rep: dict[str, Any]) -> str:
             f"{len(fx['unknown_waited_twice'])}) | "
             f"stuck {len(stuck['stuck'])} | processes {procs['processes']}, bad exits "
             f"{len(procs['bad_exits'])} | kills {len(rep['kills'])}, pauses {rep['pauses']}, "
-            f"cuts {rep.get('cuts', 0)}, "
+            f"cuts {rep.get('cuts', 0)}, broker pauses {rep.get('broker_pauses', 0)}, "
             f"longest stall {max(numbers) if numbers else None} s, never {stall.count('never')} | "
             f"drain {rep['drain_seconds']} s, latency max {rep['latency_s']['max']} s")
 
@@ -274,6 +314,11 @@ def parser() -> argparse.ArgumentParser:
                          "network namespace of its own)")
     ap.add_argument("--cut-for", type=float, default=15,
                     help="a cut lasts 2 s to this many (dropped, blackholed or slowed)")
+    ap.add_argument("--broker-pause-every", type=float, default=30,
+                    help="mean seconds between SIGSTOPs of the round's embedded broker (0: none; "
+                         "not with --bootstrap-servers)")
+    ap.add_argument("--broker-pause-for", type=float, default=6,
+                    help="a broker pause lasts 2 s to this many (past the group's session timeout)")
     ap.add_argument("--drain-seconds", type=float, default=240,
                     help="at most, for the backlog after the traffic stops")
     ap.add_argument("--concurrency", type=int, default=8, help="each executor's call threads")
@@ -293,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.partition_every and why is not None:
         say(f"no network cuts: {why}")
         args.partition_every = 0
+    if args.broker_pause_every and args.bootstrap_servers:
+        say("no broker pauses: --bootstrap-servers names a broker the campaign does not run")
+        args.broker_pause_every = 0
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rundir = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")
     rundir.mkdir(parents=True, exist_ok=True)
