@@ -117,13 +117,13 @@ def detail_text(ev: AgentEvent) -> str:
             detail += f" (due in {wait / 1000:g} s)" if wait >= 0 else f" (due {p.not_before})"
         return detail
     if isinstance(p, SignalEvent):
-        return f"{p.name} = {json.dumps(p.value)}"
+        return f"{p.name} = {cut(json.dumps(p.value))}"
     if isinstance(p, ApprovalRequestEvent):
-        return f"{p.tool}({json.dumps(p.arguments)}) awaits {p.signal}"
+        return f"{p.tool}({cut(json.dumps(p.arguments))}) awaits {p.signal}"
     if isinstance(p, DurableCallResult):
         return result_text(p)
     if isinstance(p, ChatResponseEvent):
-        return " ".join([json.dumps(p.response.content), *(b.describe() for b in p.response.blocks)])
+        return " ".join([cut(json.dumps(p.response.content)), *(b.describe() for b in p.response.blocks)])
     if isinstance(p, ReflectionDraft):
         return f"draft {p.iteration}: {json.dumps(cut(p.draft))}"
     if isinstance(p, ReflectionCritique):
@@ -142,4 +142,4 @@ def describe(ev: AgentEvent) -> str:
     """One line of a trace: ``#3   run 1  | travel DurableCallRequest  react  TOOL ...``
     (a sub-agent's events sit under its caller's call, one ``| name`` per level)."""
     nest = "".join(f"| {agent_of(part)} " for part in ev.scope)
-    return f"#{ev.seq:<3} run {ev.run}  {nest}{ev.type:<19} {ev.action or '':<18} {detail_text(ev)}"
+    return f"#{ev.seq:<3} run {ev.run}  {nest}{ev.type:<19} {ev.action or '':<18} {detail_text(ev)}".rstrip()

@@ -62,7 +62,7 @@ def demo(
             console.rule(f"[bold]The trace tree of session {escape(session)}[/bold] (app {escape(on.app)})")
             console.print(f"eddies trace --session {session} --app {on.app}: each run, its model, "
                           "tool, retrieval and sub-agent calls with latency and tokens, from "
-                          "causation ids.")
+                          "causation ids.", soft_wrap=False)  # prose: wrapped at words
             ok.append(_demo_tree(on, session))
     console.print("To run them against a broker that outlives one command:\n"
                   "  eddies broker                       # terminal 1; prints the address\n"
@@ -92,7 +92,7 @@ def _demo_part(s: Any, agent: Any, prompts: list[tuple[str, str]], title: str, a
     from eddies.connectors.runtime.client import producer, read_events, send_input
 
     console.rule(f"[bold]{escape(title)}[/bold] (app {escape(s.app)})")
-    console.print(escape(about))
+    console.print(escape(about), soft_wrap=False)  # prose: wrapped at words
     worker = Worker(s, agent).start()
     try:
         with console.status("worker joining its consumer groups ..."):
@@ -146,7 +146,8 @@ def _demo_eval(s: Any) -> bool:
     console.print(f"eddies eval: the travel helper with a changed prompt ({d.BRIEFLY!r}) on the "
                   "travel helper's recorded sessions, against what it answered then. Its model "
                   "is asked again; its tool calls are the recording's (none is made again). "
-                  "Scorers: the same answer, temperatures given, and a scripted judge.")
+                  "Scorers: the same answer, temperatures given, and a scripted judge.",
+                  soft_wrap=False)  # prose: wrapped at words
     candidate = d.brief_travel_agent()
     discover_tools(candidate)
     traffic = recorded_traffic(s, from_time_ms=0)

@@ -26,13 +26,21 @@ def tail(
     follow: Annotated[bool, typer.Option(help="Keep following new records.")] = True,
     idle: Annotated[float, typer.Option(help="With --follow: stop after this many idle seconds.")] = 3600.0,
     topic: Annotated[str, typer.Option(help="output, events or dlq.")] = "output",
+    session: Annotated[list[str] | None, typer.Option(
+        "--session", help="Only this session's records (repeatable).")] = None,
 ) -> None:
-    """Decode and print outputs (or events, or dead letters)."""
+    """Decode and print outputs (or events, or dead letters).
+
+    A session's records are on one partition (its key's murmur2 hash, as Kafka's Java
+    client places them), so ``--session`` reads that partition alone and keeps its records:
+    ``eddies tail --topic events --session alice`` follows one session as it runs.
+    """
     from eddies.connectors.inspect.summary import describe
     from eddies.connectors.runtime.client import read_records
+    from eddies.connectors.runtime.preflight import require_topics
     from eddies.connectors.runtime.records import DLQ_REASON_HEADER, header
     from eddies.connectors.runtime.topics import TopicNames
-    from eddies.events import DecodeError, decode
+    from eddies.events import DecodeError, decode, partition_for
 
     settings = settings_or_exit(config, app=app_id, bootstrap_servers=bootstrap_servers)
     names = TopicNames(settings.app)
@@ -44,8 +52,15 @@ def tail(
         # Without --from-beginning, records written before this command started are skipped
         # (by timestamp: the embedded broker's end offsets cannot be trusted).
         since_ms = int(time.time() * 1000) - 1000
-        for msg in read_records(s, name, follow=follow, timeout=idle):
+        keys = {sid.encode() for sid in session or ()}
+        partitions = None
+        if keys:
+            count = require_topics(s, [name])[name]
+            partitions = sorted({partition_for(key, count) for key in keys})
+        for msg in read_records(s, name, follow=follow, timeout=idle, partitions=partitions):
             if not from_beginning and msg.timestamp()[1] < since_ms:
+                continue
+            if keys and msg.key() not in keys:
                 continue
             if topic == "dlq":
                 reason = (header(msg.headers(), DLQ_REASON_HEADER) or b"").decode()

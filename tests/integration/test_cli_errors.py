@@ -239,8 +239,11 @@ def test_send_right_after_a_worker_starts_waits_for_its_topics(bootstrap: str) -
     assert send.poll() is None, send.communicate()  # still waiting, not failed
     worker = Worker(settings, calculator_agent()).start()
     try:
-        _, err = send.communicate(timeout=60)
+        out, err = send.communicate(timeout=60)
         assert send.returncode == 0, err
+        # One line on a pipe (rich's 80 columns), where a script or grep reads it.
+        [line] = out.splitlines()
+        assert line.startswith("sent to alice (partition ") and line.endswith("Java client does)")
         [answer] = outputs(settings, 1)
         assert isinstance(answer.payload, OutputEvent) and answer.payload.output == "The result is 5."
     finally:
