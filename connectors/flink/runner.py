@@ -42,9 +42,10 @@ def jar_dir(settings: Settings) -> Path:
     return Path(sys.prefix) / "share" / "eddies" / "flink"
 
 
-def preflight(settings: Settings) -> tuple[list[Path], bool]:
+def preflight(settings: Settings, *, jobmanager: str = "") -> tuple[list[Path], bool]:
     """What a run needs before a JVM starts: Java, PyFlink, the jars, the broker and the
-    app's topics. Returns the jars and whether the broker is the embedded one."""
+    app's topics, and (with no ``jobmanager``: a local mini-cluster) its REST port free.
+    Returns the jars and whether the broker is the embedded one."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise FlinkSetupError("the Flink runner needs Java 11 or newer (no 'java' on PATH and "
                               "no JAVA_HOME)")
@@ -53,6 +54,8 @@ def preflight(settings: Settings) -> tuple[list[Path], bool]:
     except ImportError:
         raise FlinkSetupError("the Flink runner needs PyFlink: pip install 'eddies[flink]' "
                               "(or make install-flink)") from None
+    if not jobmanager:
+        rest_port_free(settings)
     directory = jar_dir(settings)
     try:
         jars = [*connector_jars(directory), records_jar(directory)]
@@ -65,6 +68,25 @@ def preflight(settings: Settings) -> tuple[list[Path], bool]:
     membership, _ = prepare_app(settings)
     embedded = membership.embedded
     return jars, embedded
+
+
+def rest_port_free(settings: Settings) -> None:
+    """ConfigError naming ``flink_rest_port`` if a local mini-cluster could not serve on it:
+    found here, the message says what to change; found by the JVM, it is a Java trace."""
+    import socket
+
+    port = settings.flink_rest_port
+    with socket.socket() as sock:
+        # As the mini-cluster binds (rest.bind-address): a port in TIME_WAIT after the last
+        # run is free for it, one that something listens on is not.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as err:
+            raise ConfigError(
+                f"flink_rest_port (EDDIES_FLINK_REST_PORT): port {port} is taken ({err.strerror}), "
+                "by another 'eddies flink run' or a Flink cluster: stop it, choose another "
+                "port, or submit to that cluster with --jobmanager") from None
 
 
 def run(settings: Settings, options: FlinkOptions, *, jars: list[Path],
@@ -80,6 +102,9 @@ def run(settings: Settings, options: FlinkOptions, *, jars: list[Path],
     os.environ["FLINK_LOG_DIR"] = str(options.tmp_dir)
     os.environ["TMPDIR"] = str(options.tmp_dir)
     stop = stop or threading.Event()
+    # PyFlink imports Beam, whose file systems warn at import about every cloud SDK not
+    # installed ("Failed to import GCSFileSystem"): nothing the job uses.
+    logging.getLogger("apache_beam.io.filesystems").setLevel(logging.ERROR)
     from eddies.connectors.flink.job import build
 
     env = build(settings, options, jars)
@@ -148,18 +173,23 @@ def _status(client: Any) -> str:
 
 class Progress:
     """Reads a job's state, its checkpoints and the session machine's counters (Flink
-    metrics ``eddies.*``, summed over subtasks) from the REST API."""
+    metrics ``eddies.*``, summed over subtasks) from the REST API. A line is told when the
+    state or a count moved, else once every ``quiet_s``: an idle job does not fill the
+    terminal with the same line (its checkpoints alone do not count as news)."""
 
-    def __init__(self, address: str, job_id: str) -> None:
+    def __init__(self, address: str, job_id: str, *, quiet_s: float = 60.0) -> None:
         self.base = f"http://{address}"
         self.job_id = job_id
+        self.quiet_s = quiet_s
         self._last: tuple[float, dict[str, float]] | None = None
+        self._told: tuple[float, str, dict[str, float]] | None = None  # when, state, counts
         self._vertex = ""
         self._ids: dict[str, str] = {}  # counter name -> metric id
         self._failure: tuple[int, str] | None = None  # the newest failure told
 
     def poll(self) -> tuple[str, str]:
-        """A progress line and the job's state (UNKNOWN: no answer)."""
+        """A progress line ("" when there is no news) and the job's state (UNKNOWN: no
+        answer)."""
         job_url = f"{self.base}/jobs/{self.job_id}"
         try:
             job = _get(job_url)
@@ -175,20 +205,26 @@ class Progress:
             rates = {k: (v - self._last[1].get(k, 0)) / dt for k, v in counts.items()}
         self._last = (now, counts)
 
+        told = self._told
+        if told is not None and (told[1], told[2]) == (state, counts) and now - told[0] < self.quiet_s:
+            return "", state
+        self._told = (now, state, counts)
+
         def show(name: str, label: str, after: str = "") -> str:
             rate = f" ({rates[name]:,.0f}/s)" if name in rates else ""
-            return f"{counts.get(name, 0):,.0f} {label}{after}{rate}"
+            n = counts.get(name, 0)
+            return f"{n:,.0f} {label if n == 1 else label + 's'}{after}{rate}"
 
         done = int(cps.get("counts", {}).get("completed", 0))
         latest = (cps.get("latest") or {}).get("completed") or {}
-        cp = f"{done} checkpoints" + (
+        cp = f"{done} checkpoint{'' if done == 1 else 's'}" + (
             f" (last {latest.get('end_to_end_duration')} ms, {latest.get('state_size', 0):,} bytes)"
             if latest else "")
-        dead = f", {counts['dlq']:,.0f} dead letters" if counts.get("dlq") else ""
+        dead = f", {show('dlq', 'dead letter')}" if counts.get("dlq") else ""
         failed = f" ({counts['outputs_failed']:,.0f} failed)" if counts.get("outputs_failed") else ""
         # The failed count next to the answers' (a rate after both): "3 answers (1 failed)".
-        return (f"job {state.lower()}: {show('outputs', 'answers', failed)}, "
-                f"{show('inputs', 'inputs')}, {show('events', 'events')}{dead}; {cp}"), state
+        return (f"job {state.lower()}: {show('outputs', 'answer', failed)}, "
+                f"{show('inputs', 'input')}, {show('events', 'event')}{dead}; {cp}"), state
 
     def failure(self) -> str:
         """The job's newest failure, the first time it is seen ("": none, or told already):

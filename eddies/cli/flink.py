@@ -78,7 +78,7 @@ def run_cmd(
         settings = dataclasses.replace(settings, agent=f"{Path(path).resolve()}{'#' + name if name else ''}")
     load_agent(settings.agent)  # a wrong agent fails here, not in a task
     with kafka_settings(settings, check=False) as s:
-        jars, embedded = preflight(s)
+        jars, embedded = preflight(s, jobmanager=jobmanager)
         if s.exactly_once and embedded:
             err_console.print("[yellow]--exactly-once on the embedded broker: its transactions "
                               "do not isolate readers (see the help)[/yellow]")

@@ -40,7 +40,9 @@ def eddies(*args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], fl
     base = {k: v for k, v in os.environ.items()
             if not k.startswith("EDDIES_") or k == "EDDIES_RESULT_KEY"}  # a key, no setting
     base.update(LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
-                EDDIES_CONNECT_TIMEOUT_MS=str(TIMEOUT_S * 1000))
+                EDDIES_CONNECT_TIMEOUT_MS=str(TIMEOUT_S * 1000),
+                # `flink run` checks its REST port first: 8081 may be some other program's.
+                EDDIES_FLINK_REST_PORT=str(free_port()))
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "eddies", *args], cwd=ROOT, env={**base, **env},
                           capture_output=True, text=True, timeout=120)
@@ -163,6 +165,19 @@ def test_flink_run_without_the_jars_or_java_says_what_to_install(tmp_path: Path)
                        "make install-flink", "flink_jars")
     proc, _ = eddies("flink", "run", "-b", address, PATH=str(tmp_path), JAVA_HOME="")
     assert_short_error(proc, "the Flink runner needs Java 11 or newer")
+
+
+def test_flink_run_on_a_taken_rest_port_names_the_setting() -> None:
+    import socket
+
+    with socket.socket() as taken:  # another job's mini-cluster, or a Flink cluster
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc, _ = eddies("flink", "run", "-b", f"127.0.0.1:{free_port()}",
+                         EDDIES_FLINK_REST_PORT=str(port))
+    assert_short_error(proc, "configuration error: flink_rest_port (EDDIES_FLINK_REST_PORT): "
+                       f"port {port} is taken", "--jobmanager")
 
 
 def test_a_json_logging_worker_writes_only_json_lines_on_the_embedded_broker() -> None:

@@ -84,3 +84,59 @@ def test_a_failed_job_says_its_cause_once(job_manager: tuple[str, list[dict[str,
 
 def test_no_job_manager_is_no_failure() -> None:
     assert Progress("127.0.0.1:9", "j1").failure() == ""
+
+
+@pytest.fixture
+def running_job() -> Iterator[tuple[str, dict[str, Any]]]:
+    """A job manager's REST answers for job j1: its state, checkpoints and the session
+    machine's counters, as ``job`` holds them."""
+    job: dict[str, Any] = {"state": "RUNNING", "checkpoints": 0,
+                           "counts": {"outputs": 0.0, "inputs": 0.0, "events": 0.0}}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            metrics = "/jobs/j1/vertices/v1/subtasks/metrics"
+            if self.path == "/jobs/j1":
+                body: Any = {"state": job["state"], "vertices": [{"id": "v1", "name": "session machine"}]}
+            elif self.path == "/jobs/j1/checkpoints":
+                body = {"counts": {"completed": job["checkpoints"]}}
+            elif self.path == metrics:
+                body = [{"id": f"0.eddies.{name}"} for name in job["counts"]]
+            elif self.path.startswith(metrics + "?get="):
+                body = [{"id": f"0.eddies.{k}", "sum": v} for k, v in job["counts"].items()]
+            else:
+                raise AssertionError(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(json.dumps(body).encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}", job
+    finally:
+        server.shutdown()
+
+
+def test_progress_is_told_when_it_moves(running_job: tuple[str, dict[str, Any]]) -> None:
+    import time
+
+    address, job = running_job
+    progress = Progress(address, "j1", quiet_s=0.5)
+    line, state = progress.poll()
+    assert state == "RUNNING" and line.startswith("job running: 0 answers, 0 inputs, 0 events; 0 ch")
+    job["checkpoints"] = 1  # a checkpoint alone is no news
+    assert progress.poll() == ("", "RUNNING")
+    job["counts"].update(outputs=1.0, inputs=1.0, events=6.0)
+    line, _ = progress.poll()
+    assert line.startswith("job running: 1 answer (") and ", 1 input (" in line and "6 events (" in line
+    assert line.endswith("; 1 checkpoint")
+    assert progress.poll()[0] == ""
+    time.sleep(0.6)  # quiet for quiet_s: the same line again, so a watcher knows it is alive
+    assert progress.poll()[0].startswith("job running: 1 answer")
+    job["state"] = "RESTARTING"
+    assert progress.poll()[0].startswith("job restarting: 1 answer")
