@@ -1,6 +1,7 @@
 """Agent options from declarative definitions (a YAML mapping, a SQL ``WITH`` clause):
 values given as text are read as the option's type, an unknown key is an error naming
-it and the known ones. Example::
+it, the known ones and the nearest of them (:func:`did_you_mean`, which settings and
+definitions use for their keys too). Example::
 
     from_mapping(ReActOptions, {"max_iterations": "5", "handle_exception": "continue"})
 """
@@ -8,11 +9,22 @@ it and the known ones. Example::
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+def did_you_mean(word: str, known: Iterable[str], shown: str = "{!r}") -> str:
+    """`` (did you mean X?)`` for the known name nearest ``word`` (``shown`` formats it),
+    or "" when none is near: a misspelt key's error names the fix.
+
+    Example: ``did_you_mean("max_iteration", ["max_iterations", "request_timeout"])`` is
+    ``" (did you mean 'max_iterations'?)"``."""
+    near = difflib.get_close_matches(word, list(known), n=1, cutoff=0.75)
+    return f" (did you mean {shown.format(near[0])}?)" if near else ""
 
 
 def from_mapping(kind: type[T], values: Mapping[str, Any]) -> T:
@@ -26,7 +38,8 @@ def from_mapping(kind: type[T], values: Mapping[str, Any]) -> T:
     for key, value in values.items():
         name = str(key).strip().lower().replace("-", "_")
         if name not in fields:
-            raise ValueError(f"{kind.__name__}: unknown option {key!r} (options: {', '.join(fields)})")
+            raise ValueError(f"{kind.__name__}: unknown option {key!r}{did_you_mean(name, fields)} "
+                             f"(options: {', '.join(fields)})")
         given[name] = _read(kind, name, hints[name], value)
     return kind(**given)
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from eddies.engine.options import did_you_mean
 from eddies.events import CallKind, ErrorInfo
 
 
@@ -81,7 +82,8 @@ def retry_policies(config: Any) -> dict[CallKind, RetryPolicy]:
             raise ValueError(f"config 'retry.{name}': expected a mapping of options")
         for key, value in given.items():
             if key not in options:
-                raise ValueError(f"config 'retry.{name}.{key}': unknown option (options: "
+                raise ValueError(f"config 'retry.{name}.{key}': unknown option"
+                                 f"{did_you_mean(str(key), options)} (options: "
                                  f"{', '.join(options)})")
             bad = (not 0 <= value <= 1 if key == "jitter" else
                    not isinstance(value, int) or isinstance(value, bool) or value < (

@@ -56,6 +56,7 @@ from eddies.engine import (
     ResourceType,
     SubagentSetup,
 )
+from eddies.engine.options import did_you_mean
 from eddies.engine.prompts import McpPrompt, Prompt
 from eddies.engine.react import GENERAL_PURPOSE
 
@@ -139,7 +140,8 @@ class _Script:
     def ref(self, kind: str, name: Name) -> Any:
         if name.text not in self.by_kind.get(kind, {}):
             other = next((k for k, named in self.by_kind.items() if name.text in named), None)
-            also = f" ({name.text!r} is a {other.lower()})" if other else ""
+            also = (f" ({name.text!r} is a {other.lower()})" if other else
+                    did_you_mean(name.text, self.by_kind.get(kind, {})))
             raise DefinitionError(f"{name.at}: {kind.lower()} {name.text!r} is not created in this "
                                   f"file{also}")
         return self.build(kind, name.text)
@@ -184,6 +186,7 @@ class _Script:
         conn_ref = opts.pop("connection")
         if task == "embedding":
             if conn_ref is None and not provider:
+                opts.misspelt("provider", "connection")
                 raise DefinitionError(f"{stmt.with_at or stmt.at}: CREATE MODEL {stmt.name}: give "
                                       "'provider' (offline, or a provider with a connection)")
             named = None
@@ -203,6 +206,7 @@ class _Script:
             types = {k.lower(): o.value for k, o in self.by_kind["CONNECTION"][connection].options.items()}
             provider = provider or str(types.get("type", "")).lower()
         elif not provider:
+            opts.misspelt("provider", "connection")
             raise DefinitionError(f"{stmt.with_at or stmt.at}: CREATE MODEL {stmt.name}: give 'provider' "
                                   "(and a connection, or its endpoint and api-key)")
         else:  # the connection is written in the model: it becomes one of its own

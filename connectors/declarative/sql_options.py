@@ -14,6 +14,7 @@ from typing import Any
 from eddies.connectors.declarative.located import DefinitionError
 from eddies.connectors.declarative.references import env_name, read_env
 from eddies.connectors.declarative.sql_parse import Option, Statement
+from eddies.engine.options import did_you_mean
 
 
 class With:
@@ -99,9 +100,19 @@ class With:
             out[option.key.split(".", 1)[1]] = option
         return out
 
+    def misspelt(self, *names: str) -> None:
+        """Refuse a left option whose key is near one of ``names``: where a required
+        option is missing, a misspelling of it is the likelier mistake to name."""
+        for option in self.left.values():
+            hint = did_you_mean(option.key.strip().lower().replace("-", "_"), names)
+            if hint:
+                raise DefinitionError(f"{option.key_at}: {option.key!r} is not an option of "
+                                      f"{self.what}{hint}")
+
     def finish(self, known: str) -> None:
         for option in self.left.values():
-            raise DefinitionError(f"{option.key_at}: {option.key!r} is not an option of {self.what} "
+            raise DefinitionError(f"{option.key_at}: {option.key!r} is not an option of {self.what}"
+                                  f"{did_you_mean(option.key, known.split(', '))} "
                                   f"(its options: {known})")
 
 

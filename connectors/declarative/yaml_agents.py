@@ -70,6 +70,7 @@ from eddies.engine import (
     SubagentSetup,
 )
 from eddies.engine.agent import ActionSpec
+from eddies.engine.options import did_you_mean
 from eddies.engine.prompts import McpPrompt, Prompt
 from eddies.engine.react import GENERAL_PURPOSE
 
@@ -286,7 +287,9 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, Prompt | McpPrompt],
     def ref(entry: Map, key: str, section: str, what: str) -> str:
         name: str = _text(entry, key, required=True)
         if declared.get(name, ("",))[0] != section and not (inherits and name not in declared):
-            raise DefinitionError(f"{where(entry, key)}: {what} {name!r} is not declared in {section}")
+            mates = [n for n, (s, _) in declared.items() if s == section]
+            raise DefinitionError(f"{where(entry, key)}: {what} {name!r} is not declared in {section}"
+                                  f"{did_you_mean(name, mates)}")
         return name
 
     for i, item in enumerate(_list(spec, "mcp_servers")):
@@ -324,8 +327,10 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, Prompt | McpPrompt],
         for k, t in enumerate(tools):
             known = (declared.get(t, ("",))[0] in _OFFERED_SECTIONS or t == GENERAL_PURPOSE)
             if not known and not (inherits and t not in declared):
+                offered = [n for n, (s, _) in declared.items() if s in _OFFERED_SECTIONS]
                 raise DefinitionError(f"{where(tools, k)}: tool {t!r} is not declared in tools (or "
-                                      "subagents, vector_stores, memory_sets, skills)")
+                                      f"subagents, vector_stores, memory_sets, skills)"
+                                      f"{did_you_mean(str(t), offered)}")
         setup = ChatModelSetup(
             ref(entry, "connection", "chat_model_connections", "connection"),
             model=_text(entry, "model") or "",

@@ -12,6 +12,7 @@ from typing import Any
 
 from eddies.connectors.declarative.located import DefinitionError, Map, Seq, where
 from eddies.connectors.declarative.references import import_target, read_env
+from eddies.engine.options import did_you_mean
 
 
 def keys(entry: Map, allowed: set[str], what: str) -> None:
@@ -19,7 +20,8 @@ def keys(entry: Map, allowed: set[str], what: str) -> None:
     for key in entry:
         if key not in allowed:
             at = entry.key_at.get(key, entry.where)
-            raise DefinitionError(f"{at}: {key!r} is not a key of {what} (its keys: "
+            raise DefinitionError(f"{at}: {key!r} is not a key of {what}"
+                                  f"{did_you_mean(str(key), allowed)} (its keys: "
                                   f"{', '.join(sorted(allowed))})")
 
 

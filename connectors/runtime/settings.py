@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eddies.engine.options import did_you_mean
+
 #: What a worker's records may hold beyond ``max_record_bytes``: the envelope the engine
 #: wraps an accepted input in, and headers.
 WRITE_HEADROOM = 65_536
@@ -230,7 +232,8 @@ def load_settings(
                 raise ConfigError(f"config file {p}: unknown section [{section}]")
         for key, value in data.get("eddies", {}).items():
             if key not in _FIELDS:
-                raise ConfigError(f"config file {p}: unknown key eddies.{key}")
+                raise ConfigError(f"config file {p}: unknown key eddies.{key}"
+                                  f"{did_you_mean(key, _FIELDS, 'eddies.{}')}")
             values[key] = value
         kafka.update({k: str(v) for k, v in data.get("kafka", {}).items()})
     environ = os.environ if env is None else env
@@ -251,15 +254,17 @@ def load_settings(
         if value is None:
             continue
         if key not in _FIELDS:
-            raise ConfigError(f"unknown setting {key!r}")
+            raise ConfigError(f"unknown setting {key!r}{did_you_mean(key, _FIELDS)}")
         values[key] = value
     settings = Settings(kafka=kafka)
     for key, value in values.items():
         setattr(settings, key, _coerce(key, value, _FIELDS[key].type))
     for name in unknown:  # the variable holding the result key is no setting, but expected
         if name != settings.result_key_env:
-            raise ConfigError(f"environment variable {name}: unknown setting "
-                              f"{name[len('EDDIES_'):].lower()!r}")
+            key = name[len("EDDIES_"):].lower()
+            known = [f"EDDIES_{field.upper()}" for field in _FIELDS]
+            raise ConfigError(f"environment variable {name}: unknown setting {key!r}"
+                              f"{did_you_mean(name, known, '{}')}")
     return settings.validate()
 
 

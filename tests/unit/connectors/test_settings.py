@@ -23,7 +23,8 @@ def test_precedence_file_then_env_then_flags(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ('[eddies]\nparttions = 3\n', "unknown key eddies.parttions"),
+    ('[eddies]\nparttions = 3\n', r"unknown key eddies.parttions \(did you mean eddies.partitions\?\)$"),
+    ('[eddies]\ncolour = 3\n', r"unknown key eddies.colour$"),  # nothing near: no guess
     ('[kafkaa]\nx = 1\n', r"unknown section \[kafkaa\]"),
     ('[eddies]\npartitions = "many"\n', "partitions: 'many' is not a valid int"),
     ('[eddies]\npartitions = 0\n', "partitions: must be positive"),
@@ -39,8 +40,12 @@ def test_bad_file_settings_name_the_key(tmp_path: Path, text: str, message: str)
 
 
 def test_bad_environment_and_flags_name_the_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="EDDIES_PARTITION: unknown setting 'partition'"):
+    with pytest.raises(ConfigError, match=r"EDDIES_PARTITION: unknown setting 'partition' "
+                                          r"\(did you mean EDDIES_PARTITIONS\?\)$"):
         load_settings(env={"EDDIES_PARTITION": "3"})
+    with pytest.raises(ConfigError, match=r"unknown setting 'bootstrap_server' \(did you mean "
+                                          r"'bootstrap_servers'\?\)$"):
+        load_settings(env={}, overrides={"bootstrap_server": "x"})
     with pytest.raises(ConfigError, match="exactly_once: 'perhaps' is not a valid bool"):
         load_settings(env={"EDDIES_EXACTLY_ONCE": "perhaps"})
     with pytest.raises(ConfigError, match="unknown setting 'colour'"):

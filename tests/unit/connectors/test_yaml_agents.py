@@ -122,6 +122,13 @@ agents:
     (("connection: conn", "connection: nope"), "<yaml>:6:33: connection 'nope' is not declared in "
                                                "chat_model_connections"),
     (("- name: a\n", "- name: a\n    colour: blue\n"), "<yaml>:3:5: 'colour' is not a key of an agent"),
+    # A misspelt name or key: the error says which one was meant.
+    (("connection: conn", "connection: con"), "<yaml>:6:33: connection 'con' is not declared in "
+                                              "chat_model_connections (did you mean 'conn'?)"),
+    (("tools: [add]", "tools: [ad]"), "<yaml>:6:47: tool 'ad' is not declared in tools (or subagents, "
+                                      "vector_stores, memory_sets, skills) (did you mean 'add'?)"),
+    (("connection: conn", "conection: conn"), "<yaml>:6:21: 'conection' is not a key of a chat model "
+                                              "setup (did you mean 'connection'?)"),
     (('"eddies.demo:add"', '"eddies.demo:sub"'), "<yaml>:8:31: 'eddies.demo' has no 'sub'"),
     (("- name: a\n", "- name: a\n    config: [1]\n"), "<yaml>:3:13: config: expected a mapping"),
     (("- name: a\n", "- name: a\n    type: react\n    model: llm\n    options: {max_iterations: lots}\n"),

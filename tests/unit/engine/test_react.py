@@ -196,8 +196,11 @@ def test_options_from_a_declarative_definition() -> None:
                                       "handle_exception": "continue", "tokens_management_strategy": "trim"})
     assert opts == ReActOptions(max_iterations=5, request_timeout=30.0, handle_exception="CONTINUE",
                                 tokens_management_strategy="TRIM")
-    with pytest.raises(ValueError, match=r"unknown option 'max_iteration' \(options: max_iterations, "):
+    with pytest.raises(ValueError, match=r"unknown option 'max_iteration' "
+                                         r"\(did you mean 'max_iterations'\?\) \(options: max_iterations, "):
         ReActOptions.from_mapping({"max_iteration": "5"})
+    with pytest.raises(ValueError, match=r"unknown option 'colour' \(options: "):  # nothing near it
+        ReActOptions.from_mapping({"colour": "blue"})
     with pytest.raises(ValueError, match=r"ReActOptions.max_iterations: '5.5' is not a number"):
         ReActOptions.from_mapping({"max_iterations": "5.5"})
 
