@@ -32,7 +32,8 @@ def tail(
     """Decode and print outputs (or events, or dead letters).
 
     A session's records are on one partition (its key's murmur2 hash, as Kafka's Java
-    client places them), so ``--session`` reads that partition alone and keeps its records:
+    client places them), so ``--session`` reads that partition alone (every partition of
+    the dead letters, where a misrouted record's stays where it came) and keeps its records:
     ``eddies tail --topic events --session alice`` follows one session as it runs.
     """
     from eddies.connectors.inspect.summary import describe
@@ -54,7 +55,7 @@ def tail(
         since_ms = int(time.time() * 1000) - 1000
         keys = {sid.encode() for sid in session or ()}
         partitions = None
-        if keys:
+        if keys and topic != "dlq":  # a dead letter stays on its record's partition, maybe another
             count = require_topics(s, [name])[name]
             partitions = sorted({partition_for(key, count) for key in keys})
         for msg in read_records(s, name, follow=follow, timeout=idle, partitions=partitions):
