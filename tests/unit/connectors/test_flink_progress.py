@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -34,18 +35,17 @@ PYTHON = "\n".join([
 ])
 
 
-@pytest.fixture
-def job_manager() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    entries: list[dict[str, Any]] = []
+@contextmanager
+def serving(answer: Callable[[str], Any]) -> Iterator[str]:
+    """A job manager's REST API at the address yielded: ``answer(path)`` is the JSON body."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            assert self.path == "/jobs/j1/exceptions"
-            body = json.dumps({"exceptionHistory": {"entries": entries, "truncated": False}})
+            body = json.dumps(answer(self.path)).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
-            self.wfile.write(body.encode())
+            self.wfile.write(body)
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -53,9 +53,21 @@ def job_manager() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"127.0.0.1:{server.server_address[1]}", entries
+        yield f"127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+
+
+@pytest.fixture
+def job_manager() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    entries: list[dict[str, Any]] = []
+
+    def answer(path: str) -> Any:
+        assert path == "/jobs/j1/exceptions"
+        return {"exceptionHistory": {"entries": entries, "truncated": False}}
+
+    with serving(answer) as address:
+        yield address, entries
 
 
 def test_a_failed_job_says_its_cause_once(job_manager: tuple[str, list[dict[str, Any]]]) -> None:
@@ -93,33 +105,19 @@ def running_job() -> Iterator[tuple[str, dict[str, Any]]]:
     job: dict[str, Any] = {"state": "RUNNING", "checkpoints": 0,
                            "counts": {"outputs": 0.0, "inputs": 0.0, "events": 0.0}}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            metrics = "/jobs/j1/vertices/v1/subtasks/metrics"
-            if self.path == "/jobs/j1":
-                body: Any = {"state": job["state"], "vertices": [{"id": "v1", "name": "session machine"}]}
-            elif self.path == "/jobs/j1/checkpoints":
-                body = {"counts": {"completed": job["checkpoints"]}}
-            elif self.path == metrics:
-                body = [{"id": f"0.eddies.{name}"} for name in job["counts"]]
-            elif self.path.startswith(metrics + "?get="):
-                body = [{"id": f"0.eddies.{k}", "sum": v} for k, v in job["counts"].items()]
-            else:
-                raise AssertionError(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(json.dumps(body).encode())
+    def answer(path: str) -> Any:
+        metrics = "/jobs/j1/vertices/v1/subtasks/metrics"
+        if path == "/jobs/j1":
+            return {"state": job["state"], "vertices": [{"id": "v1", "name": "session machine"}]}
+        if path == "/jobs/j1/checkpoints":
+            return {"counts": {"completed": job["checkpoints"]}}
+        if path == metrics:
+            return [{"id": f"0.eddies.{name}"} for name in job["counts"]]
+        assert path.startswith(metrics + "?get="), path
+        return [{"id": f"0.eddies.{k}", "sum": v} for k, v in job["counts"].items()]
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}", job
-    finally:
-        server.shutdown()
+    with serving(answer) as address:
+        yield address, job
 
 
 def test_progress_is_told_when_it_moves(running_job: tuple[str, dict[str, Any]]) -> None:
