@@ -103,8 +103,8 @@ class With:
     def misspelt(self, *names: str) -> None:
         """Refuse a left option whose key is near one of ``names``: where a required
         option is missing, a misspelling of it is the likelier mistake to name."""
-        for option in self.left.values():
-            hint = did_you_mean(option.key.strip().lower().replace("-", "_"), names)
+        for norm, option in self.left.items():
+            hint = did_you_mean(norm, names)
             if hint:
                 raise DefinitionError(f"{option.key_at}: {option.key!r} is not an option of "
                                       f"{self.what}{hint}")

@@ -49,7 +49,7 @@ def check(
     if len(plans) > 1:  # commands that run one agent need to be told which
         names = ", ".join(plan.agent_name for plan in plans)
         console.print(f"{len(plans)} agents ({names}); to run one: {escape(str(file))}#NAME",
-                      highlight=False, soft_wrap=True)
+                      highlight=False)
 
 
 def _unlisted(name: str) -> Any:

@@ -122,7 +122,7 @@ def _demo_part(s: Any, agent: Any, prompts: list[tuple[str, str]], title: str, a
         console.print(f"\nReplay of session {session!r} from its history (no model or tool call):")
         for step in report.steps:
             mark = "[green]ok[/green]" if step.matches else f"[red]{step.status.upper()}[/red]"
-            console.print(f"{escape(describe(step.event))}  {mark}", soft_wrap=True)
+            console.print(f"{escape(describe(step.event))}  {mark}")
         console.print(f"replay: {'ids match' if report.ok else 'MISMATCH'}\n")
         return got == len(prompts) and report.ok
     finally:

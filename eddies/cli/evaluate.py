@@ -258,7 +258,7 @@ class _Fleet:
         agent = self.agents.get(target.app, "AGENT")
         err_console.print(f"cases sent to app {escape(target.app)}; its workers: eddies worker --app "
                           f"{escape(target.app)} --agent {escape(agent)} --partitions {target.partitions} "
-                          f"-b {escape(target.bootstrap_servers)}", highlight=False, soft_wrap=True)
+                          f"-b {escape(target.bootstrap_servers)}", highlight=False)
 
 
 def _target(settings: Any, prefix: str, name: str) -> Any:

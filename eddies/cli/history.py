@@ -153,7 +153,7 @@ def _print_rerun(console: Any, report: Any) -> None:
     if report.reused or report.live:
         console.print(table)
     for ev in report.outputs:
-        console.print(escape(describe(ev).strip()), highlight=False, soft_wrap=True)
+        console.print(escape(describe(ev).strip()), highlight=False)
 
 
 @history_app.command(

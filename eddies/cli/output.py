@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 # Lines are never cut either: piped output (80 columns) stays one record per line for
-# grep and scripts; tables still fit the width.
+# grep and scripts, a URL stays whole; tables still fit the width.
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)  # error lines are never cut
 # One name for every command, whatever module logs: log collectors select on it.

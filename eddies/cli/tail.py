@@ -73,7 +73,7 @@ def tail(
                 console.print(f"undecodable record at {msg.partition()}/{msg.offset()}: {err}")
                 continue
             console.print(f"{ev.session_id}:{describe(ev)}" if topic == "events" else
-                          _output_line(ev, settings.app), highlight=False, markup=False, soft_wrap=True)
+                          _output_line(ev, settings.app), highlight=False, markup=False)
 
 
 def _output_line(ev: Any, app: str) -> str:

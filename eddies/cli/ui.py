@@ -70,8 +70,7 @@ def ui(
         shown = "127.0.0.1" if wildcard else (f"[{host}]" if ":" in host else host)
         url = f"http://{shown}:{sock.getsockname()[1]}/"
         console.print(f"eddies ui for app {escape(s.app)} on {escape(s.bootstrap_servers)}: "
-                      f"[bold]{escape(url)}[/bold] (Ctrl-C stops it)", highlight=False,
-                      soft_wrap=True)  # never a URL cut in two
+                      f"[bold]{escape(url)}[/bold] (Ctrl-C stops it)", highlight=False)
         server = uvicorn.Server(uvicorn.Config(web, log_level="warning", access_log=False))
         server.run(sockets=[sock])
 
