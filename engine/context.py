@@ -113,8 +113,16 @@ class RunnerContext:
         return self._step.invocation.action
 
     def now(self) -> int:
-        """Logical time in ms: the latest input's timestamp, never the wall clock."""
-        return self._step.state.clock
+        """Logical time in ms, never the wall clock: the timestamp of the input that
+        started this run, moved on by each outcome the action reads (after ``ctx.sleep``,
+        the timer's due time). What else arrives meanwhile (later inputs, other results)
+        does not move it, so it is the same at the same place of every execution: an
+        action that puts it in a call's arguments asks the same call when it is executed
+        again. Example::
+
+            deadline = ctx.now() + 86_400_000      # a day after the input came
+        """
+        return self._step.now()
 
     @property
     def config(self) -> Mapping[str, Any]:

@@ -16,7 +16,14 @@ action)::
 
     facts = ctx.long_term_memory.get_memory_set("facts", key=event.input["user"])
     facts.add(["prefers window seats", "vegetarian"])
+    facts.add("flies from Porto", metadatas={"topic": "travel"})   # one item is one item
     facts.search("what does she eat?", limit=3)    # [Document("vegetarian", ...), ...]
+    facts.get(filters={"topic": "travel"})
+    ctx.long_term_memory.delete_memory_set("facts", key=event.input["user"])
+
+A set that was never written to (or whose collection was dropped) holds nothing: its
+reads find nothing and its deletes delete nothing, where a vector store's own operations
+on a missing collection fail.
 
 A chat model setup that names the set among its ``tools`` offers it to its model as one
 tool that remembers facts and recalls the nearest ones (:func:`memory_tool_spec`); whose
@@ -46,9 +53,15 @@ from .calls import CallAwaitable, CallSite, CallSpec, chat_spec, message_from_va
 from .resources import ResourceType, ToolSpec
 from .tool_args import ToolArgumentError, problem
 from .vector_stores import (
+    MISSING_OK,
     MOST_RESULTS_FOR_A_MODEL,
+    Documents,
+    Ids,
     document_dict,
     document_of,
+    documents_of,
+    filters_of,
+    ids_of,
     query_spec,
     result,
     store_spec,
@@ -114,36 +127,62 @@ class MemorySet:
         self.key = key
         self.collection = f"memory.{site.plan.agent_name}.{name}"
 
-    def add(self, items: Sequence[str | Document | Mapping[str, Any]]) -> list[str]:
-        """Remember ``items`` (texts, or Documents with metadata of their own); their ids."""
-        return run_now(self._site, self.adding(items))
+    def add(self, items: Documents,
+            metadatas: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+        """Remember ``items`` (one, or a list: texts, or Documents with metadata of their
+        own), with ``metadatas`` (one mapping for every item, or one per item); their ids.
+        Example: ``facts.add("vegetarian", metadatas={"topic": "diet"})``."""
+        return run_now(self._site, self.adding(items, metadatas))
 
-    def search(self, query: str, *, limit: int = 5, filters: Mapping[str, Any] | None = None
+    async def add_async(self, items: Documents,
+                        metadatas: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
+                        ) -> list[str]:
+        """Awaitable form of :meth:`add`, for ``async def`` actions."""
+        return await run_later(self._site, self.adding(items, metadatas))
+
+    def search(self, query: str, limit: int = 5, filters: Mapping[str, Any] | None = None
                ) -> list[Document]:
-        """The ``limit`` items of this key nearest to ``query`` (and matching ``filters``)."""
+        """The ``limit`` items of this key nearest to ``query`` (and matching ``filters``).
+        Example: ``facts.search("diet", 3, filters={"topic": "diet"})``."""
         return run_now(self._site, self.searching(query, limit, filters))
 
-    def get(self, ids: Sequence[str] | None = None, *, limit: int | None = None) -> list[Document]:
-        """Items of this key by id, or all of them (at most ``limit``)."""
-        found = _result_of(self._site, self._spec("get", ids=None if ids is None else list(ids),
-                                                 filters=self._own(None), limit=limit))
-        return [document_of(d) for d in found]
+    async def search_async(self, query: str, limit: int = 5,
+                           filters: Mapping[str, Any] | None = None) -> list[Document]:
+        """Awaitable form of :meth:`search`."""
+        return await run_later(self._site, self.searching(query, limit, filters))
 
-    def delete(self, ids: Sequence[str] | None = None) -> int:
-        """Forget the items of ``ids``, or every item of this key; how many."""
-        return int(_result_of(self._site, self._spec("delete", ids=None if ids is None else list(ids),
-                                                    filters={KEY: self.key})))
+    def get(self, ids: Ids | None = None, filters: Mapping[str, Any] | None = None,
+            limit: int | None = None) -> list[Document]:
+        """Items of this key by id (one id, or a list), or those matching ``filters`` (all
+        without), at most ``limit``. Example: ``facts.get(filters={"topic": "diet"})``."""
+        return run_now(self._site, self.getting(ids, filters, limit))
+
+    async def get_async(self, ids: Ids | None = None, filters: Mapping[str, Any] | None = None,
+                        limit: int | None = None) -> list[Document]:
+        """Awaitable form of :meth:`get`."""
+        return await run_later(self._site, self.getting(ids, filters, limit))
+
+    def delete(self, ids: Ids | None = None) -> int:
+        """Forget the items of ``ids`` (one id, or a list), or every item of this key; how
+        many. Example: ``facts.delete(ids[0])``."""
+        return run_now(self._site, self.deleting(ids))
+
+    async def delete_async(self, ids: Ids | None = None) -> int:
+        """Awaitable form of :meth:`delete`."""
+        return await run_later(self._site, self.deleting(ids))
 
     # --- the operations as flows (the same for an action and for a model's tool) -------
-    def adding(self, items: Sequence[str | Document | Mapping[str, Any]]) -> Flow[list[str]]:
+    def adding(self, items: Documents,
+               metadatas: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
+               ) -> Flow[list[str]]:
         """:meth:`add`, as a flow."""
         now = self._site.now()
-        docs = []
-        for item in items:
-            doc = document_of(item)
-            docs.append(Document(doc.content, {**doc.metadata, KEY: self.key, AT: now}, doc.id))
+        given = documents_of(items, f"memory set {self.name!r}: items")
+        extra = _metadatas(self.name, metadatas, len(given))
+        docs = [Document(doc.content, {**doc.metadata, **more, KEY: self.key, AT: now}, doc.id)
+                for doc, more in zip(given, extra, strict=True)]
         if self.setup.retention is not None:
-            yield self._spec("delete", ids=None,
+            yield self._spec("delete", ids=None, missing_ok=True,
                              filters={KEY: self.key, AT: {"$lt": now - _ms(self.setup.retention)}})
         if self.setup.compaction_model is None:
             return list(result((yield self._spec("add", documents=[document_dict(d) for d in docs]))))
@@ -157,8 +196,25 @@ class MemorySet:
         """:meth:`search`, as a flow."""
         name = self.setup.vector_store
         spec = query_spec(name, self._site.plan.resources[name][1], query, limit, self._own(filters),
-                          self.collection)
+                          self.collection, missing_ok=True)
         return [document_of(d) for d in result((yield spec))]
+
+    def getting(self, ids: Ids | None = None, filters: Mapping[str, Any] | None = None,
+                limit: int | None = None) -> Flow[list[Document]]:
+        """:meth:`get`, as a flow."""
+        if limit is not None and (type(limit) is not int or limit <= 0):
+            raise ValueError(f"memory set {self.name!r}: limit must be None or a positive int, "
+                             f"got {limit!r}")
+        chosen = ids_of(ids, f"memory set {self.name!r}: ids")
+        found = result((yield self._spec("get", ids=chosen, filters=self._own(filters), limit=limit,
+                                         missing_ok=True)))
+        return [document_of(d) for d in found]
+
+    def deleting(self, ids: Ids | None = None) -> Flow[int]:
+        """:meth:`delete`, as a flow."""
+        chosen = ids_of(ids, f"memory set {self.name!r}: ids")
+        return int(result((yield self._spec("delete", ids=chosen, filters={KEY: self.key},
+                                            missing_ok=True))))
 
     def _compacted(self, doc: Document, now: int) -> Flow[str]:
         """Add ``doc``, or fold it into a near item the model says it repeats or updates."""
@@ -184,23 +240,38 @@ class MemorySet:
             return str(chosen.id)
         return str(result((yield self._spec("add", documents=[document_dict(doc)])))[0])
 
-    def _spec(self, op: str, **arguments: Any) -> CallSpec:
+    def _spec(self, op: str, missing_ok: bool = False, **arguments: Any) -> CallSpec:
         name = self.setup.vector_store
-        return store_spec(name, self._site.plan.resources[name][1], op, self.collection, **arguments)
+        # A set no one wrote to yet has no collection: it holds nothing, it is no error.
+        extra = {MISSING_OK: True} if missing_ok else {}
+        return store_spec(name, self._site.plan.resources[name][1], op, self.collection,
+                          **arguments, **extra)
 
     def _own(self, filters: Mapping[str, Any] | None) -> dict[str, Any]:
         """This key's items, younger than the retention, and ``filters``."""
         own: list[dict[str, Any]] = [{KEY: self.key}]
         if self.setup.retention is not None:
             own.append({AT: {"$gte": self._site.now() - _ms(self.setup.retention)}})
-        if filters:
-            own.append(dict(filters))
+        wanted = filters_of(filters, f"memory set {self.name!r}: filters")
+        if wanted:
+            own.append(wanted)
         return {"$and": own}
 
 
-def _result_of(site: CallSite, spec: CallSpec) -> Any:
-    """What the store's operation of one call, made now, returned."""
-    return result(site.call_now(spec))
+def _metadatas(name: str, metadatas: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+               count: int) -> list[Mapping[str, Any]]:
+    """The metadata each of ``count`` items gets: one mapping for all, or one each."""
+    if metadatas is None:
+        return [{}] * count
+    if isinstance(metadatas, Mapping):
+        return [metadatas] * count
+    if isinstance(metadatas, str) or not isinstance(metadatas, Sequence) or not all(
+            isinstance(m, Mapping) for m in metadatas):
+        raise TypeError(f"memory set {name!r}: metadatas is a mapping or a list of them, got "
+                        f"{metadatas!r:.60}")
+    if len(metadatas) != count:
+        raise ValueError(f"memory set {name!r}: {len(metadatas)} metadatas for {count} items")
+    return list(metadatas)
 
 
 def run_now(site: CallSite, flow: Flow[T]) -> T:
@@ -329,6 +400,16 @@ class LongTermMemory:
             return MemorySet(step, name, setup, key or key_of(step, setup))
         except ToolArgumentError as err:
             raise KeyError(f"memory set {name!r}: {err}") from None
+
+    def delete_memory_set(self, name: str, *, key: str | None = None) -> bool:
+        """Forget every item of memory set ``name`` of ``key`` (as :meth:`get_memory_set`
+        names it; other keys' items stay); whether it held any. Example:
+        ``ctx.long_term_memory.delete_memory_set("facts", key=user_id)``."""
+        return self.get_memory_set(name, key=key).delete() > 0
+
+    async def delete_memory_set_async(self, name: str, *, key: str | None = None) -> bool:
+        """Awaitable form of :meth:`delete_memory_set`, for ``async def`` actions."""
+        return await self.get_memory_set(name, key=key).delete_async() > 0
 
 
 __all__ = ["AT", "COMPACTION_PROMPT", "KEY", "KEY_SOURCES", "Flow", "LongTermMemory", "MemorySet",

@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -35,13 +36,14 @@ from eddies.events import (
 )
 from eddies.events.ids import scope_of_call
 
+from . import halts
 from .agent import Agent
 from .envelopes import emit, envelope
 from .live import LiveCalls
 from .plan import AgentPlan
 from .runs import MetricsSink, Runs
 from .scope_paths import parent_memory
-from .state import TERMINAL, Frame, RunState, SessionState
+from .state import TERMINAL, Fault, Frame, RunState, SessionState
 
 
 class UnsupportedEventError(ValueError):
@@ -111,6 +113,9 @@ class SessionMachine:
         problem = envelope_problem(event)
         if problem is not None:
             raise UnsupportedEventError(problem)
+        if state.fault is not None:
+            self._while_halted(state, event, out)
+            return state, out
         payload = event.payload
         if isinstance(payload, InputEvent):
             self._runs.accept_input(state, event, out)
@@ -124,6 +129,98 @@ class SessionMachine:
                 "DurableCallResult and SignalEvent can"
             )
         return state, out
+
+    # --- sessions halted on a fault ----------------------------------------------------------
+    def halt(self, state: SessionState, event: AgentEvent, error: ErrorInfo
+             ) -> tuple[SessionState, list[AgentEvent]]:
+        """Halt the session on ``error``, which escaped :meth:`apply` of ``event``; for a
+        runner, which gives the session's last trusted ``state`` (as it was before
+        ``event``: the state ``apply`` had may be half-changed).
+
+        ``event`` waits with every later record of the session (they are parked, not
+        applied) until the resume signal named in the halt's notice (a failed OutputEvent,
+        as :mod:`.halts` describes) applies them again, in order. A resume on which the
+        error escapes again leaves the session halted with its records, announced anew.
+        Example::
+
+            try:
+                state, emitted = machine.apply(state, event)
+            except Exception as err:
+                state, emitted = machine.halt(trusted, event, ErrorInfo.of(err))
+        """
+        out: list[AgentEvent] = []
+        fault = state.fault
+        payload = event.payload
+        if fault is not None and isinstance(payload, SignalEvent) and payload.name == fault.signal:
+            self._runs.remember_input(state, event)  # this resume is spent
+            fault.error = error
+        else:
+            if fault is None:
+                fault = state.fault = Fault(error, "")
+            else:
+                fault.error = error
+            self._park(state, fault, event)
+        fault.signal = halts.fault_signal(state.session_id, state.seq + 1)
+        run = state.run or RunState(state.runs, "")
+        inv = run.active
+        fault.notice = emit(self.plan, state, run, halts.notice(
+            state.session_id, fault.signal, error, fault=True), event.event_id,
+            inv.action if inv is not None else None, out).event_id
+        return state, out
+
+    def halted_as_recorded(self, state: SessionState, notice: AgentEvent
+                           ) -> tuple[SessionState, list[AgentEvent]]:
+        """Halt ``state`` where its history recorded the notice of a halt on a fault
+        (:func:`.halts.fault_notice`), for a rebuild or a replay from that history: the
+        records the halt parked are not in it, but those its resume applied again are,
+        after the resume. Returns the state and the notice, as if emitted again."""
+        payload = notice.payload
+        assert isinstance(payload, OutputEvent) and payload.error is not None
+        signal = halts.resume_signal(payload)
+        assert signal is not None
+        state.seq = max(state.seq, notice.seq)
+        state.fault = Fault(payload.error, signal, notice.event_id)
+        return state, [notice]
+
+    def _while_halted(self, state: SessionState, event: AgentEvent, out: list[AgentEvent]) -> None:
+        """A record for a session halted on a fault: its resume signal applies the parked
+        records again; anything else is parked behind them."""
+        fault = state.fault
+        assert fault is not None
+        payload = event.payload
+        if not (isinstance(payload, SignalEvent) and payload.name == fault.signal):
+            self._park(state, fault, event)
+            return
+        if not self._runs.remember_input(state, event):
+            return
+        state.fault = None
+        if event.timestamp > state.clock:
+            state.clock = event.timestamp
+        run = state.run
+        state.seq += 1
+        out.append(AgentEvent(
+            event.event_id, state.session_id, state.seq, run.number if run is not None else 0,
+            event.scope, event.type, fault.notice or None, None, self.plan.agent_name,
+            self.plan.agent_version, state.clock, payload))
+        for parked in fault.parked:
+            dropped = self.dropped
+            _, more = self.apply(state, parked)
+            out += more
+            if dropped:  # (apply starts a new list of them)
+                self.dropped = self._scopes.dropped = dropped + self.dropped
+
+    def _park(self, state: SessionState, fault: Fault, event: AgentEvent) -> None:
+        parked = fault.parked
+        eid = event.event_id
+        if any(p.event_id == eid for p in parked):
+            self.stats["duplicates"] += 1
+            return
+        if len(parked) >= halts.MAX_PARKED:
+            raise UnsupportedEventError(
+                f"session {state.session_id} is halted ({fault.error.type}) and holds "
+                f"{len(parked)} records for its resume already; resume it: eddies resume "
+                f"{shlex.quote(state.session_id)}")
+        parked.append(event)
 
     def resume(self, state: SessionState) -> tuple[SessionState, list[AgentEvent]]:
         """After a restart: the requests of the running run that have no outcome yet.

@@ -197,6 +197,7 @@ class CallOutcomes:
                  out: list[AgentEvent]) -> None:
         """A call has its outcome: resume the waiting action once all it waits for have."""
         rec.args = ""  # (a state saved by an earlier version kept them)
+        rec.at = state.clock
         self._live.pop(call_id, None)
         holder = self._scopes.holder(state, run, call_id)
         if holder is not None and holder.waiting:

@@ -4,7 +4,9 @@
 A PROMPT resource may stand wherever a prompt's text goes: a chat model setup's
 ``prompt``, a ReActAgent's or a RagAgent's ``prompt`` name it, and its messages open the
 conversation, formatted with the agent's config (a placeholder the config does not hold
-fails the agent's compilation, naming it). An action formats one itself. Example::
+fails the agent's compilation, naming it; a ReActAgent's may also be filled from the
+input's fields, so it fails that input's run instead). An action formats one itself.
+Example::
 
     agent = ReActAgent("support", model="llm", prompt="support_prompt",
                        config={"company": "Acme"})

@@ -9,6 +9,12 @@ Example::
                        options=ReActOptions(max_iterations=8, handle_exception="CONTINUE"))
     agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", tools=["refund"]))
 
+- ``prompt``: a text (one system message) or a PROMPT resource whose placeholders are
+  filled from the agent's config and, as in Flink Agents, from the input: ``{input}`` is
+  the input (JSON unless a text), and an input that is an object fills the placeholders
+  named after its fields (``"What is ({a} + {b}) * {c}"`` for ``{"a": 1, "b": 2, "c": 3}``).
+  A prompt that places the input so is not followed by it again; a placeholder neither
+  the config nor the input holds fails the input's run, naming it.
 - ``max_iterations`` (20): model calls per input; past it the run ends with a failed
   OutputEvent (``MaxIterationsError``).
 - ``request_timeout`` (600 s): the run's deadline (``request_timeout_ms``).
@@ -42,7 +48,7 @@ from .agent import Agent, PlanError
 from .durable import DurableCallError
 from .options import from_mapping
 from .plan_view import PlanView
-from .prompts import INPUT_PLACEHOLDER, check_prompt, opening_messages, prompt_variables
+from .prompts import INPUT_PLACEHOLDER, opening_messages, prompt_variables
 from .resources import ResourceType
 from .tokens import BUDGET_ARG, REPORT_KEY, split, summarised, summary_request
 
@@ -160,8 +166,9 @@ class ReActAgent(Agent):
     def check_plan(self, plan: PlanView) -> None:
         """Called by ``AgentPlan.compile``: the model must be a CHAT_MODEL resource."""
         config = plan.actions[ACTION].config
+        # The prompt's placeholders are not checked here: those the config lacks may be
+        # fields of an input (an object), known only when it comes (see _opening).
         check_model(plan, f"ReActAgent {self.name!r}", config["model"], config["options"])
-        check_prompt(plan, f"ReActAgent {self.name!r}", config["prompt"], given=(INPUT_PLACEHOLDER,))
 
 
 #: The name of the built-in sub-agent an agent with a chat model gets (unless it has its own).
@@ -301,12 +308,19 @@ async def _summarise(llm: ChatModelHandle, messages: list[ChatMessage],
 def _opening(event: InputEvent, config: Any, llm: ChatModelHandle, ctx: RunnerContext
              ) -> list[ChatMessage]:
     prompt = config["prompt"] if config["prompt"] is not None else llm.setup.prompt
-    question = event.input if isinstance(event.input, str) else json.dumps(event.input)
+    asked = event.input
+    question = asked if isinstance(asked, str) else json.dumps(asked)
     resources = ctx.step.plan.resources
-    # As in Flink Agents: a prompt that places {input} carries the question where it says;
-    # otherwise the question follows the prompt's messages.
-    placed = INPUT_PLACEHOLDER in prompt_variables(resources, prompt)
-    opening = opening_messages(resources, ctx.config, prompt, **{INPUT_PLACEHOLDER: question})
+    wanted = prompt_variables(resources, prompt)
+    fields = input_fields(asked, wanted, ctx.config)
+    missing = sorted(wanted - set(ctx.config) - set(fields) - {INPUT_PLACEHOLDER})
+    if missing:
+        raise ValueError(f"ReActAgent {ctx.step.plan.agent_name!r}: prompt {prompt!r} has placeholders "
+                         f"neither the agent's config nor the input's fields hold: {', '.join(missing)}")
+    # As in Flink Agents: a prompt that places {input} or the input's fields carries the
+    # input where it says; otherwise the question follows the prompt's messages.
+    placed = INPUT_PLACEHOLDER in wanted or bool(fields)
+    opening = opening_messages(resources, ctx.config, prompt, **{INPUT_PLACEHOLDER: question, **fields})
     schema = config["output_schema"]
     if schema is not None:
         shape = json.dumps(schema.model_json_schema(), sort_keys=True)
@@ -316,6 +330,19 @@ def _opening(event: InputEvent, config: Any, llm: ChatModelHandle, ctx: RunnerCo
         else:
             opening.insert(0, ChatMessage(MessageRole.SYSTEM, ask))
     return opening if placed else [*opening, ChatMessage(MessageRole.USER, question)]
+
+
+def input_fields(asked: Any, wanted: frozenset[str], config: Mapping[str, Any]) -> dict[str, str]:
+    """The fields of input ``asked`` (an object) that fill the placeholders ``wanted`` of a
+    ReAct prompt, as Flink Agents' ReActAgent fills them: a text as it is, another value
+    as JSON. The agent's config wins over a field of the same name (what the agent's author
+    fixed, an input cannot change); a field ``input`` wins over the whole input. Example:
+    ``input_fields({"a": 2, "b": "x"}, frozenset({"a"}), {}) == {"a": "2"}``."""
+    if not isinstance(asked, Mapping):
+        return {}
+    return {name: value if isinstance(value, str) else json.dumps(value)
+            for name, value in asked.items()
+            if name in wanted and name not in config}
 
 
 _FENCED = re.compile(r"```[a-zA-Z]*\s*\n(.*?)```", re.S)
@@ -347,5 +374,5 @@ def _json_body(text: str) -> str:
 
 
 __all__ = ["HandleException", "MaxIterationsError", "ModelFailedError", "OutputParseError", "ReActAgent",
-           "ReActOptions", "SummarizationPrompt", "TokensManagement", "answer", "check_model", "parse_json",
-           "parse_output", "under_policy"]
+           "ReActOptions", "SummarizationPrompt", "TokensManagement", "answer", "check_model", "input_fields",
+           "parse_json", "parse_output", "under_policy"]

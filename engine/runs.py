@@ -26,8 +26,8 @@ from eddies.events import (
 
 from .calls import SUSPEND, Suspend
 from .context import RunnerContext
-from .durable import JournalMismatchError
 from .envelopes import emit
+from .halts import PROCESS_EXITS
 from .live import LiveCalls, SuspendedActions
 from .outcomes import CallOutcomes
 from .plan import AgentPlan
@@ -40,10 +40,12 @@ MetricsSink = Callable[[str, str, str, float], None]
 SUSPENDED = "SUSPENDED"
 
 
-def _failure(err: Exception) -> ErrorInfo:
-    """What an action that raised ``err`` failed with."""
-    if isinstance(err, JournalMismatchError):
-        return ErrorInfo("JournalMismatchError", str(err))
+def _failure(err: BaseException) -> ErrorInfo:
+    """What an action that raised ``err`` failed with. Any exception of the action's
+    (``JournalMismatchError`` and any other ``BaseException`` included, the process's own
+    exits excepted) is the run's failure: it stays in the session, never the worker's."""
+    if isinstance(err, PROCESS_EXITS):
+        raise err
     return ErrorInfo.of(err)
 
 
@@ -98,6 +100,7 @@ class Runs:
         while state.run is None and state.queue:
             inp = state.queue.popleft()
             run = RunState(inp.run, inp.event_id)
+            run.time = inp.timestamp
             state.run = run
             budget = self._plan.budgets.get("session")
             over = None if budget is None else budget.exceeded(state.tokens, state.cost_usd)
@@ -186,7 +189,7 @@ class Runs:
                 spec.fn(inv.trigger.payload, RunnerContext(step))
             except Suspend:
                 return SUSPENDED, step.effects()
-            except Exception as err:
+            except BaseException as err:  # see _failure
                 return _failure(err), step.effects()
             return None, step.effects()
         coro: Any = None
@@ -204,7 +207,7 @@ class Runs:
             return None, step.effects()
         except Suspend:
             return SUSPENDED, step.effects()
-        except Exception as err:
+        except BaseException as err:  # see _failure
             return _failure(err), step.effects()
         if signal is SUSPEND:
             self.suspended[key] = (coro, step, run)

@@ -45,6 +45,9 @@ class CallRecord:
     #: Logical ms before which no executor performs it (a timer, a signal's deadline),
     #: decided when the call was first issued.
     due: int | None = None
+    #: The session's clock (logical ms) when it got its outcome: an action that reads the
+    #: outcome sees at least this time as ``ctx.now()``, on every execution alike.
+    at: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -63,6 +66,8 @@ class CallRecord:
         }
         if self.due is not None:
             d["due"] = self.due
+        if self.at:
+            d["at"] = self.at
         return d
 
     @classmethod
@@ -82,6 +87,7 @@ class CallRecord:
             d["value"],
             None if err is None else ErrorInfo(*err),
             d.get("due"),
+            d.get("at", 0),
         )
 
 
@@ -170,6 +176,12 @@ class RunState:
     deadlines: int = 0
     #: Its action goes on when any call it waits for is done (a gradual batch), not all.
     any: bool = False
+    #: The run's time (logical ms): the timestamp of the input that started it. Its
+    #: actions see it as ``ctx.now()`` until they read an outcome that came later
+    #: (:attr:`CallRecord.at`): unlike the session's clock, which moves whenever anything
+    #: arrives, that is the same on every execution, so a re-executed action computes the
+    #: same call arguments.
+    time: int = 0
 
     def to_dict(self, *, parts: bool = True) -> dict[str, Any]:
         """JSON-able form; without ``parts``, no ``calls`` and ``sensory`` (a runner that
@@ -182,6 +194,7 @@ class RunState:
             "pending": [_inv_dict(i) for i in self.pending],
             "waiting": list(self.waiting),
             "events": self.events,
+            "time": self.time,
         }
         if self.tokens or self.cost_usd:
             d["spent"] = [self.tokens, self.cost_usd]
@@ -197,8 +210,9 @@ class RunState:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunState:
-        """Inverse of :meth:`to_dict`."""
+    def from_dict(cls, d: dict[str, Any], clock: int = 0) -> RunState:
+        """Inverse of :meth:`to_dict`. ``clock``: the run's time where ``d`` has none (a
+        state saved before runs kept theirs: the session's clock then, the best guess)."""
         return cls(
             number=d["number"],
             input_id=d["input_id"],
@@ -214,6 +228,7 @@ class RunState:
             frames={"/".join(f["scope"]): Frame.from_dict(f) for f in d.get("frames", ())},
             deadlines=d.get("deadlines", 0),
             any=d.get("any", False),
+            time=d.get("time", clock),
         )
 
 
@@ -223,6 +238,34 @@ def _inv_dict(inv: Invocation) -> dict[str, Any]:
 
 def _inv_from(d: dict[str, Any]) -> Invocation:
     return Invocation(d["number"], d["action"], from_record(d["trigger"]))
+
+
+@dataclass(slots=True)
+class Fault:
+    """Why a session is halted by an error that escaped the machine (a defect, not an
+    action's failure), and the records that wait for it to be resumed.
+
+    ``parked`` holds the events as they arrived, the one the error escaped on first; a
+    resume applies them again, in order (see :mod:`.halts`).
+    """
+
+    error: ErrorInfo
+    #: The signal that resumes it (``resume:...``, named in the halt's notice).
+    signal: str
+    #: The event id of the notice that announced it (what its resume answers).
+    notice: str = ""
+    parked: list[AgentEvent] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {"error": _error_list(self.error), "signal": self.signal, "notice": self.notice,
+                "parked": [to_record(e) for e in self.parked]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Fault:
+        """Inverse of :meth:`to_dict`."""
+        return cls(ErrorInfo(*d["error"]), d["signal"], d["notice"],
+                   [from_record(e) for e in d["parked"]])
 
 
 @dataclass(slots=True)
@@ -251,11 +294,13 @@ class SessionState:
     cost_usd: float = 0.0
     #: The short-term memory of sub-sessions a parent named (``session_id=``), by id.
     child_memory: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Set while the session is halted by an error that escaped the machine.
+    fault: Fault | None = None
 
     @property
     def idle(self) -> bool:
-        """No run in progress and no input waiting."""
-        return self.run is None and not self.queue
+        """No run in progress, no input waiting, not halted."""
+        return self.run is None and not self.queue and self.fault is None
 
     def to_dict(self, *, parts: bool = True) -> dict[str, Any]:
         """JSON-able form (events in their Avro record shape).
@@ -282,6 +327,8 @@ class SessionState:
             d["spent"] = [self.tokens, self.cost_usd]
         if self.child_memory:
             d["child_memory"] = self.child_memory
+        if self.fault is not None:
+            d["fault"] = self.fault.to_dict()
         if parts:
             d["memory"] = self.memory
         return d
@@ -296,7 +343,7 @@ class SessionState:
             seq=d["seq"],
             clock=d["clock"],
             runs=d["runs"],
-            run=None if d["run"] is None else RunState.from_dict(d["run"]),
+            run=None if d["run"] is None else RunState.from_dict(d["run"], d["clock"]),
             queue=deque(from_record(e) for e in d["queue"]),
             memory=d["memory"],
             recent_inputs=dict.fromkeys(d["recent_inputs"]),
@@ -304,6 +351,7 @@ class SessionState:
             tokens=d.get("spent", (0, 0.0))[0],
             cost_usd=d.get("spent", (0, 0.0))[1],
             child_memory=d.get("child_memory", {}),
+            fault=None if d.get("fault") is None else Fault.from_dict(d["fault"]),
         )
 
     def to_bytes(self) -> bytes:

@@ -57,7 +57,7 @@ class Step:
     machine for each execution; an ``async def`` action suspended in place keeps its step
     until it resumes."""
 
-    __slots__ = ("_abandon", "_children", "_frame", "_live", "_metrics", "_notices",
+    __slots__ = ("_abandon", "_children", "_frame", "_live", "_metrics", "_notices", "_now",
                  "_ordinal", "_requests", "_sensory", "_short_term", "_waiting", "_wake_any", "calls",
                  "invocation", "plan", "run", "sent", "state")
 
@@ -76,6 +76,8 @@ class Step:
         self._frame = frame
         self._ordinal = 0
         self._children = 0
+        # What the action sees as the time: the run's, moved on by each outcome it reads.
+        self._now = run.time
         #: Events the action sent, emitted when it completes.
         self.sent: list[Event] = []
         self._requests: list[DurableCallRequest] = _NONE
@@ -94,7 +96,7 @@ class Step:
         return self.plan.config
 
     def now(self) -> int:
-        return self.state.clock
+        return self._now
 
     @property
     def session_id(self) -> str:
@@ -163,6 +165,8 @@ class Step:
     def answer(self, rec: CallRecord, spec: CallSpec) -> Any:
         """Its value (its error raised), or what its spec makes of the record (a
         sub-agent's Result)."""
+        if rec.at > self._now:
+            self._now = rec.at
         if spec.result is not None:
             return spec.result(rec, spec.cid)
         if rec.error is not None:
@@ -236,6 +240,7 @@ class Step:
             return False
         rec.status = OK
         rec.value = waiting.pop(0)
+        rec.at = self.state.clock
         if not waiting:
             del self.state.signals[name]
         return True

@@ -2,6 +2,13 @@
 tool error the model sees, not a crash), and the arguments as the function takes them
 (enums, dataclasses and pydantic models made from their JSON, when it is called).
 
+A schema whose every keyword is one of the common ones a function's type hints give (type,
+enum, const, properties, required, additionalProperties, items, prefixItems, minItems,
+maxItems, anyOf, a ``$ref`` to ``$defs``) is checked by checks compiled from it here, in 1-5
+us; any other (``maximum``, ``pattern``, ``maxLength``, ``oneOf``, another dialect...) by
+jsonschema (:mod:`eddies.engine.json_schema`, 15-65 us). Both say the same of a schema both
+read (a property test holds them to it), in the same words.
+
 Example::
 
     problem(parameters(book), {"city": "Paris", "nights": [1]})
@@ -13,10 +20,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 import inspect
+import re
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Union
+
+from .json_schema import Wording, checker, count
+from .json_schema import short as _short
 
 _CHECKS: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
@@ -28,6 +39,9 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "null": lambda v: v is None,
 }
 
+#: How a tool's arguments are named in a problem.
+ARGUMENTS = Wording("the arguments", "not an argument of this tool", "its arguments")
+
 
 class ToolArgumentError(ValueError):
     """A tool was called with arguments its schema does not allow."""
@@ -36,16 +50,77 @@ class ToolArgumentError(ValueError):
 def problem(schema: Mapping[str, Any], arguments: Any) -> str | None:
     """The first thing wrong with ``arguments`` for the parameters ``schema``, or None.
 
-    A schema is turned into nested checks once (on first use, by its identity: a tool's
-    schema is made when its agent is compiled and not changed after) and checked by those
-    on every call, rather than read again for each argument.
+    A schema is turned into its check once (on first use, by its identity: a tool's schema
+    is made when its agent is compiled and not changed after): nested checks compiled from
+    it when :func:`compilable`, else jsonschema's validator, and checked by that on every
+    call, rather than read again for each argument.
     """
     entry = _COMPILED.get(id(schema))
     if entry is None or entry[0] is not schema:
         if len(_COMPILED) >= MAX_COMPILED:
             _COMPILED.clear()
-        entry = _COMPILED[id(schema)] = (schema, _Checks(schema.get("$defs", {})).of(schema))
+        entry = _COMPILED[id(schema)] = (schema, _check_of(schema))
     return entry[1](arguments, "")
+
+
+def _check_of(schema: Mapping[str, Any]) -> Check:
+    if compilable(schema):
+        return _Checks(schema.get("$defs", {})).of(schema)
+    check = checker(schema, ARGUMENTS, tool=True)
+    return lambda value, where: check(value)
+
+
+#: Keywords that say nothing of a value (``format`` neither: jsonschema does not check it).
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "readOnly",
+                          "writeOnly", "$comment", "format", "contentEncoding", "contentMediaType"})
+#: The keywords the compiled checks read (besides a ``$ref`` and an ``anyOf``, alone).
+_KEYWORDS = frozenset({"type", "enum", "const", "properties", "required", "additionalProperties",
+                       "items", "prefixItems", "minItems", "maxItems"})
+_ROOT_KEYWORDS = frozenset({"$defs", "$schema", "$id"})
+_DIALECT = ("https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2020-12/schema#")
+_DEF_REF = re.compile(r"#/\$defs/[A-Za-z0-9_.-]+")
+
+
+def compilable(schema: Mapping[str, Any]) -> bool:
+    """Whether the compiled checks read all of ``schema`` as jsonschema does: of dialect
+    2020-12, every keyword (its ``$defs`` too) one they read, well formed, a ``$ref`` or an
+    ``anyOf`` beside annotations only."""
+    if schema.get("$schema", _DIALECT[0]) not in _DIALECT:
+        return False
+    defs = schema.get("$defs", {})
+    return (isinstance(defs, Mapping) and _compilable(schema, _ROOT_KEYWORDS)
+            and all(isinstance(d, Mapping) and _compilable(d) for d in defs.values()))
+
+
+def _compilable(schema: Mapping[str, Any], allowed: frozenset[str] = frozenset()) -> bool:
+    keys = set(schema) - _ANNOTATIONS - allowed
+    if "$ref" in schema:
+        ref = schema["$ref"]
+        return keys == {"$ref"} and isinstance(ref, str) and _DEF_REF.fullmatch(ref) is not None
+    if "anyOf" in schema:
+        return keys == {"anyOf"} and _schemas(schema["anyOf"]) and bool(schema["anyOf"])
+    if not keys <= _KEYWORDS:
+        return False
+    kind = schema.get("type", "string")
+    props = schema.get("properties", {})
+    extra = schema.get("additionalProperties", True)
+    return ((isinstance(kind, str) or _strings(kind))
+            and isinstance(schema.get("enum", []), list)
+            and isinstance(props, Mapping) and _schemas(list(props.values()))
+            and _strings(schema.get("required", []))
+            and (isinstance(extra, bool) or (isinstance(extra, Mapping) and _compilable(extra)))
+            and ("items" not in schema or _schemas([schema["items"]]))
+            and _schemas(schema.get("prefixItems", []))
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                    for n in (schema.get("minItems", 0), schema.get("maxItems", 0))))
+
+
+def _schemas(given: Any) -> bool:
+    return isinstance(given, list) and all(isinstance(s, Mapping) and _compilable(s) for s in given)
+
+
+def _strings(given: Any) -> bool:
+    return isinstance(given, list) and all(isinstance(s, str) for s in given)
 
 
 #: A check: (value, where it is: "" for the arguments themselves) -> what is wrong, or None.
@@ -134,7 +209,7 @@ class _Checks:
 
     def _items(self, schema: Mapping[str, Any]) -> Check:
         low, high = schema.get("minItems"), schema.get("maxItems")
-        counted = f"{low if low == high else f'{low} to {high}'} items"
+        counted = count(low, high, "item")
         if not isinstance(low, int):
             low = None
         if not isinstance(high, int):
@@ -188,8 +263,10 @@ class _Checks:
 
 
 def _enum(allowed: Any) -> Check:
+    texts = [v for v in allowed if isinstance(v, str)]
+
     def check(value: Any, where: str) -> str | None:
-        if value not in allowed:
+        if not (value in texts if isinstance(value, str) else any(_same(value, v) for v in allowed)):
             return (f"{where or 'the arguments'}: {_short(value)} is not one of "
                     f"{', '.join(_short(v) for v in allowed)}")
         return None
@@ -199,11 +276,27 @@ def _enum(allowed: Any) -> Check:
 
 def _const(expected: Any) -> Check:
     def check(value: Any, where: str) -> str | None:
-        if value != expected:
+        if not _same(value, expected):
             return f"{where or 'the arguments'}: expected {_short(expected)}, got {_short(value)}"
         return None
 
     return check
+
+
+def _same(one: Any, two: Any) -> bool:
+    """Equal as JSON values (as jsonschema compares them): ``True`` is not ``1``, in a list
+    or a dict neither; ``1.0`` is ``1``."""
+    if one is two:
+        return True
+    if isinstance(one, str) or isinstance(two, str):
+        return bool(one == two)
+    if isinstance(one, Sequence) and isinstance(two, Sequence):
+        return len(one) == len(two) and all(_same(a, b) for a, b in zip(one, two, strict=True))
+    if isinstance(one, Mapping) and isinstance(two, Mapping):
+        return len(one) == len(two) and all(k in two and _same(v, two[k]) for k, v in one.items())
+    if one is True or one is False or two is True or two is False:
+        return False
+    return bool(one == two)
 
 
 def _kinds(kinds: list[Any]) -> Check:
@@ -228,11 +321,6 @@ def _kinds(kinds: list[Any]) -> Check:
 
 def _anything(value: Any) -> bool:
     return True
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def converters(fn: Callable[..., Any]) -> dict[str, Callable[[Any], Any]]:
@@ -268,4 +356,4 @@ def _converter(hint: Any) -> Callable[[Any], Any] | None:
     return None
 
 
-__all__ = ["ToolArgumentError", "converters", "problem"]
+__all__ = ["ARGUMENTS", "ToolArgumentError", "compilable", "converters", "problem"]

@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from eddies.connectors.evaluation.cases import Case
 from eddies.connectors.evaluation.results import METRICS, CaseResult
-from eddies.engine.tool_args import problem
+from eddies.engine.json_schema import Check, Wording, checker, schema_problem
 
 
 @dataclass(frozen=True)
@@ -134,12 +134,26 @@ class IsJson:
         return _verdict(_json_of(result.output) is not _NOT_JSON, "the answer is not JSON")
 
 
+#: How the json-schema scorer names the answer and a field its schema does not allow.
+ANSWER = Wording("the answer", "not allowed by the schema", "allowed")
+
+
 @dataclass(frozen=True)
 class JsonSchema:
-    """The output (or the JSON a text holds) matches JSON schema ``schema``."""
+    """The output (or the JSON a text holds) matches JSON schema ``schema``: every keyword
+    of its dialect (2020-12 unless ``$schema`` says), checked by jsonschema; the reason names
+    the first wrong field (``price: 112 is greater than the maximum of 60``). A schema that
+    is not valid is a ValueError here."""
 
     schema: dict[str, Any]
     name: str = "json-schema"
+    _check: Check = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        wrong = schema_problem(self.schema)
+        if wrong is not None:
+            raise ValueError(f"json-schema scorer: the schema is not valid: {wrong}")
+        object.__setattr__(self, "_check", checker(self.schema, ANSWER))
 
     def __call__(self, result: CaseResult, baseline: CaseResult | None = None) -> Score:
         if (failed := _failed(result)) is not None:
@@ -147,8 +161,8 @@ class JsonSchema:
         value = _json_of(result.output)
         if value is _NOT_JSON:
             return Score(False, 0.0, "the answer is not JSON")
-        wrong = problem(self.schema, value)
-        return _verdict(wrong is None, str(wrong).replace("the arguments", "the answer"))
+        wrong = self._check(value)
+        return _verdict(wrong is None, str(wrong))
 
 
 @dataclass(frozen=True)

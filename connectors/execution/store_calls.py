@@ -17,7 +17,7 @@ from typing import Any
 from eddies.engine import AgentPlan
 from eddies.engine.embeddings import EmbeddingModelSetup
 from eddies.engine.resources import ResourceType
-from eddies.engine.vector_stores import OPERATIONS, store_value
+from eddies.engine.vector_stores import MISSING_OK, OPERATIONS, CollectionNotFoundError, store_value
 from eddies.events import DurableCallRequest
 
 
@@ -33,14 +33,28 @@ def embed(plan: AgentPlan, setup_name: str, texts: list[str]) -> tuple[list[list
 
 
 def vector_store_call(plan: AgentPlan, req: DurableCallRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Perform a VECTOR_STORE request (its decoded ``kwargs``); its outcome's value."""
+    """Perform a VECTOR_STORE request (its decoded ``kwargs``); its outcome's value. A
+    collection the store does not have is a CollectionNotFoundError naming the store
+    resource, or, for a call that says ``missing_ok`` (a memory set's), an empty one."""
     store = plan.resource(req.target, ResourceType.VECTOR_STORE)
     op, collection = kwargs.get("op"), kwargs["collection"]
     if op not in OPERATIONS:
         raise ValueError(f"{req.target}: {op!r} is not a vector store operation")
     usage: dict[str, Any] = {}
+    try:
+        return _performed(plan, req, store, op, collection, kwargs, usage)
+    except CollectionNotFoundError as err:
+        if kwargs.get(MISSING_OK):
+            return store_value([] if op in ("query", "get") else 0, usage)
+        raise CollectionNotFoundError(err.collection, err.known, req.target) from None
+
+
+def _performed(plan: AgentPlan, req: DurableCallRequest, store: Any, op: str, collection: str,
+               kwargs: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
+    """What operation ``op`` returned (``usage`` gets its embedding's usage)."""
     if op == "query":
-        [vector], usage = embed(plan, store.embedding_model, [kwargs["text"]])
+        [vector], spent = embed(plan, store.embedding_model, [kwargs["text"]])
+        usage.update(spent)
         found = store.query(collection, vector, kwargs["limit"], kwargs.get("filters") or None)
         return store_value(found, usage)
     if op in ("add", "update"):
@@ -49,7 +63,8 @@ def vector_store_call(plan: AgentPlan, req: DurableCallRequest, kwargs: dict[str
             if doc.get("id") is None:
                 doc["id"] = f"{req.call_id}:{n}"
             doc.pop("score", None)
-        vectors, usage = embed(plan, store.embedding_model, [str(d["content"]) for d in docs])
+        vectors, spent = embed(plan, store.embedding_model, [str(d["content"]) for d in docs])
+        usage.update(spent)
         write = store.add if op == "add" else store.update
         return store_value(write(collection, docs, vectors), usage)
     if op == "get":

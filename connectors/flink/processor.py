@@ -201,6 +201,28 @@ class Store(Protocol):
     def clear(self) -> None: ...
 
 
+class KeyedTrust:
+    """The last trusted state of the current session (see
+    :mod:`eddies.connectors.runtime.isolation`): what its keyed state holds, written after
+    each record, so there is nothing to keep on the way."""
+
+    def __init__(self) -> None:
+        #: The current session's keyed state.
+        self.store: Store | None = None
+
+    def before(self, sid: str, state: SessionState | None) -> list[AgentEvent] | None:
+        return None
+
+    def reset(self, sid: str) -> None:
+        pass
+
+    def rebuild(self, machine: SessionMachine, sid: str
+                ) -> tuple[SessionState | None, list[AgentEvent]]:
+        assert self.store is not None
+        loaded = keyed_state.load(self.store.items())
+        return (None if loaded is None else loaded[0]), []
+
+
 class Processor:
     """Drives the session machine for the records of the sessions one subtask owns."""
 
@@ -218,6 +240,7 @@ class Processor:
         self.dead_letters = DeadLetters(self.rows, self.names.dlq, settings.max_record_bytes,
                                         self.counters)
         self.router = Router(settings, self.names, self.rows, self.counters, self.dead_letters)
+        self._trust = KeyedTrust()
         # session -> (state, what keyed state holds for it): the deserialised state of
         # recent sessions, so a run's suspended action resumes in place.
         self._cache: OrderedDict[str, tuple[SessionState, Stored]] = OrderedDict()
@@ -246,8 +269,9 @@ class Processor:
         sid = ev.session_id
         cached = self._session(sid, store)
         state, stored = cached if cached is not None else (None, None)
-        applied = apply_record(self.machine, self.router, state, ev, key, record)
-        if applied is None:  # dead-lettered; the state may be half-changed: read it again
+        self._trust.store = store
+        applied = apply_record(self.machine, self.router, state, ev, key, record, self._trust)
+        if applied is None:  # dead-lettered (after a double fault, half-changed): read it again
             self._forget(sid)
             return
         state, ended = applied

@@ -24,7 +24,7 @@ from eddies.connectors.inspect.diff import Difference, field_diff
 from eddies.connectors.runtime.client import read_records
 from eddies.connectors.runtime.settings import Settings
 from eddies.connectors.runtime.topics import TopicNames
-from eddies.engine import AgentPlan, SessionMachine, SessionState
+from eddies.engine import AgentPlan, SessionMachine, SessionState, halts
 from eddies.events import AgentEvent, DurableCallResult, InputEvent, SignalEvent, partition_for
 from eddies.events.records import to_record
 
@@ -292,6 +292,9 @@ def replay(plan: AgentPlan, history: list[Recorded], session_id: str,
             # As it arrived, before the machine stamped it: where it lands is recomputed
             # too (stamped, it would be dropped as already seen wherever steps moved).
             state, out = machine.apply(state, dataclasses.replace(ev, seq=0, run=0))
+            recomputed.extend(out)
+        elif halts.fault_notice(ev):  # the runner halted it there (the engine failed)
+            state, out = machine.halted_as_recorded(state, ev)
             recomputed.extend(out)
     steps = match(history, recomputed)
     shown = [s for s in steps if s.seq >= from_seq and (to_seq is None or s.seq <= to_seq)]

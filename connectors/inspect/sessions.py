@@ -13,7 +13,8 @@ session (runs, last sequence number, last record time, status) and, on each
 
 A session's status is that of its current run, the first one that neither ended (an
 output) nor was followed by a later run: ``answered`` or ``failed`` once all ended,
-``halted`` while a run waits to be resumed (``eddies resume``), ``waiting for approval``
+``halted`` while a run waits to be resumed (``eddies resume``), or the session does after
+an error escaped the engine for it, ``waiting for approval``
 or ``waiting for a signal`` while it waits on one, else ``running``. A run that ended
 without any output, seen only because the next one started, is ``finished``.
 """
@@ -73,6 +74,11 @@ class SessionSummary:
     # for a wait that ends on its deadline (a DurableCallResult) rather than a SignalEvent.
     _waits: dict[str, tuple[int, str]] = field(default_factory=dict)
     _wait_ids: dict[str, str] = field(default_factory=dict)
+    #: Why its latest halt halted it (the notice's error), "" if it never halted.
+    reason: str = ""
+    # A halt on an error that escaped the engine, not resumed yet: (its notice's event
+    # id, the signal that resumes it). It waits outside any run.
+    _fault: tuple[str, str] | None = None
 
     def add(self, ev: AgentEvent, time_ms: int = 0) -> bool:
         """Fold in ``ev`` (the session's next event); False for a copy already folded in.
@@ -89,14 +95,20 @@ class SessionSummary:
         p = ev.payload
         if not (isinstance(p, InputEvent) and not ev.scope):
             self._started = max(self._started, ev.run)
-        if isinstance(p, OutputEvent) and not ev.scope and halts.resume_signal(p) is None:
-            # (A halt's notice is a failed output too, but its run goes on once resumed:
-            # the pending resume wait is what says it is halted.)
-            self._ended[ev.run] = FAILED if p.error is not None else ANSWERED
+        if isinstance(p, OutputEvent) and not ev.scope:
+            signal = halts.resume_signal(p)
+            if signal is None:
+                self._ended[ev.run] = FAILED if p.error is not None else ANSWERED
+            else:  # (a halt's notice is a failed output too, but its run goes on once resumed)
+                self.reason = p.error.message if p.error is not None else ""
+                if isinstance(p.output, dict) and p.output.get("fault"):
+                    self._fault = (ev.event_id, signal)
         elif isinstance(p, DurableCallRequest) and p.kind is CallKind.SIGNAL:
             self._waits[ev.event_id] = (ev.run, p.target)
             self._wait_ids[p.call_id] = ev.event_id
         elif isinstance(p, SignalEvent) and ev.causation_id is not None:
+            if self._fault is not None and ev.causation_id == self._fault[0]:
+                self._fault = None  # resumed
             self._waits.pop(ev.causation_id, None)  # its causation: the wait it answers
         elif isinstance(p, DurableCallResult) and p.call_id in self._wait_ids:
             self._waits.pop(self._wait_ids.pop(p.call_id), None)
@@ -113,14 +125,17 @@ class SessionSummary:
     def waits(self) -> list[str]:
         """The signals the session's current run waits for (an approval's, a halt's
         ``resume:`` one, or a ``ctx.wait_for_signal`` name), in the order asked."""
+        fault = [] if self._fault is None else [self._fault[1]]
         run = self._current()
         if run is None or run > self._started:
-            return []
-        return [name for r, name in self._waits.values() if r == run]
+            return fault
+        return [name for r, name in self._waits.values() if r == run] + fault
 
     @property
     def status(self) -> str:
         """answered, failed, running, halted, waiting for approval / a signal, finished."""
+        if self._fault is not None:
+            return HALTED
         run = self._current()
         if run is None:
             return self._ended.get(self.runs, FINISHED if self.runs else RUNNING)
@@ -135,7 +150,8 @@ class SessionSummary:
         """Plain data (for JSON)."""
         return {"id": self.session_id, "partition": self.partition, "runs": self.runs,
                 "last_seq": self.last_seq, "last_ms": self.last_ms, "events": self.events,
-                "status": self.status, "waits": self.waits}
+                "status": self.status, "waits": self.waits,
+                "reason": self.reason if self.status == HALTED else ""}
 
 
 def summarize(session_id: str, events: Iterable[AgentEvent | Recorded],

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 from eddies.connectors.runtime.admission import Admission, Misrouted, Refused
 from eddies.connectors.runtime.applying import apply_record
 from eddies.connectors.runtime.counters import Counters
+from eddies.connectors.runtime.isolation import TrustedStates, reapply
 from eddies.connectors.runtime.json_logs import ids
 from eddies.connectors.runtime.records import header
 from eddies.connectors.runtime.routing import Router
-from eddies.engine import SessionMachine, SessionState
+from eddies.engine import SessionMachine, SessionState, halts
 from eddies.engine.state import RunState
 from eddies.events import (
     AgentEvent,
@@ -54,6 +55,10 @@ class SessionStep:
         self.counters = counters
         self.metrics = metrics
         self.states: dict[str, SessionState] = {}
+        #: What it takes to have a session's last trusted state again after an error
+        #: escaped the machine (isolation.py): kept from a session's first record after
+        #: it was saved until it is saved again (snapshot_of).
+        self.trusted = TrustedStates()
         # Wall time (ms) of each session's last record here: an idle session is closed by
         # the earlier of this and its logical clock (a clock set in the future by its
         # inputs must not keep it forever).
@@ -86,7 +91,8 @@ class SessionStep:
             state_before = self.states.get(sid)
         metrics = self.metrics
         before = None if metrics is None else metrics.before_apply(state_before)
-        applied = apply_record(self.machine, self.router, state_before, verdict, key, msg)
+        applied = apply_record(self.machine, self.router, state_before, verdict, key, msg,
+                               self.trusted)
         if applied is None:
             return None
         state, ended = applied
@@ -109,6 +115,7 @@ class SessionStep:
             return None
         self.states[sid] = state
         self.seen[sid] = seen_ms
+        self.trusted.reset(sid)
         return requests
 
     def rebuild(self, sid: str, data: bytes | None, history: list[AgentEvent],
@@ -126,17 +133,23 @@ class SessionStep:
             except Exception:  # unreadable: the whole history, then
                 state = machine.new_state(sid)
         base = state.seq
+        arrived: list[AgentEvent] = []
         for ev in history:
             p = ev.payload
             if ev.seq <= base:
                 continue
             if isinstance(p, DurableCallResult) or (isinstance(p, InputEvent | SignalEvent)
                                                     and not ev.scope):
-                # As it arrived, before the machine stamped it.
-                state, _ = machine.apply(state, dataclasses.replace(ev, seq=0, run=0))
+                arrived.append(dataclasses.replace(ev, seq=0, run=0))  # as it arrived
+            elif halts.fault_notice(ev):  # halted there; what it parked is not in the log
+                state, _ = reapply(machine, state, arrived)
+                arrived = []
+                state, _ = machine.halted_as_recorded(state, ev)
+        state, _ = reapply(machine, state, arrived)
         state, requests = machine.resume(state)
         self.states[sid] = state
         self.seen[sid] = seen_ms
+        self.trusted.reset(sid)
         return requests
 
     def snapshot_of(self, sid: str, journal_place: tuple[str, int]
@@ -152,6 +165,7 @@ class SessionStep:
         why = ""
         limit = self.router.limit  # the largest record the producer takes
         data: bytes | None = None
+        self.trusted.reset(sid)  # saved as it is now, or changed below
         try:
             data = state.to_bytes()
             if len(data) <= limit:
@@ -199,6 +213,7 @@ class SessionStep:
         for sid in sids:
             self.states.pop(sid, None)
             self.seen.pop(sid, None)
+        self.trusted.forget(sids)
         self.machine.evict(*sids)
 
     def drop(self, partitions: set[int], count: int) -> list[str]:
@@ -210,6 +225,7 @@ class SessionStep:
         for sid in gone:
             del self.states[sid]
             self.seen.pop(sid, None)
+        self.trusted.forget(gone)
         self.machine.evict(*gone)
         if self.metrics is not None:
             self.metrics.forget(gone)

@@ -10,10 +10,13 @@ time at once (no real waiting). Example::
 
 Crash testing: ``step()`` does one unit of work; ``crash()`` drops every piece of
 in-memory state except the journal; ``recover()`` rebuilds the sessions from it.
+Determinism testing: ``LocalRunner(agent, interleave=random.Random(seed))`` does its work
+in a random order (inputs, results and signals of a session interleaved as on a broker).
 """
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
@@ -22,7 +25,17 @@ from eddies.connectors.execution.held_requests import HeldRequests
 from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.local.executor import InProcessExecutor
 from eddies.connectors.remote.discovery import discover_tools
-from eddies.engine import Agent, AgentPlan, Journal, SessionMachine, SessionState, approval, halts
+from eddies.connectors.runtime.isolation import escaped, reapply
+from eddies.engine import (
+    Agent,
+    AgentPlan,
+    Journal,
+    SessionMachine,
+    SessionState,
+    UnsupportedEventError,
+    approval,
+    halts,
+)
 from eddies.engine.state import TERMINAL
 from eddies.events import (
     AgentEvent,
@@ -49,7 +62,7 @@ class LocalRunner:
 
     def __init__(
         self, agent: Agent | AgentPlan, *, journal: Journal | None = None, snapshot_every: int = 64,
-        recorded: RecordedCalls | None = None,
+        recorded: RecordedCalls | None = None, interleave: random.Random | None = None,
     ) -> None:
         if not isinstance(agent, AgentPlan):
             discover_tools(agent)  # MCP and A2A tools' specs come from their servers
@@ -57,6 +70,11 @@ class LocalRunner:
         self.journal = journal if journal is not None else Journal()
         self.snapshot_every = snapshot_every
         self.recorded = recorded  # another run's outcomes, reused (fork, reprocess)
+        #: Picks the next unit of work at random, when set (else the oldest): inputs,
+        #: results and signals of a session then arrive in any order, as they may on a
+        #: broker; an agent whose actions are deterministic runs without a journal mismatch
+        #: in every one.
+        self.interleave = interleave
         # What a downstream consumer has seen: it drops event ids it has already seen.
         self.history: list[AgentEvent] = []
         self.outputs: list[AgentEvent] = []
@@ -140,7 +158,14 @@ class LocalRunner:
                 self._clock = max(self._clock, due)
                 self._work.append(self.executor.execute(request))
             return True
-        item = self._work.popleft()
+        work = self._work
+        if self.interleave is None or len(work) == 1:
+            item = work.popleft()
+        else:
+            at = self.interleave.randrange(len(work))
+            work.rotate(-at)
+            item = work.popleft()
+            work.rotate(at)
         payload = item.payload
         if isinstance(payload, DurableCallRequest):
             if payload.not_before is not None and payload.not_before > self._clock:
@@ -203,8 +228,11 @@ class LocalRunner:
     def recover(self) -> None:
         """Rebuild every journaled session and re-send the requests still without outcome."""
         for sid in self.journal.sessions():
-            state, emitted = self.journal.rebuild(self.machine, sid)
-            self._deliver(emitted)
+            snap, events = self.journal.events_since_snapshot(sid)
+            state = self.machine.new_state(sid) if snap is None else SessionState.from_bytes(snap)
+            emitted: list[AgentEvent] = []
+            state, halted = reapply(self.machine, state, events, emitted)
+            self._deliver(emitted + halted)
             state, requests = self.machine.resume(state)
             self.states[sid] = state
             self._work.extend(requests)
@@ -239,7 +267,12 @@ class LocalRunner:
         state = self.states.get(sid)
         if state is None:
             state = self.machine.new_state(sid)
-        state, emitted = self.machine.apply(state, event)
+        try:
+            state, emitted = self.machine.apply(state, event)
+        except UnsupportedEventError:
+            raise
+        except BaseException as err:  # a defect: this session halts, the others go on
+            state, emitted = self._halt(sid, event, escaped(err))
         self.states[sid] = state
         n = self._applies.get(sid, 0) + 1
         self._applies[sid] = n
@@ -250,6 +283,18 @@ class LocalRunner:
                 if isinstance(ev.payload, DurableCallRequest) and ev.payload.for_executor:
                     self._work.append(ev)
         self._deliver(emitted)
+
+    def _halt(self, sid: str, event: AgentEvent, error: ErrorInfo) -> tuple[SessionState, list[AgentEvent]]:
+        """``error`` escaped the machine applying ``event``: the session halts on its last
+        trusted state, which its journal has (its snapshot and the events logged since,
+        ``event`` last: it was logged before it was applied)."""
+        machine = self.machine
+        machine.evict(sid)
+        snap, events = self.journal.events_since_snapshot(sid)
+        state = machine.new_state(sid) if snap is None else SessionState.from_bytes(snap)
+        state, emitted = reapply(machine, state, events[:-1])
+        state, halted = machine.halt(state, event, error)
+        return state, emitted + halted
 
     def _deliver(self, emitted: list[AgentEvent]) -> None:
         for ev in emitted:

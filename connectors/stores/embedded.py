@@ -10,7 +10,9 @@ product for those without filters. With
 ``path``, every change is appended to ``PATH/COLLECTION.jsonl`` (the vectors as base64
 float32) and a store opened on the same path reads them back; without, it lives in
 memory. One process writes a path: for a fleet of workers that share documents, use a
-server-backed store. Example::
+server-backed store. A collection exists once an add or ``create_collection`` made it (or
+its file is there) and until ``delete_collection``: a query, get, update or delete of
+another is a CollectionNotFoundError naming it. Example::
 
     store = EmbeddedVectorStore(embedding_model="emb", collection="travel", path="/var/lib/docs")
     agent.add_resource("docs", ResourceType.VECTOR_STORE, store)
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from eddies.connectors.stores.filters import check, matches, metadata_json
+from eddies.engine.vector_stores import CollectionNotFoundError, ids_of
 
 
 def _token(value: Any) -> tuple[Any, ...] | None:
@@ -249,9 +252,11 @@ class EmbeddedVectorStore:
             return sorted(self._collections)
 
     def create_collection(self, name: str) -> None:
-        """Make collection ``name`` (idempotent; an operation on a new name makes it too)."""
+        """Make collection ``name`` (idempotent; an add to a new name makes it too)."""
         with self._lock:
             self._get(name)
+            if self.path is not None:  # so that a store opened on the path has it too
+                (self.path / f"{name}.jsonl").touch()
 
     def delete_collection(self, name: str) -> bool:
         """Drop collection ``name`` and its documents; whether it existed."""
@@ -271,14 +276,16 @@ class EmbeddedVectorStore:
     def add(self, collection: str, documents: Sequence[Mapping[str, Any]], vectors: Any) -> list[str]:
         """Add (or replace, by id) ``documents`` (``{"id", "content", "metadata"}``, each
         with an id) with their ``vectors``; their ids."""
+        if not documents:  # nothing to write, and no vectors to fix the dimensions
+            return []
         with self._lock:
             return self._write(collection, documents, vectors)
 
     def update(self, collection: str, documents: Sequence[Mapping[str, Any]], vectors: Any) -> int:
         """Replace the documents of these ids that exist; how many."""
         with self._lock:
-            col = self._collections.get(collection)
-            keep = [i for i, d in enumerate(documents) if col is not None and str(d["id"]) in col.rows]
+            col = self._existing(collection)
+            keep = [i for i, d in enumerate(documents) if str(d["id"]) in col.rows]
             if keep:
                 self._write(collection, [documents[i] for i in keep], self._np.asarray(vectors)[keep])
             return len(keep)
@@ -288,7 +295,7 @@ class EmbeddedVectorStore:
         """The ``limit`` documents nearest to ``vector`` that match ``filters``, nearest
         first, each with its cosine similarity as ``score``."""
         np = self._np
-        if filters:
+        if filters is not None:
             check(filters)
         q = np.asarray(vector, dtype=np.float32)
         ask = _Ask(collection, q / (np.linalg.norm(q) or 1.0), limit, filters or None)
@@ -315,7 +322,9 @@ class EmbeddedVectorStore:
                 plain: list[_Ask] = []
                 for ask in asks:
                     try:
-                        if col is None or not col.ids:
+                        if col is None:
+                            raise CollectionNotFoundError(name, self._collections)
+                        if not col.ids:
                             ask.documents = []
                         else:
                             col.check_dimensions(ask.vector, name)
@@ -347,33 +356,32 @@ class EmbeddedVectorStore:
             for ask, documents in zip(chunk, answers, strict=True):
                 ask.documents, ask.done = documents, True
 
-    def get(self, collection: str, ids: Sequence[str] | None = None,
+    def get(self, collection: str, ids: str | Iterable[str] | None = None,
             filters: Mapping[str, Any] | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        """The documents of ``ids`` (those that exist, in that order), else those that match
-        ``filters`` (all without), at most ``limit``."""
-        if filters:
+        """The documents of ``ids`` (one id, or a list; those that exist, in that order),
+        else those that match ``filters`` (all without), at most ``limit``."""
+        if filters is not None:
             check(filters)
+        ids = ids_of(ids)
         with self._lock:
-            col = self._collections.get(collection)
-            if col is None:
-                return []
+            col = self._existing(collection)
             if ids is not None:
-                rows = [col.rows[i] for i in ids if i in col.rows]
+                rows = [col.rows[i] for i in dict.fromkeys(ids) if i in col.rows]
                 if filters:
                     rows = [r for r in rows if matches(col.metadata[r], filters)]
             else:
                 rows = col.selected(filters or {})
             return [col.document(r) for r in rows[:limit]]
 
-    def delete(self, collection: str, ids: Sequence[str] | None = None,
+    def delete(self, collection: str, ids: str | Iterable[str] | None = None,
                filters: Mapping[str, Any] | None = None) -> int:
-        """Delete the documents of ``ids`` (or those that match ``filters``); how many."""
-        if filters:
+        """Delete the documents of ``ids`` (one id, or a list), or those that match
+        ``filters``; how many."""
+        if filters is not None:
             check(filters)
+        ids = ids_of(ids)
         with self._lock:
-            col = self._collections.get(collection)
-            if col is None:
-                return 0
+            col = self._existing(collection)
             chosen = list(ids) if ids is not None else [col.ids[r] for r in col.selected(filters or {})]
             if ids is not None and filters:
                 chosen = [i for i in chosen if i in col.rows and matches(col.metadata[col.rows[i]], filters)]
@@ -383,6 +391,13 @@ class EmbeddedVectorStore:
             return removed
 
     # --- files -------------------------------------------------------------------------
+    def _existing(self, name: str) -> _Collection:
+        """Collection ``name`` (under the lock); CollectionNotFoundError if it is not made."""
+        col = self._collections.get(name)
+        if col is None:
+            raise CollectionNotFoundError(name, self._collections)
+        return col
+
     def _get(self, name: str) -> _Collection:
         """Collection ``name``, made if it is new."""
         col = self._collections.get(name)

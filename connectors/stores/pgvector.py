@@ -10,7 +10,10 @@ never hides a match the index would have skipped. The filters mean what they mea
 embedded store (:mod:`eddies.connectors.stores.sql_filters`). Needs ``eddies[pgvector]``
 (psycopg 3); the server needs ``CREATE EXTENSION vector`` once, which the store does if it
 may. A server that cannot be reached, or a connection cut, is a ConnectionError: the call
-is tried again, and a write again replaces what an interrupted one wrote. Example::
+is tried again, and a write again replaces what an interrupted one wrote. A collection
+exists while its table does (made by an add or ``create_collection``, by this store or
+another on the same server): a query, get, update or delete of another is a
+CollectionNotFoundError naming it. Example::
 
     store = PgVectorStore(embedding_model="emb", collection="travel",
                           dsn="postgresql://eddies@db.internal/knowledge")
@@ -20,12 +23,13 @@ is tried again, and a write again replaces what an interrupted one wrote. Exampl
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from eddies.connectors.stores.filters import metadata_json
 from eddies.connectors.stores.sql_filters import where
+from eddies.engine.vector_stores import CollectionNotFoundError, ids_of
 
 #: Postgres cuts identifiers to this many bytes; a longer table name would be a silent clash.
 MAX_IDENTIFIER_BYTES = 63
@@ -77,8 +81,11 @@ class PgVectorStore:
         return bool(existed and existed[0])
 
     def count(self, collection: str | None = None) -> int:
-        """How many documents ``collection`` holds."""
-        rows = self._read(collection or self.collection, "SELECT count(*) FROM {t}", [])
+        """How many documents ``collection`` holds (0 if it does not exist)."""
+        try:
+            rows = self._read(collection or self.collection, "SELECT count(*) FROM {t}", [])
+        except CollectionNotFoundError:
+            return 0
         return int(rows[0][0]) if rows else 0
 
     # --- documents ---------------------------------------------------------------------
@@ -97,7 +104,8 @@ class PgVectorStore:
     def update(self, collection: str, documents: Sequence[Mapping[str, Any]], vectors: Any) -> int:
         """Replace the documents of these ids that exist; how many."""
         rows = _rows(documents, vectors)
-        if not rows or not self._exists(collection):
+        self._must_exist(collection)
+        if not rows:
             return 0
         return self._write(collection, len(rows[0][3]), (
             "UPDATE {t} SET content = %s, metadata = %s::jsonb, embedding = %s::vector "
@@ -107,7 +115,7 @@ class PgVectorStore:
               filters: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """The ``limit`` documents nearest to ``vector`` that match ``filters``, nearest
         first, each with its cosine similarity as ``score``."""
-        cond, params = where(filters or {})
+        cond, params = where({} if filters is None else filters)
         literal = _vector(vector)
         # ORDER BY the distance alone: pgvector walks its index only for that order.
         sql = ("SELECT id, content, metadata, 1 - (embedding <=> %s::vector) FROM {t} "
@@ -118,11 +126,12 @@ class PgVectorStore:
         rows = self._read(collection, sql, [literal, *params, literal, limit], setup)
         return [_document(r, round(float(r[3]), 6)) for r in rows]
 
-    def get(self, collection: str, ids: Sequence[str] | None = None,
+    def get(self, collection: str, ids: str | Iterable[str] | None = None,
             filters: Mapping[str, Any] | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        """The documents of ``ids`` (those that exist, in that order), else those that match
-        ``filters`` (all without), oldest first, at most ``limit``."""
-        cond, params = where(filters or {})
+        """The documents of ``ids`` (one id, or a list; those that exist, in that order),
+        else those that match ``filters`` (all without), oldest first, at most ``limit``."""
+        cond, params = where({} if filters is None else filters)
+        ids = ids_of(ids)
         if ids is not None:
             rows = self._read(collection, f"SELECT id, content, metadata FROM {{t}} WHERE id = ANY(%s) "
                               f"AND {cond}", [list(ids), *params])
@@ -133,12 +142,13 @@ class PgVectorStore:
                           "ORDER BY seq LIMIT %s", [*params, limit])
         return [_document(r) for r in rows]
 
-    def delete(self, collection: str, ids: Sequence[str] | None = None,
+    def delete(self, collection: str, ids: str | Iterable[str] | None = None,
                filters: Mapping[str, Any] | None = None) -> int:
-        """Delete the documents of ``ids`` (or those that match ``filters``); how many."""
-        cond, params = where(filters or {})  # checks them, even with no collection to delete from
-        if not self._exists(collection):
-            return 0
+        """Delete the documents of ``ids`` (one id, or a list), or those that match
+        ``filters``; how many."""
+        cond, params = where({} if filters is None else filters)  # checked before the server is asked
+        ids = ids_of(ids)
+        self._must_exist(collection)
         chosen = "TRUE" if ids is None else "id = ANY(%s)"
         args = params if ids is None else [list(ids), *params]
         table = self._table(collection)
@@ -146,9 +156,9 @@ class PgVectorStore:
             with self._connection() as conn:
                 return int(conn.execute(f"DELETE FROM {_quoted(table)} WHERE {chosen} AND {cond}",
                                         args).rowcount)
-        except _psycopg().errors.UndefinedTable:  # dropped by another process: nothing to delete
+        except _psycopg().errors.UndefinedTable:  # dropped by another process since
             self._forget(table)
-            return 0
+            raise self._not_found(collection) from None
 
     # --- the server --------------------------------------------------------------------
     def close(self) -> None:
@@ -181,20 +191,32 @@ class PgVectorStore:
             return True
         return False
 
+    def _must_exist(self, collection: str) -> None:
+        if not self._exists(collection):
+            raise self._not_found(collection)
+
+    def _not_found(self, collection: str) -> CollectionNotFoundError:
+        """The error for ``collection``, naming the collections there are if the server says."""
+        try:
+            known: list[str] | None = self.collections()
+        except Exception:  # the error names the collection anyway; the others are a help
+            known = None
+        return CollectionNotFoundError(collection, known)
+
     def _read(self, collection: str, sql: str, params: list[Any],
               setup: str | None = None) -> list[tuple[Any, ...]]:
-        """Rows of ``sql`` (``{t}`` the collection's table); none if it has no table."""
+        """Rows of ``sql`` (``{t}`` the collection's table); CollectionNotFoundError if it
+        has no table."""
         table = self._table(collection)
-        if not self._exists(collection):
-            return []
+        self._must_exist(collection)
         try:
             with self._connection() as conn, conn.transaction():
                 if setup:
                     conn.execute(setup)
                 return list(conn.execute(sql.replace("{t}", _quoted(table)), params).fetchall())
-        except _psycopg().errors.UndefinedTable:  # dropped since: as if it never was
+        except _psycopg().errors.UndefinedTable:  # dropped by another process since
             self._forget(table)
-            return []
+            raise self._not_found(collection) from None
 
     def _write(self, collection: str, dimensions: int, sql: str, rows: list[list[Any]]) -> int:
         table = self._table(collection)

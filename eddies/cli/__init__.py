@@ -1,5 +1,5 @@
-"""The ``eddies`` command: demo, broker, worker, send, tail, replay, trace, fork, reprocess, eval,
-ui, topics, signal, approve, reject, resume, check, flink.
+"""The ``eddies`` command: demo, broker, worker, send, tail, sessions, replay, trace, fork,
+reprocess, eval, ui, topics, signal, approve, reject, resume, check, flink.
 
 Every command that needs Kafka uses ``bootstrap_servers`` from the config file,
 ``EDDIES_BOOTSTRAP_SERVERS`` or ``--bootstrap-servers``; with none it starts the embedded
@@ -34,6 +34,7 @@ from eddies.cli.flink import flink_app
 from eddies.cli.history import history_app
 from eddies.cli.output import console, err_console
 from eddies.cli.send import send_app
+from eddies.cli.sessions import sessions_app
 from eddies.cli.signals import signals_app
 from eddies.cli.tail import tail_app
 from eddies.cli.topics import topics_app
@@ -49,6 +50,7 @@ app.add_typer(broker_app)  # broker
 app.add_typer(worker_app)  # worker
 app.add_typer(send_app)  # send
 app.add_typer(tail_app)  # tail
+app.add_typer(sessions_app)  # sessions
 app.add_typer(topics_app, name="topics")
 app.add_typer(flink_app, name="flink", short_help="Run the agents as a PyFlink job on keyed state.")
 app.add_typer(signals_app)  # signal, approve, reject, resume: top-level commands

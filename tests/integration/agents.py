@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eddies import Agent, InputEvent, OutputEvent, action
+from eddies import Agent, Event, InputEvent, OutputEvent, action
 from eddies.connectors.models.litellm import LiteLLMChatModel
 from eddies.demo import Calculator, calculator_agent
 from eddies.engine import ChatModelSetup, FunctionTool, ResourceType
@@ -428,6 +428,77 @@ def rememberer() -> Rememberer:
     return agent
 
 
+@dataclasses.dataclass(slots=True)
+class MemoryRecorded(Event):
+    """What :class:`LongTermMemoryAgent`'s first action did, for its second (Flink Agents'
+    ``MyEvent`` holding a ``Record``)."""
+
+    record: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class LongTermMemoryAgent(Agent):
+    """Flink Agents' long-term memory end-to-end agent (its
+    python/flink_agents/e2e_tests/e2e_tests_integration/long_term_memory_test.py). An input
+    ``{"name", "fact"}``: an ``async def`` action adds the fact to memory set ``test_ltm``
+    of the session (the user: Flink Agents' key), counts the user's inputs in short-term
+    memory and sends the record on, with the logical time before and after the add; a
+    second one reads every item of the set and answers with the record, its items on the
+    user's second input."""
+
+    @action(InputEvent)
+    async def add_items(event: InputEvent, ctx: Any) -> None:
+        data = event.input
+        before = ctx.now()
+        memory_set = ctx.long_term_memory.get_memory_set("test_ltm")
+        ids = await memory_set.add_async(data["fact"])
+        after = ctx.now()
+        count = ctx.short_term_memory.get("count") or 1
+        ctx.short_term_memory.set("count", count + 1)
+        ctx.send_event(MemoryRecorded({"name": data["name"], "count": count, "ids": ids,
+                                       "timestamp_before_add": before, "timestamp_after_add": after}))
+
+    @action(MemoryRecorded)
+    async def retrieve_items(event: MemoryRecorded, ctx: Any) -> None:
+        record = {**event.record, "timestamp_second_action": ctx.now(), "items": None}
+        items = await ctx.long_term_memory.get_memory_set("test_ltm").get_async()
+        if record["count"] == 2:
+            record["items"] = [{"id": d.id, "value": d.content, "metadata": d.metadata} for d in items]
+        ctx.send_event(OutputEvent(output=record))
+
+
+def mem0_like(messages: list[ChatMessage], tools: list[Any]) -> str:
+    """The compaction model standing in for Mem0's: a new fact on the subject of a memory
+    shown (the words before " is ": "My favorite fruit is bananas." after "... is
+    watermelon.") updates it; another fact is added."""
+    asked = json.loads(messages[-1].content)
+    subject = asked["new"].partition(" is ")[0]
+    for memory in asked["memories"]:
+        if " is " in asked["new"] and memory["text"].partition(" is ")[0] == subject:
+            return json.dumps({"action": "update", "id": memory["id"], "text": asked["new"]})
+    return json.dumps({"action": "add"})
+
+
+def long_term_memory_agent(store: Any = None) -> LongTermMemoryAgent:
+    """:class:`LongTermMemoryAgent` on the offline embedding model (Flink Agents': Ollama's
+    nomic-embed-text), ``store`` (default: the test's, test_store; Flink Agents': Chroma)
+    and :func:`mem0_like` as its compaction model (Mem0's LLM)."""
+    from eddies import EmbeddingModelSetup, MemorySetSetup, OfflineEmbeddingModel
+    from eddies.connectors.models.scripted import ScriptedChatModel
+
+    agent = LongTermMemoryAgent("ltm")
+    agent.add_resource("emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION, OfflineEmbeddingModel())
+    agent.add_resource("emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("emb_conn"))
+    agent.add_resource("ltm_store", ResourceType.VECTOR_STORE,
+                       test_store("context") if store is None else store)
+    agent.add_resource("mem0_conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(mem0_like))
+    agent.add_resource("mem0_llm", ResourceType.CHAT_MODEL, ChatModelSetup("mem0_conn"))
+    # The two fruits' texts are 0.58 near (cosine) in the offline embeddings; other facts
+    # under 0.2.
+    agent.add_resource("test_ltm", ResourceType.MEMORY_SET, MemorySetSetup(
+        "ltm_store", compaction_model="mem0_llm", similarity=0.5))
+    return agent
+
+
 def offline_calculator() -> Calculator:
     """The calculator on the offline scripted model, with the counted ``add`` tool."""
     return calculator_agent(tool=counted_add)
@@ -448,3 +519,47 @@ def doubling_calculator() -> Calculator:
     from eddies.connectors.models.scripted import ScriptedChatModel
 
     return calculator_agent(ScriptedChatModel(_doubling), tool=counted_add)
+
+
+def echo(value: Any) -> Any:
+    """Returns its argument (a durable call that does nothing else)."""
+    return value
+
+
+class Unsteady(Agent):
+    """A sloppy action for sessions named ``bad*``: its first call's argument is the time,
+    different each time the action runs, so the result of its second call makes it ask
+    another call than the journal recorded (a JournalMismatchError). Other sessions are
+    deterministic: each answers ``[0, input]``."""
+
+    @action(InputEvent)
+    def go(event: InputEvent, ctx: Any) -> None:
+        first = time.time_ns() if ctx.session_id.startswith("bad") else 0
+        a = ctx.durable_execute(echo, first)
+        b = ctx.durable_execute(echo, event.input)
+        ctx.send_event(OutputEvent(output=[a, b]))
+
+
+def _install_defect(prefix: str) -> None:
+    """A defect in the engine, for the sessions whose id starts with ``prefix``: accepting
+    a call result raises after changing the session's state."""
+    from eddies.engine.outcomes import CallOutcomes
+
+    accept = CallOutcomes.accept_result
+
+    def broken(self: CallOutcomes, state: Any, ev: Any, result: Any, out: Any) -> None:
+        if state.session_id.startswith(prefix):
+            state.seq += 5
+            raise KeyError(f"an injected defect for {state.session_id}")
+        accept(self, state, ev, result, out)
+
+    CallOutcomes.accept_result = broken  # type: ignore[method-assign]
+
+
+def unsteady_agent() -> Unsteady:
+    """:class:`Unsteady`; with ``TEST_ENGINE_DEFECT`` set, the engine fails for the
+    sessions whose id starts with it."""
+    prefix = os.environ.get("TEST_ENGINE_DEFECT")
+    if prefix:
+        _install_defect(prefix)
+    return Unsteady()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -355,3 +356,32 @@ def test_flink_stop_with_a_savepoint_then_resume_from_it(settings: Settings, tmp
         assert isinstance(payload, OutputEvent)
         args = dict(sessions)[sid][run - 1]
         assert isinstance(args, dict) and payload.output == f"The result is {args['a'] + args['b']}."
+
+
+def test_flink_one_sessions_failure_is_that_sessions(settings: Settings, tmp_path: Path) -> None:
+    """On the Flink job as on the worker (issue 53): a non-deterministic session's run
+    fails with JournalMismatchError, a session the engine fails for halts alone, and the
+    job never fails or restarts: every other session is answered."""
+    log = tmp_path / "flink.log"
+    proc = start_flink(settings, "tests.integration.agents:unsteady_agent", log, tmp=tmp_path / "tmp",
+                       checkpoints=tmp_path / "cp", env={"TEST_ENGINE_DEFECT": "halt"})
+    try:
+        wait_submitted(proc, log)
+        prod = producer(settings)
+        sessions = ["ok1", "bad1", "ok2", "halt1", "ok3"]
+        for s in sessions:
+            send_input(settings, s, "one", prod=prod)
+        prod.flush(30)
+        got = _wait_outputs(settings, len(sessions), 180, proc, log)
+    finally:
+        assert stop(proc) == 0, log.read_text()[-4000:]
+    outs = {e.session_id: e.payload for e in got if isinstance(e.payload, OutputEvent)}
+    assert set(outs) == set(sessions), log.read_text()[-4000:]
+    for s in ("ok1", "ok2", "ok3"):
+        assert outs[s].error is None and outs[s].output == [0, "one"]
+    assert outs["bad1"].error is not None and outs["bad1"].error.type == "JournalMismatchError"
+    halted = outs["halt1"]
+    assert halted.error is not None and halted.error.type == "SessionHaltedError"
+    assert isinstance(halted.output, dict) and halted.output["fault"] is True
+    # No task failed (a restart is announced as "job ID failed in TASK: ...").
+    assert not re.search(r"job \S+ failed", log.read_text()), log.read_text()[-4000:]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from eddies import EmbeddedVectorStore, OfflineEmbeddingModel
 from eddies.connectors.stores.filters import matches
+from eddies.engine.vector_stores import CollectionNotFoundError
 from tests.strategies import metadata, metadata_filters
 
 pytestmark = pytest.mark.integration
@@ -101,15 +102,41 @@ def test_collections_are_apart_and_made_and_dropped(make_store: MakeStore) -> No
     assert [d["id"] for d in store.query("other", q, 5)] == ["x"]
     assert store.delete_collection("other") and store.collections() == ["travel"]
     assert not store.delete_collection("other")
-    assert store.query("other", q, 5) == [] and store.get("other") == []
-    assert store.delete("other", ["x"]) == 0 and store.update("other", [{"id": "x", "content": "y"}],
-                                                              _vectors(["y"])) == 0
+    # A query, read, update or delete of a collection the store does not have names it.
+    gone = "collection 'other' does not exist in this vector store \\(its collections: 'travel'\\)"
+    for op in (lambda: store.query("other", q, 5), lambda: store.get("other"),
+               lambda: store.get("other", "x"), lambda: store.delete("other", ["x"]),
+               lambda: store.update("other", [{"id": "x", "content": "y"}], _vectors(["y"]))):
+        with pytest.raises(CollectionNotFoundError, match=gone):
+            op()
+    assert store.collections() == ["travel"] and store.count("other") == 0
+    store.create_collection("other")  # made empty: its reads answer nothing
+    assert store.query("other", q, 5) == [] and store.get("other") == [] and store.delete("other", "x") == 0
     with pytest.raises(ValueError, match="dimensions"):
         store.add("travel", [{"id": "y", "content": "y"}], [[0.1, 0.2, 0.3]])
     with pytest.raises(ValueError, match=r"filters\.price: \$less is not an operator"):
         store.query("travel", q, 5, {"price": {"$less": 3}})
     with pytest.raises(TypeError, match="metadata must be JSON"):
         store.add("travel", [{"id": "z", "content": "z", "metadata": {"at": object()}}], _vectors(["z"]))
+
+
+def test_one_id_is_one_id_and_filters_given_as_text_are_refused(make_store: MakeStore) -> None:
+    # Flink Agents' users write get(ids="doc1") and delete(ids="doc1"); single-letter ids
+    # would be what a text taken as a list of its characters names.
+    store = make_store()
+    rows = [{"id": i, "content": i} for i in ("a", "b", "ab")]
+    store.add("travel", rows, _vectors(["a", "b", "ab"]))
+    assert [d["id"] for d in store.get("travel", "ab")] == ["ab"]
+    assert [d["id"] for d in store.get("travel", ["b", "b", "a"])] == ["b", "a"]
+    assert store.delete("travel", "ab") == 1
+    assert sorted(d["id"] for d in store.get("travel")) == ["a", "b"]
+    [q] = _vectors(["a"])
+    for op in (lambda: store.query("travel", q, 5, "city"), lambda: store.get("travel", filters="city"),
+               lambda: store.delete("travel", filters="city")):
+        with pytest.raises(ValueError, match="^filters: expected a mapping, got 'city'$"):
+            op()
+    assert store.count() == 2
+    assert store.add("new", [], []) == [] and store.collections() == ["travel"]  # nothing made
 
 
 def test_a_second_store_on_the_same_place_sees_the_documents(make_store: MakeStore,
@@ -125,7 +152,11 @@ def test_a_second_store_on_the_same_place_sees_the_documents(make_store: MakeSto
         [q] = _vectors(["bread"])
         assert other.query("travel", q, 1)[0]["id"] == "bread"  # another worker's view
         first.delete_collection("travel")  # dropped under the other's feet
-        assert other.query("travel", q, 1) == [] and other.count() == 0
+        with pytest.raises(CollectionNotFoundError, match="collection 'travel' does not exist"):
+            other.query("travel", q, 1)
+        with pytest.raises(CollectionNotFoundError, match="collection 'travel' does not exist"):
+            other.delete("travel", filters={"city": "Lisbon"})
+        assert other.count() == 0
         assert other.add("travel", DOCS[:1], _vectors([DOCS[0]["content"]])) == ["lisbon-hostel"]
         # Vectors wider than pgvector's HNSW limit (2,000) are kept and searched exactly.
         wide = [[1.0 if k == i else 0.0 for k in range(3072)] for i in range(3)]
@@ -166,6 +197,41 @@ def test_postgres_filters_mean_what_the_embedded_store_s_mean(postgres_dsn: str)
         assert [d["id"] for d in store.get("f", filters=filters)] == expected, (docs, filters)
 
     try:
+        store.create_collection("f")  # its first example deletes before anything was added
         agree()
     finally:
         store.close()
+
+
+def test_actions_see_one_id_unknown_collections_and_memory_sets_the_same(make_store: MakeStore) -> None:
+    # The ports of Flink Agents' tests (tests/unit/connectors/test_*_flink_agents.py), run
+    # on each store: through the handle and a memory set, as durable calls.
+    from eddies import Document, EmbeddingModelSetup, MemorySetSetup, ResourceType
+    from tests.unit.connectors.test_vector_stores_flink_agents import Clerk, Desk
+
+    store = make_store()
+    agent = Clerk("clerk")
+    agent.add_resource("emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION, _MODEL)
+    agent.add_resource("emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("emb_conn"))
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, store)
+    agent.add_resource("facts", ResourceType.MEMORY_SET, MemorySetSetup("docs"))
+    desk = Desk(agent, asynchronous=False)
+    missing = {"failed": "CollectionNotFoundError",
+               "message": "collection 'travel' does not exist in vector store 'docs' (it has no collections)"}
+    assert desk.docs("query", "a bed") == missing and desk.docs("get", "a") == missing
+    assert desk.docs("add", [Document("alpha", id="a"), Document("beta", id="b"),
+                             Document("gamma", id="ab")]) == ["a", "b", "ab"]
+    assert desk.docs("delete", "ab") == 1 and [d["id"] for d in desk.docs("get", "a")] == ["a"]
+    assert desk.docs("get", collection="travl")["message"] == (
+        "collection 'travl' does not exist in vector store 'docs' (its collections: 'travel')")
+
+    def facts(op: str, *args: Any, **kwargs: Any) -> Any:
+        return desk.call(lambda ctx: ctx.long_term_memory.get_memory_set("facts", key="ana"), op,
+                         *args, **kwargs)
+
+    assert facts("get") == [] and facts("search", "food") == [] and facts("delete") == 0  # never written
+    [one] = facts("add", "Ana is vegetarian", metadatas={"topic": "food"})
+    assert [d["content"] for d in facts("get", one)] == ["Ana is vegetarian"]
+    assert [d["id"] for d in facts("get", filters={"topic": "food"})] == [one]
+    assert desk.call(lambda ctx: ctx.long_term_memory, "delete_memory_set", "facts", key="ana") is True
+    assert facts("get") == []

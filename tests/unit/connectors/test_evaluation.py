@@ -163,7 +163,7 @@ def test_scorers() -> None:
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     assert JsonSchema(schema)(_result('{"city": "Oslo"}')).passed
     wrong = JsonSchema(schema)(_result({"town": "Oslo"}))
-    assert not wrong.passed and "city" in wrong.reason
+    assert not wrong.passed and wrong.reason == "city: missing (required)"
     assert Function(lambda out, case: len(out) < 5, name="short")(_result("abc")).passed
     assert Function(lambda out, case: 0.3, name="so-so")(_result("abc")).value == 0.3
     assert not Function(lambda out, case: 0.3, name="so-so")(_result("abc")).passed
@@ -372,6 +372,45 @@ def test_the_refused_calls_of_a_case_are_read_from_its_history_when_not_given() 
     assert given.refused  # counted by the run's RecordedCalls
     # What a worker fleet's run gives: only the history, the same refusals read from it.
     assert case_result(given.case, "booker", given.history, latency_ms=1.0).refused == given.refused
+
+
+PRODUCT = {"type": "object", "additionalProperties": False, "required": ["name", "price"], "properties": {
+    "name": {"type": "string", "maxLength": 10}, "price": {"type": "number", "minimum": 1, "maximum": 60},
+    "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]+$"}, "stock": {"type": "integer"},
+    "tags": {"type": "array", "items": {"enum": ["new", "sale"]}, "uniqueItems": True}}}
+
+
+@pytest.mark.parametrize(("answer", "reason"), [
+    ({"name": "Kettle", "price": 112}, "price: 112 is greater than the maximum of 60"),
+    ('{"name": "Kettle", "price": 0.5}', "price: 0.5 is less than the minimum of 1"),
+    ({"name": "Kettle", "price": 20, "sku": "kt-1"}, "sku: 'kt-1' does not match '^[A-Z]{3}-[0-9]+$'"),
+    ({"name": "Electric kettle", "price": 20}, "name: expected at most 10 characters, got 15"),
+    ({"name": "Kettle", "price": 20, "tags": ["sale", "sale"]},
+     "tags: ['sale', 'sale'] has non-unique elements"),
+    ({"name": "Kettle", "price": 20, "tags": ["old"]}, "tags[0]: 'old' is not one of 'new', 'sale'"),
+    ({"name": "Kettle", "price": 20, "colour": "red"},
+     "colour: not allowed by the schema (allowed: name, price, sku, stock, tags)"),
+    ({"name": "Kettle", "price": "20"}, "price: expected number, got '20'"),
+    ({"price": 112}, "name: missing (required)"),  # the answer's own problem before its fields'
+    ([1], "the answer: expected object, got [1]"),
+])
+def test_the_json_schema_scorer_checks_every_keyword(answer: Any, reason: str) -> None:
+    """jsonschema judges: a limit (maximum, pattern, ...) fails the answer, the reason naming
+    the field, in the answer's words (no tool, no arguments)."""
+    score = JsonSchema(PRODUCT)(_result(answer))
+    assert (score.passed, score.value, score.reason) == (False, 0.0, reason)
+
+
+def test_the_json_schema_scorer_reads_the_standard() -> None:
+    # 3.0 is an integer (to the standard; a tool's int argument is an int)
+    answer = '{"name": "Kettle", "price": 60, "sku": "KTL-7", "stock": 3.0}'
+    assert JsonSchema(PRODUCT)(_result(answer)).passed
+    with pytest.raises(ValueError, match="json-schema scorer: the schema is not valid: .*'nope'"):
+        JsonSchema({"type": "nope"})
+    with pytest.raises(ValueError, match=r"not valid: properties.sku.pattern: '\[' is not a 'regex'"):
+        JsonSchema({"properties": {"sku": {"pattern": "["}}})
+    dangling = JsonSchema({"properties": {"a": {"$ref": "#/$defs/Gone"}}})(_result({"a": 1}))
+    assert not dangling.passed and dangling.reason.startswith("the schema cannot be applied: ")
 
 
 def test_every_scorer_flag(tmp_path: Path) -> None:

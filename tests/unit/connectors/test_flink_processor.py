@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import struct
 import time
+from typing import Any
+
+import pytest
 
 from eddies.connectors.flink.processor import (
     EXPIRING,
@@ -27,6 +30,8 @@ from eddies.events import (
     CallStatus,
     DurableCallRequest,
     DurableCallResult,
+    OutputEvent,
+    SignalEvent,
     decode,
     encode,
     partition_for,
@@ -158,3 +163,39 @@ def test_rows_travel_as_one_batch_in_the_java_format() -> None:
         out.append((fields[0].decode(), fields[1], fields[2], fields[3], fields[4], stamp))
     assert out == rows
     assert decode_headers(rows[0][4]) == [("h", b"x"), ("n", None)]
+
+
+def test_an_engine_defect_halts_its_session_on_what_keyed_state_holds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error that escapes the machine for one session halts it on the state its keyed
+    state holds (written after each record), its record parked there; resumed, it goes on."""
+    from eddies.engine import halts
+    from eddies.engine.outcomes import CallOutcomes
+
+    accept = CallOutcomes.accept_result
+    broken = {"on": True}
+
+    def defect(self: CallOutcomes, state: Any, ev: Any, result: Any, out: Any) -> None:
+        if broken["on"]:
+            state.seq += 9  # half-changed
+            raise KeyError("a defect")
+        accept(self, state, ev, result, out)
+
+    monkeypatch.setattr(CallOutcomes, "accept_result", defect)
+    p, store = _processor(), Store()
+    rows = _run_session(p, store, "s1")
+    [notice] = [decode(r[3]) for r in rows if r[0] == "p.output"]
+    assert isinstance(notice.payload, OutputEvent) and notice.payload.error is not None
+    assert notice.payload.error.type == halts.HALTED and notice.payload.output["fault"] is True
+    assert p.counters.get("sessions_faulted") == 1
+    # What keyed state holds: the state before the result, halted, the result parked; a
+    # restored task (a new processor) reads it so.
+    state, _ = _processor()._session("s1", store)  # type: ignore[misc]
+    assert state.fault is not None and state.seq == notice.seq and not state.idle
+    assert [type(e.payload).__name__ for e in state.fault.parked] == ["DurableCallResult"]
+    broken["on"] = False
+    signal = AgentEvent.external("s1", SignalEvent(state.fault.signal, None), event_id="resume-1",
+                                 timestamp=3)
+    rows = p.handle(_record("s1", encode(signal), 2, HEADERS), store)
+    [answer] = [decode(r[3]) for r in rows if r[0] == "p.output"]
+    assert isinstance(answer.payload, OutputEvent) and answer.payload.output == "hello"

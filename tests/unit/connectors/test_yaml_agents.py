@@ -27,6 +27,7 @@ from eddies import (
 from eddies.cli import app
 from eddies.connectors.declarative.located import DefinitionError
 from eddies.connectors.declarative.yaml_agents import load_yaml, load_yaml_text
+from eddies.connectors.local import RunFailedError
 from eddies.connectors.models.scripted import ScriptedChatModel
 from eddies.connectors.runtime.settings import ConfigError, load_agent
 from eddies.demo import calculator_agent
@@ -248,8 +249,6 @@ def test_prompts_as_templates_and_skills_in_yaml() -> None:
     assert sorted(skills.skills) == ["packing", "trip-budget"] and skills.timeout_s == 5
     for change, message in [
             (("{company} style", "{company style"), "<yaml>:8:28: prompt 'tone': prompt template"),
-            (("config: {company: Acme}", "config: {}"), "prompt 'ask' has placeholders the agent's "
-                                                        "config does not hold: company"),
             (("paths: [SKILLS]", "paths: [/nowhere]"), "<yaml>:18:9: /nowhere: not a folder"),
             (("timeout_s: 5", "timeout_s: -1"), "timeout_s: expected a positive number of seconds"),
             (("tools: [skills]", "tools: [skils]"), "<yaml>:16:47: tool 'skils' is not declared"),
@@ -257,6 +256,15 @@ def test_prompts_as_templates_and_skills_in_yaml() -> None:
         with pytest.raises((DefinitionError, PlanError)) as err:
             LocalRunner(load_yaml_text(KNOWING.replace(*change).replace("SKILLS", str(SKILLS_DIR))))
         assert message in str(err.value), (change, str(err.value))
+    # A ReAct prompt's placeholder the config lacks may be a field of the input (as in Flink
+    # Agents), known when it comes: an input without it fails its run, naming it.
+    runner = LocalRunner(load_yaml_text(KNOWING.replace("config: {company: Acme}", "config: {}")
+                                        .replace("SKILLS", str(SKILLS_DIR))))
+    with pytest.raises(RunFailedError, match="prompt 'ask' has placeholders neither the agent's config "
+                                             "nor the input's fields hold: company"):
+        runner.run([("s1", "3 days in Porto")])
+    assert runner.run([("s2", {"company": "Rota", "days": 3})]) == [
+        'You plan trips for Rota. | Plan this: {"company": "Rota", "days": 3} | load_skill | bash']
 
 
 def test_a_blob_store_in_yaml_is_a_folder_for_mcp_servers_and_models(tmp_path: Path) -> None:

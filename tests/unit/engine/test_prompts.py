@@ -12,6 +12,7 @@ from eddies import (
     AgentPlan,
     ChatModelSetup,
     LocalRunner,
+    OutputEvent,
     PlanError,
     Prompt,
     ReActAgent,
@@ -98,10 +99,40 @@ def test_a_react_prompt_places_the_input_where_it_says_input() -> None:
         (MessageRole.SYSTEM, "You answer for Acme."),
         (MessageRole.USER, "A customer asks: where is my order?\nAnswer in one line.")]
     assert seen[1][1].content == 'A customer asks: {"order": 7}\nAnswer in one line.'
-    agent.resources = [r for r in agent.resources if r.name != "support_prompt"]
-    agent.add_resource("support_prompt", ResourceType.PROMPT, Prompt.from_text("For {company}: {question}"))
-    with pytest.raises(PlanError, match="does not hold: question"):  # only input is filled in
-        LocalRunner(agent)
+
+
+def _failures(runner: LocalRunner) -> list[str]:
+    return [f"{p.error.type}: {p.error.message}" for e in runner.outputs
+            if isinstance(p := e.payload, OutputEvent) and p.error is not None]
+
+
+def test_a_react_prompt_takes_placeholders_from_the_inputs_fields_as_flink_agents_does() -> None:
+    # Flink Agents' ReActAgent example: the input's fields fill the user message.
+    agent, seen = _support("What is ({a} + {b}) * {c}?")
+    runner = LocalRunner(agent)
+    assert runner.run([("s1", {"a": 1, "b": 2.5, "c": "three", "unused": [1]})]) == ["ok"]
+    assert [(m.role, m.content) for m in seen[0]] == [  # placed: the input is not appended again
+        (MessageRole.SYSTEM, "You answer for Acme."), (MessageRole.USER, "What is (1 + 2.5) * three?")]
+
+    # A value that is not a text is JSON; the config wins over a field of its name (an input
+    # cannot rewrite what the agent's author fixed); a field "input" is the input's.
+    agent, seen = _support("{input} for {order} of {company}")
+    runner = LocalRunner(agent)
+    runner.run([("s1", {"input": "Refund", "order": {"id": 7, "paid": True}, "company": "Evil"})])
+    assert seen[0][1].content == 'Refund for {"id": 7, "paid": true} of Acme'
+
+    # A placeholder neither the config nor the input holds fails that input's run, naming
+    # it; the session goes on with the next input (a text, or an object without the field).
+    agent, seen = _support("Answer {question}")
+    runner = LocalRunner(agent)
+    for asked in ("where is my order?", {"asked": "x"}, {"question": "where?"}):
+        runner.submit("s1", asked)
+    runner.run_until_idle()
+    assert [e.payload.output for e in runner.outputs] == [None, None, "ok"]  # type: ignore[union-attr]
+    assert _failures(runner) == [
+        "ValueError: ReActAgent 'support': prompt 'support_prompt' has placeholders neither the "
+        "agent's config nor the input's fields hold: question"] * 2
+    assert [m.content for m in seen[0]] == ["You answer for Acme.", "Answer where?"]
 
 
 def test_an_mcp_prompt_must_be_fetched_from_an_mcp_server_of_the_agent() -> None:

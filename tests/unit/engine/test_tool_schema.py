@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from eddies import Agent, ChatModelSetup, FunctionTool, InputEvent, LocalRunner, ResourceType, action
 from eddies.connectors.models.scripted import ScriptedChatModel
@@ -178,6 +178,37 @@ def test_a_bad_argument_is_a_tool_error_the_model_sees_and_injected_ones_win() -
     [(size, order, account, region)] = CALLED  # only the good call ran, with real types
     assert size is Size.LARGE and isinstance(order, Order) and order.ship_to.zip == 1
     assert (account, region) == ("acct-7", "eu-north")  # not what the model sent
+
+
+class Kettle(BaseModel):
+    code: str = Field(pattern="^[A-Z]{3}$")
+    price: float = Field(le=60)
+
+
+def quote(item: Kettle) -> str:
+    """Quote an item."""
+    return f"{item.code} at {item.price}"
+
+
+def too_dear_then_right(messages: list[ChatMessage], tools: list[Any]) -> ChatMessage:
+    results = [m.content for m in messages if m.role is MessageRole.TOOL]
+    if len(results) < 2:
+        item = {"code": "KTL", "price": 12 if results else 112}
+        return ChatMessage(MessageRole.ASSISTANT, "", [ToolCall(f"c{len(results)}", "quote", {"item": item})])
+    return ChatMessage(MessageRole.ASSISTANT, " | ".join(results))
+
+
+def test_a_limit_of_the_schema_is_a_tool_error_the_model_sees() -> None:
+    """maximum, pattern, maxLength... (a pydantic model's Field limits): checked before the
+    call like the rest, the error naming the field."""
+    agent = Shop("quoter")
+    agent.add_resource("quote", ResourceType.TOOL, quote)
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(too_dear_then_right))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", tools=["quote"]))
+    [out] = LocalRunner(agent).run([("s1", "quote a kettle")])
+    assert out.split(" | ") == [
+        "error: ToolArgumentError: tool 'quote': item.price: 112 is greater than the maximum of 60",
+        '"KTL at 12.0"']
 
 
 def test_a_missing_injected_value_is_a_tool_error() -> None:
