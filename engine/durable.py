@@ -90,7 +90,12 @@ class JournalMismatchError(BaseException):
         self.call_id = call_id
 
 
-_ERROR_CLASSES: dict[str, type[DurableCallError]] = {"SubagentTimeoutError": SubagentTimeoutError}
+_ERROR_CLASSES: dict[str, type[DurableCallError]] = {
+    "SubagentTimeoutError": SubagentTimeoutError,
+    # A vector store's unknown collection: ``except LookupError`` catches it.
+    "CollectionNotFoundError": type("DurableCallError[CollectionNotFoundError]",
+                                    (DurableCallError, LookupError), {}),
+}
 
 
 def durable_error(call_id: str, error: ErrorInfo) -> DurableCallError:

@@ -120,8 +120,8 @@ def approval_wait(site: CallSite, name: str, tool: AnyTool, arguments: dict[str,
     waited = approval.timeout_ms(tool, site.config)
     signal = approval.signal_name(site.next_call_id(ahead))
     spec = signal_wait_spec(signal, timedelta(milliseconds=waited))
-    # The deadline the wait gets when it is issued (the notice is emitted then only: a
-    # replay neither emits it again nor recomputes it).
+    # The deadline is the wait's, set when it is issued (the notice is emitted then only:
+    # a replay neither emits it again nor recomputes it).
     spec.notice = ApprovalRequestEvent(signal, name, tool_call_id, arguments, site.now() + waited)
     return spec
 

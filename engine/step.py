@@ -18,7 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from eddies.events import CallKind, DurableCallRequest, Event, decode_value, encode_value
+from eddies.events import (
+    ApprovalRequestEvent,
+    CallKind,
+    DurableCallRequest,
+    Event,
+    decode_value,
+    encode_value,
+)
 from eddies.events.ids import call_digest, call_id
 
 from .calls import CallSpec, Suspend
@@ -220,8 +227,11 @@ class Step:
                 idempotent=spec.idempotent, attempt=1,
                 timeout_ms=self.plan.call_timeout(spec.kind, spec.target, spec.kwargs), digest=dig,
                 not_before=rec.due))
-            if spec.notice is not None:
-                self._notices.append(spec.notice)
+            notice = spec.notice
+            if notice is not None:
+                if isinstance(notice, ApprovalRequestEvent) and rec.due is not None:
+                    notice.deadline = rec.due  # the wait's own, whatever the action's time
+                self._notices.append(notice)
         fn = spec.fn
         if fn is None:
             self._live[cid] = (args, None, None)

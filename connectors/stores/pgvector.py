@@ -292,6 +292,8 @@ class PgVectorStore:
         if not conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
             try:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except psycopg.errors.UniqueViolation:
+                pass  # another connection made it at the same moment (IF NOT EXISTS races)
             except psycopg.Error as err:
                 conn.close()
                 raise RuntimeError(f"postgres: the pgvector extension is not installed in this "

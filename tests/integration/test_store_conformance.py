@@ -235,3 +235,37 @@ def test_actions_see_one_id_unknown_collections_and_memory_sets_the_same(make_st
     assert [d["id"] for d in facts("get", filters={"topic": "food"})] == [one]
     assert desk.call(lambda ctx: ctx.long_term_memory, "delete_memory_set", "facts", key="ana") is True
     assert facts("get") == []
+
+
+def test_stores_connecting_to_a_new_database_at_once_all_get_the_extension(postgres_dsn: str) -> None:
+    """Each store makes the pgvector extension on its first connection if the database has
+    none: connections of a new database that make it in the same instant race (all but
+    one get a duplicate key in pg_extension), which is no error."""
+    import threading
+
+    import psycopg
+
+    from eddies import PgVectorStore
+
+    name = f"fresh_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    dsn = psycopg.conninfo.make_conninfo(postgres_dsn, dbname=name)
+    start, errors = threading.Barrier(4), []
+
+    def connect() -> None:
+        store = PgVectorStore(embedding_model="emb", collection="c", dsn=dsn)
+        start.wait()
+        try:
+            store.collections()
+        except Exception as err:  # what the test reports
+            errors.append(err)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=connect) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []

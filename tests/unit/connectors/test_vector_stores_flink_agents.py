@@ -50,6 +50,8 @@ def _json(value: Any) -> Any:
 def _failure(err: Exception) -> dict[str, str]:
     """A failed call's error, or an argument refused before any call."""
     if isinstance(err, DurableCallError):
+        # An unknown collection is a LookupError too, as Chroma's NotFoundError is.
+        assert isinstance(err, LookupError) == (err.error_type == "CollectionNotFoundError")
         return {"failed": err.error_type, "message": err.message}
     return {"refused": type(err).__name__, "message": str(err)}
 

@@ -176,3 +176,16 @@ def test_an_answered_wait_leaves_the_clock_alone() -> None:
     runner.submit("s1", {"sleep_s": 0})
     runner.run_until_idle()
     assert runner.outputs_for("s1")[-1]["at"] < 1_000 + 3_600_000
+
+
+def test_an_approval_request_announces_the_deadline_its_wait_has() -> None:
+    """The request's deadline is the wait's own even when the session's clock has moved
+    past the run's time (a second input arrived while the first waited)."""
+    runner = LocalRunner(shop_agent())
+    runner.submit("s1", "refund o-1", timestamp=1_000)
+    runner.submit("s1", "refund o-1", timestamp=20_000)
+    runner.run_until_waiting()
+    [ask] = runner.approval_requests("s1")
+    [wait] = [e.payload for e in runner.history if isinstance(e.payload, DurableCallRequest)
+              and e.payload.kind is CallKind.SIGNAL]
+    assert ask.deadline == wait.not_before
