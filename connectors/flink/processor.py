@@ -209,8 +209,9 @@ class KeyedTrust:
     def __init__(self) -> None:
         #: The current session's keyed state.
         self.store: Store | None = None
+        self.since: dict[str, list[AgentEvent]] = {}  # (never any: keyed state has it)
 
-    def before(self, sid: str, state: SessionState | None) -> list[AgentEvent] | None:
+    def start(self, sid: str, state: SessionState | None) -> list[AgentEvent] | None:
         return None
 
     def reset(self, sid: str) -> None:

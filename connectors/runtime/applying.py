@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from eddies.connectors.runtime.isolation import Trusted, escaped
+from eddies.connectors.runtime.isolation import MAX_SINCE, Trusted, escaped
 from eddies.connectors.runtime.json_logs import ids
 from eddies.connectors.runtime.routing import Router
 from eddies.connectors.runtime.sink import SourceRecord
@@ -55,7 +55,9 @@ def apply_record(machine: SessionMachine, router: Router, state: SessionState | 
                 "unknown, or was closed)", source=source)
             return None
     ev.seq = 0
-    since = trusted.before(sid, state)
+    since = trusted.since.get(sid)
+    if since is None or len(since) >= MAX_SINCE:
+        since = trusted.start(sid, state)
     if state is None:
         state = machine.new_state(sid)
     before = state.run

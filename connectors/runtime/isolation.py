@@ -14,9 +14,9 @@ each session's state as of its last record (Flink keyed state) reads that instea
 Example::
 
     trusted = TrustedStates()
-    since = trusted.before(sid, state)         # before each apply
+    since = trusted.since.get(sid) or trusted.start(sid, state)   # before each apply
     state, emitted = machine.apply(state, event)
-    since.append(event)                        # after it
+    since.append(event)                                           # after it
     ...                                        # an apply raised:
     state, emitted = trusted.rebuild(machine, sid)   # the state before it
     trusted.reset(sid)                         # the session's state is saved
@@ -48,11 +48,18 @@ def escaped(err: BaseException) -> ErrorInfo:
 
 
 class Trusted(Protocol):
-    """Where a runner has its sessions' last trusted states (see the module's docstring)."""
+    """Where a runner has its sessions' last trusted states (see the module's docstring).
 
-    def before(self, sid: str, state: SessionState | None) -> list[AgentEvent] | None:
-        """A record is about to be applied to ``sid``'s ``state`` (None: it has none): where
-        to append it once it is (None: nowhere)."""
+    Per record, a runner looks ``since`` up (a dict lookup, not a call: the per-record
+    path is hot) and calls :meth:`start` only when it has nothing for the session (or too
+    much); it appends the record to the list it got once the record is applied."""
+
+    #: Session -> the records applied to it since its base state was taken.
+    since: dict[str, list[AgentEvent]]
+
+    def start(self, sid: str, state: SessionState | None) -> list[AgentEvent] | None:
+        """Take ``sid``'s ``state`` (None: it has none) as its base, from now on: where to
+        append the records applied to it (None: nowhere, none are needed)."""
 
     def reset(self, sid: str) -> None:
         """``sid``'s state as it is now is trusted (saved, or changed by the runner
@@ -69,34 +76,39 @@ class TrustedStates:
     state's bytes and the records applied since (see the module's docstring)."""
 
     def __init__(self) -> None:
-        # session -> (its state's bytes when this began, None: no state; the records
-        # applied to it since)
-        self._since: dict[str, tuple[bytes | None, list[AgentEvent]]] = {}
+        self.since: dict[str, list[AgentEvent]] = {}
+        # Session -> its state's bytes when its records began (none: it had no state).
+        self._bases: dict[str, bytes] = {}
 
-    def before(self, sid: str, state: SessionState | None) -> list[AgentEvent] | None:
-        entry = self._since.get(sid)
-        if entry is None or len(entry[1]) >= MAX_SINCE:
-            entry = self._since[sid] = (None if state is None else state.to_bytes(), [])
-        return entry[1]
+    def start(self, sid: str, state: SessionState | None) -> list[AgentEvent] | None:
+        if state is None:
+            self._bases.pop(sid, None)
+        else:
+            self._bases[sid] = state.to_bytes()
+        events: list[AgentEvent] = []
+        self.since[sid] = events
+        return events
 
     def reset(self, sid: str) -> None:
-        self._since.pop(sid, None)
+        if self.since.pop(sid, None) is not None:
+            self._bases.pop(sid, None)
 
     def forget(self, sids: list[str]) -> None:
         """``sids`` are no longer held here."""
-        since = self._since
+        since, bases = self.since, self._bases
         for sid in sids:
             since.pop(sid, None)
+            bases.pop(sid, None)
 
     def rebuild(self, machine: SessionMachine, sid: str
                 ) -> tuple[SessionState | None, list[AgentEvent]]:
         """From the base and the records since. What to emit is nothing, unless one of
         those records fails again (a defect that depends on more than the records): the
         session is halted on it here (its notice emitted), the later ones parked."""
-        entry = self._since.pop(sid, None)
-        if entry is None:
+        events = self.since.pop(sid, None)
+        data = self._bases.pop(sid, None)
+        if events is None:
             return None, []
-        data, events = entry
         if data is None and not events:
             return None, []
         state = machine.new_state(sid) if data is None else SessionState.from_bytes(data)
