@@ -12,7 +12,7 @@ Example::
 
     journal = Journal()
     journal.append(input_event)
-    state, emitted = journal.rebuild(machine, "s1")
+    state, since = journal.last_saved(machine, "s1")   # apply ``since`` to it again
 """
 
 from __future__ import annotations
@@ -97,19 +97,12 @@ class Journal:
         start = 0 if snap is None else snap[1]
         return (None if snap is None else snap[0]), [self._load(b) for b in log[start:]]
 
-    def rebuild(
-        self, machine: SessionMachine, session_id: str
-    ) -> tuple[SessionState, list[AgentEvent]]:
-        """The session's state from its snapshot and the events logged since, and what
-        re-applying them emitted (no call is made). Emitted events are mostly ones
-        delivered before the crash; consumers drop the ids they have seen."""
+    def last_saved(self, machine: SessionMachine, session_id: str
+                   ) -> tuple[SessionState, list[AgentEvent]]:
+        """The session's state as its latest snapshot holds it (a new one: none) and the
+        events logged after it: applied again, they give the state it has now."""
         snap, events = self.events_since_snapshot(session_id)
-        state = machine.new_state(session_id) if snap is None else SessionState.from_bytes(snap)
-        emitted: list[AgentEvent] = []
-        for ev in events:
-            state, out = machine.apply(state, ev)
-            emitted.extend(out)
-        return state, emitted
+        return (machine.new_state(session_id) if snap is None else SessionState.from_bytes(snap)), events
 
     def forget(self, session_id: str) -> None:
         """Drop a closed session's records (the topic gets tombstones)."""

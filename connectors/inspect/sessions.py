@@ -101,7 +101,7 @@ class SessionSummary:
                 self._ended[ev.run] = FAILED if p.error is not None else ANSWERED
             else:  # (a halt's notice is a failed output too, but its run goes on once resumed)
                 self.reason = p.error.message if p.error is not None else ""
-                if isinstance(p.output, dict) and p.output.get("fault"):
+                if halts.fault_notice(ev):
                     self._fault = (ev.event_id, signal)
         elif isinstance(p, DurableCallRequest) and p.kind is CallKind.SIGNAL:
             self._waits[ev.event_id] = (ev.run, p.target)

@@ -228,8 +228,7 @@ class LocalRunner:
     def recover(self) -> None:
         """Rebuild every journaled session and re-send the requests still without outcome."""
         for sid in self.journal.sessions():
-            snap, events = self.journal.events_since_snapshot(sid)
-            state = self.machine.new_state(sid) if snap is None else SessionState.from_bytes(snap)
+            state, events = self.journal.last_saved(self.machine, sid)
             emitted: list[AgentEvent] = []
             state, halted = reapply(self.machine, state, events, emitted)
             self._deliver(emitted + halted)
@@ -290,8 +289,7 @@ class LocalRunner:
         ``event`` last: it was logged before it was applied)."""
         machine = self.machine
         machine.evict(sid)
-        snap, events = self.journal.events_since_snapshot(sid)
-        state = machine.new_state(sid) if snap is None else SessionState.from_bytes(snap)
+        state, events = self.journal.last_saved(machine, sid)
         state, emitted = reapply(machine, state, events[:-1])
         state, halted = machine.halt(state, event, error)
         return state, emitted + halted

@@ -73,7 +73,6 @@ def apply_record(machine: SessionMachine, router: Router, state: SessionState | 
         if halted is None:
             return None
         state, emitted, before = halted
-        trusted.reset(sid)
     ended = [before] if before is not None and state.run is not before else []
     seq = state.seq
     ended += router.emit_or_fail_run(machine, state, emitted, key, source)

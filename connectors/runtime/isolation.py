@@ -68,7 +68,8 @@ class Trusted(Protocol):
     def rebuild(self, machine: SessionMachine, sid: str
                 ) -> tuple[SessionState | None, list[AgentEvent]]:
         """The state ``sid`` had before the record being applied (None: none) and what to
-        emit for it; the machine has forgotten the session's caches (``evict``)."""
+        emit for it; the machine has forgotten the session's caches (``evict``). What was
+        kept for ``sid`` is forgotten: the halted state is the next base."""
 
 
 class TrustedStates:
@@ -108,8 +109,6 @@ class TrustedStates:
         events = self.since.pop(sid, None)
         data = self._bases.pop(sid, None)
         if events is None:
-            return None, []
-        if data is None and not events:
             return None, []
         state = machine.new_state(sid) if data is None else SessionState.from_bytes(data)
         return reapply(machine, state, events)
