@@ -181,7 +181,23 @@ def _order(error: ValidationError, root: Any) -> tuple[tuple[int, int], ...]:
             key.append((0, 0))
             node = None
     key.append((-1, rank))
+    key.append((-1, _place(error)))
     return tuple(key)
+
+
+#: Keywords said together, in one message ("expected 2-5 characters"): at the first of them.
+_PAIRED = {"minLength": ("minLength", "maxLength"), "maxLength": ("minLength", "maxLength")}
+
+
+def _place(error: ValidationError) -> int:
+    """Where the keyword stands in its schema: a field's limits are judged in the schema's
+    order, whatever order the validator yields them in."""
+    schema: Any = error.schema
+    if not isinstance(schema, Mapping):
+        return 0
+    keys = list(schema)
+    names = _PAIRED.get(str(error.validator), (str(error.validator),))
+    return min((keys.index(n) for n in names if n in schema), default=len(keys))
 
 
 def _extras(value: Any, schema: Mapping[str, Any]) -> Iterator[str]:
