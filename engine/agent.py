@@ -28,7 +28,13 @@ ACTION_ATTR = "__eddies_action__"
 
 
 class PlanError(ValueError):
-    """The agent definition is invalid; the message names the action or resource."""
+    """The agent definition is invalid; the message names the agent (once
+    ``AgentPlan.compile`` has seen it: ``agent``) and the action or resource."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        #: The agent whose definition is wrong (None until compile names it).
+        self.agent: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """``AgentPlan``: an Agent checked and compiled into lookup tables for the machine.
 
-Every error names the offending action or resource. Example::
+Every error names the agent and the offending action or resource. Example::
 
     plan = AgentPlan.compile(MyAgent())
     plan.actions_for("InputEvent")  # -> (ActionSpec(...),)
@@ -9,6 +9,7 @@ Every error names the offending action or resource. Example::
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,10 +70,19 @@ class AgentPlan:
     @classmethod
     def compile(cls, agent: Agent, *, parent: AgentPlan | None = None,
                 path: tuple[str, ...] = ()) -> AgentPlan:
-        """Validate ``agent`` and build its plan; raises :class:`PlanError`. A sub-agent's
-        plan (``parent``: its caller's; ``path``: the names of the agents above it) has its
-        own resources first, then its parent's (other than sub-agents), and its parent's
-        configuration under its own."""
+        """Validate ``agent`` and build its plan; raises :class:`PlanError`, naming the
+        agent. A sub-agent's plan (``parent``: its caller's; ``path``: the names of the
+        agents above it) has its own resources first, then its parent's (other than
+        sub-agents), and its parent's configuration under its own."""
+        try:
+            return cls._compile(agent, parent, path)
+        except PlanError as err:
+            if err.agent is None and agent.name:  # (a sub-agent's error names it already)
+                _name(err, agent.name, path)
+            raise
+
+    @classmethod
+    def _compile(cls, agent: Agent, parent: AgentPlan | None, path: tuple[str, ...]) -> AgentPlan:
         specs = list(agent.actions)
         if agent.builtin_actions:
             specs.extend([*chat.builtin_actions(), *retrieval.builtin_actions()])
@@ -252,6 +262,18 @@ def _type_name(spec: ActionSpec, trig: Any) -> str:
     if isinstance(trig, type) and issubclass(trig, Event):
         return trig.event_type
     raise PlanError(f"action {spec.name!r}: trigger {trig!r} is neither an Event class nor a name")
+
+
+def _name(err: PlanError, agent: str, path: tuple[str, ...]) -> None:
+    """Put the agent's name in front of ``err``'s message: a file or a worker may hold
+    several agents, and "resource 'x': defined twice" alone does not say whose."""
+    err.agent = agent
+    message = str(err)
+    # A ReActAgent's own checks already start "ReActAgent 'x': ...".
+    if re.match(rf"\w*Agent {re.escape(repr(agent))}[ :(]", message):
+        return
+    who = f"agent {agent!r}" + (f" (a sub-agent of {path[-1]!r})" if path else "")
+    err.args = (f"{who}: {message}", *err.args[1:])
 
 
 def _check_signature(spec: ActionSpec) -> None:

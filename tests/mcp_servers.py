@@ -5,13 +5,16 @@
 appends ``<idempotency key> <entry>`` to LOG (after DELAY_S), so tests see every call the
 server got and the key each carried; ``slow_once(entry, seconds)`` records too, and
 sleeps on the first call with a key only; ``fail(reason)`` reports an error (``is_error``);
+``crash(reason)`` writes the reason to stderr and exits, in the middle of the call;
 ``brochure()`` answers with a caption, an image, an embedded text resource and a link;
 ``poster(kib)`` an image of that size; the prompt ``trip_plan(city, days="3")`` asks for a
 plan in JSON (its braces are text).
+``python -m tests.mcp_servers ledger-stdio LOG``: the ledger over stdio.
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations (Context).
 import base64
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,7 +22,7 @@ from pathlib import Path
 IDEMPOTENCY_META = "io.eddies/idempotency-key"
 
 
-def ledger(port: int, log: Path, delay: float) -> None:
+def ledger(port: int | None, log: Path, delay: float) -> None:
     from mcp import types
     from mcp.server.mcpserver import Context, MCPServer
 
@@ -68,7 +71,15 @@ def ledger(port: int, log: Path, delay: float) -> None:
     def fail(reason: str) -> str:
         raise ValueError(reason)
 
-    server.run("streamable-http", host="127.0.0.1", port=port)
+    @server.tool(description="Dies, the reason written to stderr.")
+    def crash(reason: str) -> str:
+        print(f"crashing: {reason}", file=sys.stderr, flush=True)
+        os._exit(3)
+
+    if port is None:
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=port)
 
 
 def poster_bytes(kib: int) -> bytes:
@@ -77,6 +88,9 @@ def poster_bytes(kib: int) -> bytes:
 
 
 def main() -> None:
+    if sys.argv[1] == "ledger-stdio":
+        ledger(None, Path(sys.argv[2]), 0.0)
+        return
     kind, port = sys.argv[1], int(sys.argv[2])
     if kind == "time":
         from mcp_server_time.server import create_server

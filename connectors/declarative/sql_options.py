@@ -48,6 +48,7 @@ class With:
         option = self.pop(*keys)
         if option is None:
             if required:
+                self.misspelt(*keys)  # 'allowed_tool' names the fix, not just what is missing
                 at = self.stmt.with_at or self.stmt.at
                 raise DefinitionError(f"{at}: {self.what}: the option {keys[0]!r} is required")
             return None

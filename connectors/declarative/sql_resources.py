@@ -322,6 +322,7 @@ def skills(stmt: Statement, opts: With) -> Any:
 
     paths = opts.pop("paths")
     if paths is None:
+        opts.misspelt("paths")
         raise DefinitionError(f"{stmt.with_at or stmt.at}: CREATE TOOL {stmt.name}: 'paths' (a JSON list of "
                               "skill folders) is required")
     allowed = [c.strip() for c in (opts.text("allowed_commands") or "").split(",") if c.strip()]
@@ -357,6 +358,7 @@ def tool(stmt: Statement, ref: Callable[[str, Name], Any]) -> Tool:
                                   "store's (type pgvector or embedded)")
         emb = opts.pop("embedding_model")
         if emb is None:
+            opts.misspelt("embedding_model")
             raise DefinitionError(f"{stmt.with_at or stmt.at}: CREATE TOOL {stmt.name}: "
                                   "'embedding_model' (a model of task embedding) is required")
         model = ref("MODEL", Name(str(emb.value), emb.at))

@@ -59,6 +59,9 @@ class Summary:
     iterations_mean: float
     tool_calls_mean: float
     vs_baseline: dict[str, Difference]
+    #: Its model calls, and those answered from the recording (recorded traffic).
+    model_calls: int = 0
+    model_calls_recorded: int = 0
 
 
 class EvalReport:
@@ -110,7 +113,8 @@ class EvalReport:
             sum(len(r.refused) for r in results),
             _mean(col("cost_usd")), _p95(col("cost_usd")), _mean(col("tokens")), _p95(col("tokens")),
             _mean(col("latency_ms")), _p95(col("latency_ms")), _mean(col("iterations")),
-            _mean(col("tool_calls")), vs)
+            _mean(col("tool_calls")), vs, sum(r.model_calls for r in results),
+            sum(r.model_calls_recorded for r in results))
 
     def below(self, fail_under: Mapping[str, float]) -> list[str]:
         """``CANDIDATE: SCORER RATE < MIN`` for each pass rate under its floor (``all``
@@ -162,6 +166,12 @@ class EvalReport:
                        f"tokens {s.tokens_mean:.0f} mean, {s.tokens_p95:.0f} p95; "
                        f"latency {s.latency_ms_mean:.1f} ms mean, {s.latency_ms_p95:.1f} ms p95; "
                        f"{s.iterations_mean:.2f} model calls, {s.tool_calls_mean:.2f} tool calls a case")
+            if s.model_calls_recorded:
+                every = s.model_calls_recorded == s.model_calls
+                out.append(f"  {'every one' if every else s.model_calls_recorded} of its {s.model_calls} "
+                           "model calls answered from the recording (the same call the recording "
+                           "made)" + (": its model was not asked; --live-models asks it every time"
+                                      if every else "; --live-models asks its model every time"))
         if any(d.sure for n in names for d in self.summary(n).vs_baseline.values()):
             out.append("(* the 95% interval of the difference leaves 0 out)")
         return out

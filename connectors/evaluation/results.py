@@ -9,14 +9,15 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from eddies.connectors.evaluation.cases import Case
+from eddies.connectors.evaluation.policy import MODEL_KINDS
 from eddies.connectors.execution.recorded_calls import REFUSED_ERROR
 from eddies.connectors.inspect.tree import build_tree
-from eddies.events import AgentEvent, DurableCallResult, InputEvent, OutputEvent
+from eddies.events import AgentEvent, DurableCallRequest, DurableCallResult, InputEvent, OutputEvent
 
 #: The metrics a threshold may name.
 METRICS = ("cost_usd", "tokens", "latency_ms", "iterations", "tool_calls", "refused_calls")
@@ -39,6 +40,10 @@ class CaseResult:
     refused: dict[str, str] = field(default_factory=dict)
     #: The session's events (for the report's side-by-side view).
     history: list[AgentEvent] = field(default_factory=list)
+    #: Of its model calls (chat and embedding), those answered from the recording: on
+    #: recorded traffic, a candidate whose every one was has not asked its model at all.
+    model_calls: int = 0
+    model_calls_recorded: int = 0
 
     def metric(self, name: str) -> float:
         """The value of metric ``name`` (one of :data:`METRICS`)."""
@@ -50,9 +55,11 @@ class CaseResult:
 
 
 def case_result(case: Case, candidate: str, history: Sequence[AgentEvent], *, latency_ms: float,
-                refused: Mapping[str, str] | None = None) -> CaseResult:
+                refused: Mapping[str, str] | None = None,
+                recorded: Collection[str] = ()) -> CaseResult:
     """What ``history`` (the case's session, in order) says the candidate did; the calls
-    refused (call id -> why) as given, or as its results say (None)."""
+    refused (call id -> why) as given, or as its results say (None); ``recorded``: the
+    calls answered from a recording."""
     if refused is None:
         refused = {p.call_id: p.error.message for ev in history
                    if isinstance(p := ev.payload, DurableCallResult)
@@ -67,6 +74,10 @@ def case_result(case: Case, candidate: str, history: Sequence[AgentEvent], *, la
             out.error = None if p.error is None else f"{p.error.type}: {p.error.message}"
     if not answered:
         out.error = "no output (the session waits for a signal or an approval)"
+    models = {p.call_id for ev in history if isinstance(p := ev.payload, DurableCallRequest)
+              and p.kind in MODEL_KINDS}
+    out.model_calls = len(models)
+    out.model_calls_recorded = len(models.intersection(recorded))
     for root in build_tree(history):
         prompt, completion, cost = root.totals()
         out.tokens += prompt + completion

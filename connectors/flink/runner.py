@@ -42,10 +42,12 @@ def jar_dir(settings: Settings) -> Path:
     return Path(sys.prefix) / "share" / "eddies" / "flink"
 
 
-def preflight(settings: Settings, *, jobmanager: str = "") -> tuple[list[Path], bool]:
+def preflight(settings: Settings, *, jobmanager: str = "",
+              waiting: Callable[[str], None] | None = None) -> tuple[list[Path], bool]:
     """What a run needs before a JVM starts: Java, PyFlink, the jars, the broker and the
     app's topics, and (with no ``jobmanager``: a local mini-cluster) its REST port free.
-    Returns the jars and whether the broker is the embedded one."""
+    Returns the jars and whether the broker is the embedded one. ``waiting`` is told when
+    the broker does not answer at once (see prepare_app)."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise FlinkSetupError("the Flink runner needs Java 11 or newer (no 'java' on PATH and "
                               "no JAVA_HOME)")
@@ -65,7 +67,7 @@ def preflight(settings: Settings, *, jobmanager: str = "") -> tuple[list[Path], 
     from eddies.connectors.runtime.preflight import prepare_app
 
     # The task managers read the result key from the same variable: fail here, not in a task.
-    membership, _ = prepare_app(settings)
+    membership, _ = prepare_app(settings, waiting)
     embedded = membership.embedded
     return jars, embedded
 

@@ -16,7 +16,7 @@ Requests emitted during replay are not performed: results come from the history.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,6 +180,26 @@ def sessions_records(settings: Settings, session_ids: Collection[str]
         yield from records_of(settings, where, sids)
 
 
+class OtherAgentError(ValueError):
+    """A session checked or run again with an agent other than the one that recorded it
+    (its events name the agent that wrote them), where the agent was not chosen on purpose."""
+
+    def __init__(self, session_id: str, recorded: str, version: str, given: str) -> None:
+        super().__init__(f"session {session_id!r} was recorded by agent {recorded!r} (version "
+                         f"{version}), not {given!r}")
+        self.session_id, self.recorded, self.given = session_id, recorded, given
+
+
+def check_recorded_by(plan: AgentPlan, session_id: str, events: Iterable[AgentEvent]) -> None:
+    """OtherAgentError unless the first event the session's agent wrote (not a sub-agent's)
+    names ``plan``'s agent; a session with none (only inputs) is anyone's."""
+    for ev in events:
+        if ev.agent and not ev.scope:
+            if ev.agent != plan.agent_name:
+                raise OtherAgentError(session_id, ev.agent, ev.agent_version, plan.agent_name)
+            return
+
+
 def load_history(settings: Settings, session_id: str) -> list[Recorded]:
     """(offset, event) of the session's recorded history, in order, each event once (with
     each record's time too: :func:`eddies.connectors.inspect.sessions.timed_history`)."""
@@ -220,11 +240,12 @@ def snapshots_of(settings: Settings, session_id: str) -> list[tuple[int, Session
 
 def replay_session(settings: Settings, plan: AgentPlan, session_id: str, *,
                    from_offset: int | None = None, from_seq: int | None = None,
-                   to_seq: int | None = None) -> ReplayReport:
+                   to_seq: int | None = None, same_agent: bool = False) -> ReplayReport:
     """Replay ``session_id`` strictly (no live call) and report from ``from_seq`` (or the
     event at ``from_offset`` of app.events) to ``to_seq``: the machine starts from the
     latest snapshot before the start, and app.events is read from where that snapshot's
-    later events begin, not from the beginning."""
+    later events begin, not from the beginning. ``same_agent``: OtherAgentError if another
+    agent than ``plan``'s recorded the session (a default agent, not one chosen to compare)."""
     where = place_of(settings, session_id)
     if from_offset is not None and from_seq is None:
         first = next(session_records(settings, session_id, from_offset, where), None)
@@ -242,6 +263,8 @@ def replay_session(settings: Settings, plan: AgentPlan, session_id: str, *,
         begin = _first_offset_after(settings, session_id, where, state.seq, stamp)
     history = [(o, ev) for o, _, ev in session_records(settings, session_id, begin, where)
                if state is None or ev.seq > state.seq]
+    if same_agent:
+        check_recorded_by(plan, session_id, (ev for _, ev in history))
     report = replay(plan, history, session_id, state=state, from_seq=start_seq, to_seq=to_seq,
                     max_memory_bytes=settings.max_memory_bytes)
     report.read_from_offset, report.records_read = begin, len(history)

@@ -33,6 +33,7 @@ from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import AgentPlan, approval, halts
 from eddies.events import (
     AgentEvent,
+    ApprovalRequestEvent,
     CallKind,
     DecodeError,
     DurableCallRequest,
@@ -74,6 +75,11 @@ class SessionSummary:
     # for a wait that ends on its deadline (a DurableCallResult) rather than a SignalEvent.
     _waits: dict[str, tuple[int, str]] = field(default_factory=dict)
     _wait_ids: dict[str, str] = field(default_factory=dict)
+    # Approval requests whose wait has not ended, by signal (with their run, for a line
+    # like eddies tail's); the signals of every approval asked, to tell "answered already"
+    # from "never asked".
+    _asks: dict[str, AgentEvent] = field(default_factory=dict)
+    _asked: set[str] = field(default_factory=set)
     #: Why its latest halt halted it (the notice's error), "" if it never halted.
     reason: str = ""
     # A halt on an error that escaped the engine, not resumed yet: (its notice's event
@@ -106,13 +112,21 @@ class SessionSummary:
         elif isinstance(p, DurableCallRequest) and p.kind is CallKind.SIGNAL:
             self._waits[ev.event_id] = (ev.run, p.target)
             self._wait_ids[p.call_id] = ev.event_id
+        elif isinstance(p, ApprovalRequestEvent):
+            self._asks[p.signal] = ev
+            self._asked.add(p.signal)
         elif isinstance(p, SignalEvent) and ev.causation_id is not None:
             if self._fault is not None and ev.causation_id == self._fault[0]:
                 self._fault = None  # resumed
-            self._waits.pop(ev.causation_id, None)  # its causation: the wait it answers
+            self._end_wait(ev.causation_id)  # its causation: the wait it answers
         elif isinstance(p, DurableCallResult) and p.call_id in self._wait_ids:
-            self._waits.pop(self._wait_ids.pop(p.call_id), None)
+            self._end_wait(self._wait_ids.pop(p.call_id))
         return True
+
+    def _end_wait(self, request_id: str) -> None:
+        ended = self._waits.pop(request_id, None)
+        if ended is not None:
+            self._asks.pop(ended[1], None)
 
     def _current(self) -> int | None:
         """The first run not over (None: every run ended)."""
@@ -130,6 +144,16 @@ class SessionSummary:
         if run is None or run > self._started:
             return fault
         return [name for r, name in self._waits.values() if r == run] + fault
+
+    @property
+    def approvals(self) -> list[AgentEvent]:
+        """The approval requests the session waits on (events whose payload is an
+        ``ApprovalRequestEvent``), in the order asked: what ``eddies approve`` answers."""
+        return [self._asks[name] for name in self.waits if name in self._asks]
+
+    def asked(self, signal: str) -> bool:
+        """Whether the session ever asked the approval ``signal`` answers (pending or not)."""
+        return signal in self._asked
 
     @property
     def status(self) -> str:
@@ -223,6 +247,21 @@ class SessionIndex:
             return self._sessions.get(session_id)
 
 
+def unread_inputs(settings: Settings, session_id: str, look_back: int = 10_000) -> int:
+    """How many records of ``session_id`` APP.input holds among the last ``look_back`` of
+    its partition: for a session with no history, inputs no worker has taken yet."""
+    from eddies.connectors.runtime.client import log_end
+    from eddies.events import partition_for
+
+    topic = TopicNames(settings.app).input
+    count, reread = readable(settings, topic)
+    partition = partition_for(session_id, count)
+    start = max(0, log_end(settings, topic, partition) - look_back)
+    key = session_id.encode()
+    return sum(msg.key() == key for msg in read_records(settings, topic, partitions=[partition],
+                                                         start=start, reread_gaps=reread))
+
+
 def timed_history(settings: Settings, session_id: str) -> list[Recorded]:
     """The session's records on ``APP.events``, in order, each event once, with the time
     each was written (:func:`.replay.session_records`)::
@@ -242,16 +281,21 @@ def wall_times(records: Iterable[Recorded]) -> dict[str, int]:
 
 
 def replay_view(settings: Settings, plan: AgentPlan, session_id: str, from_seq: int | None = None,
-                to_seq: int | None = None) -> dict[str, Any]:
+                to_seq: int | None = None, *, same_agent: bool = False) -> dict[str, Any]:
     """A strict replay of ``session_id`` (no live call) from step ``from_seq`` to ``to_seq``
     (None: the first, the last) as plain data, for the web view::
 
         replay_view(settings, plan, "alice", from_seq=40)
         # {"ok": True, "snapshot_seq": 32, "steps": [{"seq": 40, "matches": True, ...}, ...], ...}
     """
-    from eddies.connectors.inspect.replay import replay_session
+    from eddies.connectors.inspect.replay import OtherAgentError, replay_session
 
-    report = replay_session(settings, plan, session_id, from_seq=from_seq, to_seq=to_seq)
+    try:
+        report = replay_session(settings, plan, session_id, from_seq=from_seq, to_seq=to_seq,
+                                same_agent=same_agent)
+    except OtherAgentError as err:
+        return {"session_id": session_id, "ok": False, "steps": [], "mismatches": 0, "extra": 0,
+                "snapshot_seq": 0, "error": f"{err}: start eddies ui with --agent naming it"}
     if not report.steps:
         where = "" if from_seq is None and to_seq is None else \
             f" from step {from_seq or 1}" + ("" if to_seq is None else f" to step {to_seq}")

@@ -188,6 +188,8 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
             if signal is None:
                 raise ApiError(501, "answering sessions is not available in this eddies ui")
             name, value = _signal_args(part, body)
+            if part != "signal" and not (isinstance(body, dict) and body.get("keep") is True):
+                _pending_or_refuse(settings, session_id, name)
             signal(session_id, name, value)
             return {"session": session_id, "signal": name, "value": value}
         raise ApiError(404 if part not in ("", "tree", "replay", "fork", "signal", "approve", "reject")
@@ -329,6 +331,20 @@ def _fork_args(body: Any) -> tuple[int, str]:
     if not isinstance(new_session, str) or not new_session.strip():
         raise ApiError(400, "new_session: the id of the new session")
     return at_seq, new_session.strip()
+
+
+def _pending_or_refuse(settings: Settings, session_id: str, name: str) -> None:
+    """409 unless the session waits on approval ``name`` (as ``eddies approve`` checks):
+    a page left open answers a call another person answered since ({"keep": true} sends
+    it anyway)."""
+    from eddies.connectors.inspect.sessions import summarize, timed_history
+    from eddies.events import ApprovalRequestEvent
+
+    pending = summarize(session_id, timed_history(settings, session_id)).approvals
+    if not any(isinstance(ev.payload, ApprovalRequestEvent) and ev.payload.signal == name for ev in pending):
+        waits = ", ".join(ev.payload.signal for ev in pending
+                          if isinstance(ev.payload, ApprovalRequestEvent)) or "none"
+        raise ApiError(409, f"no approval is pending with that id: {name} (pending: {waits})")
 
 
 def _signal_args(part: str, body: Any) -> tuple[str, Any]:

@@ -126,6 +126,7 @@ class KafkaExecutor:
         # concurrent.futures: no future, no callback; a failure stops the worker).
         self._calls: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._call_threads: list[threading.Thread] = []
+        self._performing: set[int] = set()  # the call threads in perform() now, by ident
         # Local mode: each result's delivery report hands it to this process's orchestrator
         # (see local_results.py).
         self.producer = ctx.clients.outbox("executor", successes=local)
@@ -393,9 +394,14 @@ class KafkaExecutor:
 
     # --- call threads ------------------------------------------------------------------------
     def _call_loop(self) -> None:
+        me = threading.get_ident()
         while (item := self._calls.get()) is not None:
             try:
-                self.perform(*item)
+                self._performing.add(me)
+                try:
+                    self.perform(*item)
+                finally:
+                    self._performing.discard(me)
                 if getattr(self._per_thread, "late", False):
                     self._per_thread.late = False
                     with self._lock:  # its place was taken when its call was abandoned
@@ -472,6 +478,11 @@ class KafkaExecutor:
         if self.local:  # under transactions delivered is not yet committed: read back only
             self.results.sent(data, result)
         produce(self.producer, self.names.input, data, key, headers=headers)
+
+    @property
+    def running(self) -> int:
+        """How many call threads are performing a request now (what a stop waits for)."""
+        return len(self._performing)
 
     @property
     def awaiting_results(self) -> bool:

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.execution.recorded_calls import RecordedCalls
@@ -78,11 +79,13 @@ class Worker:
         #: Where the metrics are served (host, port), once started.
         self.metrics_address: tuple[str, int] | None = None
 
-    def start(self) -> Worker:
-        """Create missing topics, then start the role threads."""
+    def start(self, waiting: Callable[[str], None] | None = None) -> Worker:
+        """Create missing topics, then start the role threads. A broker that does not
+        answer yet is waited for (up to ``connect_timeout_ms``), and ``waiting`` (default:
+        a warning in the log) told so."""
         from eddies.connectors.runtime.preflight import prepare_app
 
-        self.membership, self.signer = prepare_app(self.settings)
+        self.membership, self.signer = prepare_app(self.settings, waiting)
         self.stalls.threshold_s = stall_threshold_s(self.membership)
         self.stalls.start()
         if self.metrics is not None:  # before the roles: a restore can be watched
@@ -178,6 +181,12 @@ class Worker:
         thread = threading.Thread(target=guarded, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
+
+    @property
+    def calls_running(self) -> int:
+        """The calls this process's executor is performing now (queued ones not counted:
+        a stop drops those)."""
+        return 0 if self.executor is None else self.executor.running
 
     def wait_assigned(self, timeout: float = 30.0) -> bool:
         """Wait until every role has joined its group and restored its partitions."""

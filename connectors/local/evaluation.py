@@ -92,7 +92,8 @@ def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: Cal
     ``traffic``, the recorded inputs of each case's session, its calls answered from the
     recording where they are the same calls; with ``into``, its sessions written to that
     app's topics afterwards (each record marked with the header ``eddies-eval`` = name)."""
-    runner = LocalRunner(plan, recorded=policy.calls(plan, None if traffic is None else traffic.recording))
+    calls = policy.calls(plan, None if traffic is None else traffic.recording)
+    runner = LocalRunner(plan, recorded=calls)
     out = []
     try:
         for case in cases:
@@ -105,7 +106,8 @@ def run_candidate(name: str, plan: AgentPlan, cases: Sequence[Case], policy: Cal
             runner.run_until_waiting()
             latency = (time.perf_counter() - start) * 1000
             history = [ev for ev in runner.history[seen:] if ev.session_id == case.id]
-            out.append(case_result(case, name, history, latency_ms=latency))  # refusals: from its results
+            out.append(case_result(case, name, history, latency_ms=latency,  # refusals: from its results
+                                   recorded=calls.reused if traffic is not None else ()))
             if progress is not None:
                 progress(name, len(out), len(cases))
         if into is not None:

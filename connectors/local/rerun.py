@@ -20,7 +20,13 @@ from typing import Any
 
 from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.inspect.recording import read_recording
-from eddies.connectors.inspect.replay import load_history, place_of, session_messages
+from eddies.connectors.inspect.replay import (
+    check_recorded_by,
+    load_history,
+    place_of,
+    readable,
+    session_messages,
+)
 from eddies.connectors.local.runner import LocalRunner
 from eddies.connectors.runtime.client import producer
 from eddies.connectors.runtime.records import HEADERS, header, journal_partition, snapshot_key
@@ -55,17 +61,21 @@ class RerunReport:
 
 
 def fork_session(settings: Settings, plan: AgentPlan, session_id: str, at_seq: int,
-                 new_session: str) -> RerunReport:
+                 new_session: str, *, same_agent: bool = False) -> RerunReport:
     """A new session ``new_session`` whose history is ``session_id``'s up to step
     ``at_seq``: what came from outside up to there (inputs, signals, call results) is
     applied again in its order, so no call made up to there is made again and the steps
     are the same, and from there the session goes on live with ``plan`` (the calls left
-    unanswered at that step are made). ValueError if the step is not in the history."""
+    unanswered at that step are made). ValueError if the session has no history or the
+    step is not in it; ``same_agent``: OtherAgentError if another agent recorded it."""
     history = [ev for _, ev in load_history(settings, session_id)]
-    if not history or not 1 <= at_seq <= history[-1].seq:
-        last = history[-1].seq if history else 0
-        raise ValueError(f"session {session_id!r} has steps 1 to {last} in {settings.app}.events; "
-                         f"--at-seq {at_seq} is not one of them")
+    if not history:
+        raise ValueError(f"there is no session {session_id!r} in {settings.app}.events")
+    if not 1 <= at_seq <= history[-1].seq:
+        raise ValueError(f"session {session_id!r} has steps 1 to {history[-1].seq} in "
+                         f"{settings.app}.events; --at-seq {at_seq} is not one of them")
+    if same_agent:
+        check_recorded_by(plan, session_id, history)
     if new_session == session_id:
         raise ValueError("a fork needs a session id of its own (--to)")
     origin = f"{session_id}@{at_seq}"
@@ -116,15 +126,20 @@ def _forked(ev: AgentEvent, old: str, new: str, origin: str) -> AgentEvent | Non
 
 def reprocess(source: Settings, target: Settings, plan: AgentPlan, *,
               from_offsets: dict[int, int] | None = None, from_time_ms: int | None = None,
-              sessions: Callable[[str], bool] = lambda _s: True) -> RerunReport:
+              sessions: Callable[[str], bool] = lambda _s: True,
+              same_agent: bool = False) -> RerunReport:
     """Run the inputs of ``source.app`` from ``from_offsets`` (partition -> offset of
     APP.input; partitions not named are left out) or from ``from_time_ms`` (all partitions)
     to their end, into ``target.app``, with ``plan``. A call is answered from the source's
     recorded outcome when it is the same call (same place in the same run of its input,
     same digest of kind, target and arguments, same model); others are made live. Sessions start anew
-    in the target: their inputs before the range are not part of it."""
+    in the target: their inputs before the range are not part of it. ``same_agent``:
+    OtherAgentError if another agent than ``plan``'s recorded one of the sessions."""
     recording = read_recording(source, from_offsets=from_offsets, from_time_ms=from_time_ms,
                                sessions=sessions)
+    if same_agent:  # OtherAgentError for the first session another agent recorded
+        for sid, events in sorted(recording.histories.items()):
+            check_recorded_by(plan, sid, (ev for _, ev in events))
     recorded = recording.calls(plan)
     runner = LocalRunner(plan, recorded=recorded)
     recording.submit(runner)
@@ -186,9 +201,13 @@ def _finish(settings: Settings, prod: Any, runner: LocalRunner) -> None:
     for the broker to have it all."""
     from eddies.connectors.runtime.sink import produce
 
+    journal = TopicNames(settings.app).journal
+    # The topic's own count: an app made with --partitions 2 is forked by a command that
+    # was not told so.
+    partitions, _ = readable(settings, journal) if runner.states else (settings.partitions, False)
     for sid, state in runner.states.items():
-        produce(prod, TopicNames(settings.app).journal, state.to_bytes(), snapshot_key(sid),
-                partition=journal_partition(sid, settings.partitions))
+        produce(prod, journal, state.to_bytes(), snapshot_key(sid),
+                partition=journal_partition(sid, partitions))
     if prod.flush(30):
         raise TimeoutError(f"the re-run's records were not delivered to {settings.bootstrap_servers}")
 

@@ -16,6 +16,7 @@ in a random order (inputs, results and signals of a session interleaved as on a 
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import deque
 from collections.abc import Iterable
@@ -197,15 +198,34 @@ class LocalRunner:
         raise RuntimeError(f"still busy after {max_steps} steps")
 
     def run(self, inputs: Iterable[tuple[str, Any]]) -> list[Any]:
-        """Submit ``(session_id, input)`` pairs, run to completion, return the outputs.
+        """Submit ``(session_id, input)`` pairs, run to completion, return the outputs in
+        the order of the inputs that started their runs (whatever order the runs finished
+        in; ``outputs`` keeps that order), each run's in the order it sent them::
+
+            LocalRunner(agent).run([("s1", "a"), ("s2", "b")])   # [s1's output, s2's output]
 
         Raises :class:`RunFailedError` if a run failed (its error output is in ``outputs``).
         """
         start = len(self.outputs)
-        for session_id, value in inputs:
+        # Run numbers are given as a session accepts its inputs, in order: the k-th input
+        # of a session here starts its run (runs so far + k).
+        place: dict[tuple[str, int], int] = {}
+        runs: dict[str, int] = {}
+        for i, (session_id, value) in enumerate(inputs):
             self.submit(session_id, value)
+            n = runs.get(session_id)
+            if n is None:
+                state = self.states.get(session_id)
+                n = 0 if state is None else state.runs
+            runs[session_id] = n = n + 1
+            place[(session_id, n)] = i
         self.run_until_idle()
-        produced = [(o, _output(o)) for o in self.outputs[start:]]
+        finished = self.outputs[start:]
+        # A run none of these inputs started (one resumed, say) comes after them.
+        keys = [place.get((o.session_id, o.run), len(place)) for o in finished]
+        if any(a > b for a, b in itertools.pairwise(keys)):
+            finished = [o for _, _, o in sorted(zip(keys, range(len(keys)), finished, strict=True))]
+        produced = [(o, _output(o)) for o in finished]
         errors = [(o.session_id, o.run, p.error) for o, p in produced if p.error is not None]
         if errors:
             raise RunFailedError(errors)

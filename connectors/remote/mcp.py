@@ -11,6 +11,10 @@ argument not given, is an error naming it); executors perform the calls with
     discover_tools(agent)          # before AgentPlan.compile(agent)
     discover_prompts(agent)
     call_tool(plan, plan.tool("get_current_time"), {"timezone": "UTC"}, key="s1:r1:i1:c0")
+
+A stdio server's stderr is its own log, not the runner's: each line is logged at DEBUG
+(logger ``eddies.mcp.server``), and its last lines are quoted by the error that says why the
+server did not start, or stopped in the middle of a call.
 """
 
 from __future__ import annotations
@@ -21,14 +25,17 @@ import contextlib
 import logging
 import os
 import re
+import shlex
 import string
-import sys
-from collections.abc import Iterator, Mapping
+import threading
+from collections import deque
+from collections.abc import Coroutine, Iterator, Mapping
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from eddies.connectors.remote.configuration import ConfigurationError, resolve_env, secret
 from eddies.connectors.remote.loop_thread import LoopThread
+from eddies.connectors.remote.secrets import redact
 from eddies.engine import Agent, AgentPlan, ResourceType
 from eddies.engine.content import MAX_INLINE_BYTES, BlobStore, inline_block, with_blocks
 from eddies.engine.prompts import McpPrompt
@@ -36,6 +43,13 @@ from eddies.engine.remote_tools import IDEMPOTENCY_META, McpServer, McpTool, Rem
 from eddies.events import ChatMessage, ContentBlock, ContentKind, MessageRole
 
 log = logging.getLogger("eddies.mcp")
+server_log = logging.getLogger("eddies.mcp.server")
+
+#: What of a stdio server's stderr an error quotes: its last lines, each cut at
+#: STDERR_LINE_BYTES, together at most STDERR_CHARS.
+STDERR_LINES = 20
+STDERR_LINE_BYTES = 500
+STDERR_CHARS = 2000
 
 
 class McpToolError(RuntimeError):
@@ -45,6 +59,66 @@ class McpToolError(RuntimeError):
 class McpConnectionError(ConnectionError):
     """The server could not be reached or dropped the session (retried as transient)."""
 
+    #: What went wrong, without the server's name (the error's text starts with it).
+    detail: str = ""
+
+
+def _connection_error(server: McpServer, detail: str) -> McpConnectionError:
+    err = McpConnectionError(f"MCP server {server.where}: {detail}")
+    err.detail = detail
+    return err
+
+
+class _Stderr:
+    """A stdio server's stderr, read by a thread of its own from a pipe: each line logged
+    at DEBUG, the last ones kept for an error to quote."""
+
+    def __init__(self, where: str) -> None:
+        read, write = os.pipe()
+        #: The pipe's end the server writes to (as the SDK's ``errlog``).
+        self.file: TextIO = os.fdopen(write, "w")
+        self._where = where
+        self._lines: deque[str] = deque(maxlen=STDERR_LINES)
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, args=(read,), daemon=True,
+                                        name=f"eddies-mcp-stderr-{where}"[:60])
+        self._thread.start()
+
+    def spawned(self) -> None:
+        """Close this process's copy of the pipe once the server has its own (or failed to
+        start): the reading ends when the server's end closes, that is when it exits."""
+        self.file.close()
+
+    def _read(self, fd: int) -> None:
+        with open(fd, "rb") as pipe:
+            while chunk := pipe.readline(STDERR_LINE_BYTES):
+                line = chunk.decode(errors="replace").rstrip()
+                if line:
+                    with self._lock:
+                        self._lines.append(line)
+                    server_log.debug("%s: %s", self._where, line)
+
+    def ended(self, wait: float = 0.0) -> bool:
+        """Whether the server's stderr closed (it exited), waiting up to ``wait`` s."""
+        self._thread.join(wait)
+        return not self._thread.is_alive()
+
+    def tail(self) -> str:
+        """The last lines, within STDERR_CHARS, as the end of an error's text (empty if
+        there were none)."""
+        with self._lock:
+            lines = list(self._lines)
+        kept: list[str] = []
+        size = 0
+        for line in reversed(lines):
+            size += len(line) + 5
+            if size > STDERR_CHARS:
+                break
+            kept.append(line)
+        if not kept:
+            return ""
+        return redact("; its stderr ends with:\n" + "\n".join(f"    {line}" for line in reversed(kept)))
+
 
 class _Pool:
     """Client sessions by server, owned by tasks on one event loop in a daemon thread."""
@@ -53,6 +127,7 @@ class _Pool:
         self.loop = LoopThread("eddies-mcp")
         self._sessions: dict[tuple[Any, ...], tuple[Any, asyncio.Event]] = {}
         self._connecting: dict[tuple[Any, ...], Future[Any]] = {}
+        self._stderr: dict[tuple[Any, ...], _Stderr] = {}
 
     async def session(self, server: McpServer) -> Any:
         """The live session to ``server``, connecting first if there is none."""
@@ -75,21 +150,50 @@ class _Pool:
         it is dropped."""
         from mcp import ClientSession
 
+        key = _key(server)
         closing = asyncio.Event()
+        stderr: _Stderr | None = None
         try:
+            if server.url is None:
+                stderr = self._stderr[key] = _Stderr(server.where)
             async with contextlib.AsyncExitStack() as stack:
-                streams = await stack.enter_async_context(_transport(server))
+                try:
+                    streams = await stack.enter_async_context(
+                        _http_transport(server) if stderr is None else _stdio_transport(server, stderr.file))
+                finally:
+                    if stderr is not None:
+                        stderr.spawned()
                 session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
                 await session.initialize()
-                self._sessions[_key(server)] = (session, closing)
+                self._sessions[key] = (session, closing)
                 ready.set_result(session)
                 await closing.wait()
         except BaseException as err:  # the SDK raises exception groups from its task groups
             if not ready.done():
-                ready.set_exception(McpConnectionError(
-                    f"MCP server {server.where}: cannot connect: {_reason(err)}"))
+                if isinstance(err, ConfigurationError):  # the declaration's, before any process
+                    detail = str(err)
+                elif stderr is None:
+                    detail = f"cannot connect: {_reason(err)}"
+                else:  # stopped by now (the SDK's exit stops it): its last lines are all there
+                    with contextlib.suppress(BaseException):
+                        await asyncio.to_thread(stderr.ended, 2.0)
+                    why, ran = _start_failure(err, server)
+                    detail = f"cannot start `{_command_line(server)}`: {why}" + (
+                        stderr.tail() or (" (it wrote nothing to stderr)" if ran else ""))
+                ready.set_exception(_connection_error(server, detail))
         finally:
-            self._sessions.pop(_key(server), None)
+            self._sessions.pop(key, None)
+            if stderr is not None and self._stderr.get(key) is stderr:
+                del self._stderr[key]
+
+    def stderr_tail(self, server: McpServer, wait: float = 0.0, ended_only: bool = True) -> str:
+        """The end of the stderr of ``server``'s process (if it is a stdio one) as the end
+        of an error's text; with ``ended_only``, only if it exited within ``wait`` s (the
+        lines of a server that still runs are its logs, not why a call failed)."""
+        stderr = self._stderr.get(_key(server))
+        if stderr is None or (ended_only and not stderr.ended(wait)):
+            return ""
+        return stderr.tail()
 
     def drop(self, server: McpServer) -> None:
         """Forget ``server``'s session (after a failure): the next call connects again."""
@@ -115,28 +219,44 @@ def _key(server: McpServer) -> tuple[Any, ...]:
             tuple(sorted(server.headers.items())), server.api_key_env)
 
 
-def _transport(server: McpServer) -> Any:
-    if server.url is not None:
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
+def _http_transport(server: McpServer) -> Any:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
 
-        headers = {k: _resolve(v, k) for k, v in server.headers.items()}
-        if server.api_key_env:
-            headers.setdefault("Authorization", f"Bearer {_secret(server.api_key_env)}")
-        client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
-        return streamable_http_client(server.url, http_client=client)
+    headers = {k: _resolve(v, k) for k, v in server.headers.items()}
+    if server.api_key_env:
+        headers.setdefault("Authorization", f"Bearer {_secret(server.api_key_env)}")
+    client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+    return streamable_http_client(server.url or "", http_client=client)
+
+
+def _stdio_transport(server: McpServer, errlog: TextIO) -> Any:
     from mcp import StdioServerParameters, stdio_client
 
     env = {**os.environ, **{k: _resolve(v, k) for k, v in (server.env or {}).items()}}
     if server.api_key_env:
         env[server.api_key_env] = _secret(server.api_key_env)
     return stdio_client(StdioServerParameters(command=server.command or "", args=list(server.args),
-                                              env=env), errlog=_errlog())
+                                              env=env), errlog=errlog)
 
 
-def _errlog() -> Any:
-    # The server's stderr (its logs) goes to ours only when asked: it is not ours to show.
-    return sys.stderr if os.environ.get("EDDIES_MCP_STDERR") else open(os.devnull, "w")
+def _command_line(server: McpServer) -> str:
+    return redact(shlex.join([server.command or "", *server.args]))[:300]
+
+
+def _start_failure(err: BaseException, server: McpServer) -> tuple[str, bool]:
+    """Why a stdio server did not start (said plainly when its command cannot run), and
+    whether its process ran."""
+    while isinstance(err, BaseExceptionGroup) and err.exceptions:
+        err = err.exceptions[0]
+    command = server.command or ""
+    if isinstance(err, FileNotFoundError):
+        if os.sep in command:
+            return f"no such file: {command!r}", False
+        return f"command {command!r} not found (it is not on PATH)", False
+    if isinstance(err, PermissionError):
+        return f"{command!r} cannot be run: {err.strerror or err}", False
+    return _reason(err), True
 
 
 def _resolve(value: str, what: str) -> str:
@@ -157,6 +277,7 @@ def _reason(err: BaseException) -> str:
 
 
 T = TypeVar("T", McpTool, McpPrompt)
+R = TypeVar("R")
 
 
 def _undiscovered(agent: Agent, inherited: Mapping[str, Any] | None, rtype: ResourceType,
@@ -181,7 +302,7 @@ def discover_tools(agent: Agent, timeout: float = 30.0, inherited: Mapping[str, 
     specs; an ``allowed_tools`` name the server lacks is a ConfigurationError naming it.
     Nothing to do (and no import) for an agent without MCP tools."""
     for res, tool, server in _undiscovered(agent, inherited, ResourceType.TOOL, McpTool):
-        listed = _POOL.loop.run(_list(server), timeout)
+        listed = _at_start(_list(server), server, f"tool {res.name!r}: MCP server {tool.server!r}", timeout)
         missing = [t for t in tool.allowed_tools if t not in listed]
         if missing:
             raise ConfigurationError(
@@ -190,6 +311,22 @@ def discover_tools(agent: Agent, timeout: float = 30.0, inherited: Mapping[str, 
         tool.discovered.update({t: listed[t] for t in tool.allowed_tools})
         log.info("MCP server %s: %d of its %d tools allowed for %r", server.where,
                  len(tool.allowed_tools), len(listed), res.name)
+
+
+def _at_start(coro: Coroutine[Any, Any, R], server: McpServer, what: str, timeout: float) -> R:
+    """``coro``'s result, run when a runner starts: a server that cannot be reached or
+    started, or does not answer, is a ConfigurationError (``what``, the server's command
+    line or URL, and why), as the declaration it is, not a transient failure."""
+    try:
+        result: R = _POOL.loop.run(coro, timeout)
+    except McpConnectionError as err:
+        at = f" ({server.where})" if server.url is not None else ""  # a command: the detail has it
+        raise ConfigurationError(f"{what}{at}: {err.detail or err}") from None
+    except TimeoutError:
+        started = f"`{_command_line(server)}`" if server.url is None else server.where
+        raise ConfigurationError(f"{what}: {started} gave no answer within {timeout:g} s"
+                                 f"{_POOL.stderr_tail(server, ended_only=False)}") from None
+    return result
 
 
 async def _list(server: McpServer) -> dict[str, Any]:
@@ -211,7 +348,8 @@ def discover_prompts(agent: Agent, timeout: float = 30.0,
                      inherited: Mapping[str, Any] | None = None) -> None:
     """Get the messages of each McpPrompt resource of ``agent`` from its server."""
     for res, prompt, server in _undiscovered(agent, inherited, ResourceType.PROMPT, McpPrompt):
-        prompt.discovered.extend(_POOL.loop.run(_prompt(server, res.name, prompt), timeout))
+        prompt.discovered.extend(_at_start(_prompt(server, res.name, prompt), server,
+                                           f"prompt {res.name!r}: MCP server {prompt.server!r}", timeout))
         log.info("MCP server %s: prompt %r got for %r", server.where, prompt.name, res.name)
 
 
@@ -264,10 +402,13 @@ def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], k
         raise TimeoutError(f"MCP server {server.where}: {tool.name}: no answer within "
                            f"{timeout:g} s") from None
     except Exception as err:  # the session is broken: connect again next time
-        _POOL.drop(server)
         if isinstance(err, McpConnectionError):
+            _POOL.drop(server)
             raise
-        raise McpConnectionError(f"MCP server {server.where}: {tool.name}: {_reason(err)}") from None
+        # A server that died in the call: its stderr closes with its stdout, if not already.
+        tail = _POOL.stderr_tail(server, wait=0.25)
+        _POOL.drop(server)
+        raise _connection_error(server, f"{tool.name}: {_reason(err)}{tail}") from None
 
 
 async def _call(server: McpServer, name: str, arguments: dict[str, Any], key: str) -> Any:

@@ -38,12 +38,16 @@ class ConfigError(ValueError):
     """Invalid configuration; the message names the key."""
 
 
+#: The agent of a worker, replay or fork not told which: the demo's calculator.
+DEFAULT_AGENT = "eddies.demo:calculator_agent"
+
+
 @dataclass
 class Settings:
     """Everything a worker needs; see the module docstring for where values come from."""
 
     app: str = "eddies"
-    agent: str = "eddies.demo:calculator_agent"
+    agent: str = DEFAULT_AGENT
     bootstrap_servers: str = ""  # empty: start the embedded broker
     partitions: int = 4
     replication: int = 1
@@ -288,7 +292,11 @@ def load_agent(spec: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        raise ConfigError(f"agent: cannot import module {module_name!r}: {err}") from None
+        import os
+
+        raise ConfigError(f"agent: cannot import module {module_name!r}: {err} (modules are "
+                          f"found in the current folder, {os.getcwd()}, the installed packages "
+                          "and PYTHONPATH)") from None
     obj = getattr(module, attr, None)
     if obj is None:
         raise ConfigError(f"agent: module {module_name!r} has no attribute {attr!r}")

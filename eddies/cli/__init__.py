@@ -71,7 +71,13 @@ def _root(version: Annotated[bool, typer.Option("--version", help="Show the vers
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``eddies`` console script."""
     import os
+    import sys
 
+    # --agent my_module:my_agent names a module in the folder the command runs in, as with
+    # `python -m`, uvicorn or celery: a console script's path starts at its own bin folder.
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
     level = os.environ.get("EDDIES_LOG_LEVEL", "WARNING").upper()
     try:
         logging.basicConfig(level=level,

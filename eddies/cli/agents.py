@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import typer
+
+from eddies.cli.errors import fail
+
+T = TypeVar("T")
 
 
 def agent_plan(settings: Any, assignments: list[str]) -> Any:
@@ -51,3 +56,27 @@ def _with_settings(plan_agent: Any, assignments: list[str]) -> Any:
                             if r.type is ResourceType.CHAT_MODEL and r.name in setups else r
                             for r in plan_agent.resources]
     return plan_agent
+
+
+def chosen(settings: Any, option: str | None) -> bool:
+    """Whether the agent was named (``--agent``; ``EDDIES_AGENT`` or the config file naming
+    another than the default): a session recorded by another agent is then compared with it
+    on purpose."""
+    from eddies.connectors.runtime.settings import DEFAULT_AGENT
+
+    return option is not None or bool(settings.agent != DEFAULT_AGENT)
+
+
+def as_recorded(settings: Any, option: str | None, work: Callable[[bool], T]) -> T:
+    """``work(same_agent)``: with the default agent, a session another agent recorded is
+    refused (exit 2: which agent recorded it, and how to name it) rather than checked or run
+    again against the demo's calculator; with a named agent (``option``: ``--agent``), it is
+    what the user asked."""
+    from eddies.connectors.inspect.replay import OtherAgentError
+
+    try:
+        return work(not chosen(settings, option))
+    except OtherAgentError as err:
+        fail(f"{err}, the default agent ({settings.agent})",
+             f"pass --agent MODULE:ATTR (or FILE.yaml#NAME, FILE.sql#NAME, or set EDDIES_AGENT) "
+             f"naming agent {err.recorded!r}")

@@ -1,4 +1,5 @@
-"""``eddies check FILE``: an agent definition checked offline, its plan printed."""
+"""``eddies check AGENT``: an agent definition (a YAML or SQL file, or a Python agent's
+``module:attribute``) checked offline, its plan printed."""
 
 from __future__ import annotations
 
@@ -15,18 +16,29 @@ check_app = typer.Typer()
 
 @check_app.command(short_help="Check an agent definition offline and print each agent's plan.")
 def check(
-    file: Annotated[Path, typer.Argument(help="A YAML or SQL file declaring agents.")],
+    definition: Annotated[str, typer.Argument(
+        metavar="AGENT", help="A YAML or SQL file declaring agents, or MODULE:ATTR of a Python agent.")],
     agent: Annotated[str | None, typer.Option(
         help="Check only this agent (default: every agent the file can load).")] = None,
 ) -> None:
     """Check an agent definition offline (it connects to nothing) and print each agent's
-    plan: every agent the file can load (in SQL, each one no other agent uses)."""
+    plan: every agent a YAML or SQL file can load (in SQL, each one no other agent uses), or
+    the Python agent ``MODULE:ATTR`` names (an Agent, or a function returning one; the
+    module is found in the current folder as by ``eddies worker``)."""
     from eddies.connectors.declarative import load_all, load_definition
     from eddies.connectors.declarative.located import DefinitionError
+    from eddies.connectors.runtime.settings import ConfigError, load_agent
     from eddies.engine import A2aTool, AgentPlan, McpTool, PlanError
 
+    file = Path(definition)
     try:
-        found = [load_definition(file, agent)] if agent is not None else load_all(file)
+        if file.suffix in (".yaml", ".yml", ".sql") or ":" not in definition:
+            found = [load_definition(file, agent)] if agent is not None else load_all(file)
+        elif agent is not None:
+            raise typer.BadParameter("a Python agent is one agent; --agent picks one of a file's",
+                                     param_hint="--agent")
+        else:
+            found = [load_agent(definition)]
         plans = []
         for each in found:
             for res in each.resources:  # remote tools are listed by their servers at start
@@ -36,7 +48,7 @@ def check(
                     name = res.obj.name or f"{res.name}-card-name"  # the card's name, at start
                     res.obj.discovered[name] = _unlisted(name)
             plans.append(AgentPlan.compile(each))
-    except (DefinitionError, PlanError) as err:
+    except (DefinitionError, PlanError, ConfigError) as err:
         err_console.print(f"[red]{escape(str(err))}[/red]")
         raise typer.Exit(2) from None
     for plan in plans:

@@ -3,6 +3,7 @@ part a worker on its own app, its answers and the replay of one session."""
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Annotated, Any
 
@@ -11,7 +12,7 @@ from rich.markup import escape
 
 from eddies.cli.options import BootstrapOpt, ConfigOpt
 from eddies.cli.output import console, err_console, print_tree
-from eddies.cli.settings import kafka_settings, settings_or_exit
+from eddies.cli.settings import kafka_settings, notice, settings_or_exit
 
 demo_app = typer.Typer()
 
@@ -93,7 +94,7 @@ def _demo_part(s: Any, agent: Any, prompts: list[tuple[str, str]], title: str, a
 
     console.rule(f"[bold]{escape(title)}[/bold] (app {escape(s.app)})")
     console.print(escape(about), soft_wrap=False)  # prose: wrapped at words
-    worker = Worker(s, agent).start()
+    worker = Worker(s, agent).start(waiting=functools.partial(notice, s))
     try:
         with console.status("worker joining its consumer groups ..."):
             if not worker.wait_assigned(60):

@@ -23,8 +23,11 @@ def user_error(err: Exception) -> str | None:
     from eddies.connectors.runtime.preflight import PreflightError, error_text
     from eddies.connectors.runtime.settings import ConfigError
     from eddies.connectors.runtime.topics import TopicError
+    from eddies.engine import PlanError
 
     if isinstance(err, ConfigError | ConfigurationError):  # a setting; an MCP or A2A resource
+        return f"configuration error: {err}"
+    if isinstance(err, PlanError):  # the agent's definition (its message names the agent)
         return f"configuration error: {err}"
     if isinstance(err, KafkaException):
         return f"Kafka error: {error_text(err)}"

@@ -5,6 +5,7 @@ Nothing here imports PyFlink until a command runs (``eddies[flink]`` is an extra
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,7 +14,7 @@ import typer
 
 from eddies.cli.options import AppOpt, ConfigOpt
 from eddies.cli.output import err_console
-from eddies.cli.settings import kafka_settings, settings_or_exit
+from eddies.cli.settings import kafka_settings, notice, settings_or_exit
 
 # "\\[": rich markup would take "[flink]" for a style and drop it.
 flink_app = typer.Typer(no_args_is_help=True, help="Run the agents as a PyFlink job on keyed "
@@ -78,7 +79,7 @@ def run_cmd(
         settings = dataclasses.replace(settings, agent=f"{Path(path).resolve()}{'#' + name if name else ''}")
     load_agent(settings.agent)  # a wrong agent fails here, not in a task
     with kafka_settings(settings, check=False) as s:
-        jars, embedded = preflight(s, jobmanager=jobmanager)
+        jars, embedded = preflight(s, jobmanager=jobmanager, waiting=functools.partial(notice, s))
         if s.exactly_once and embedded:
             err_console.print("[yellow]--exactly-once on the embedded broker: its transactions "
                               "do not isolate readers (see the help)[/yellow]")

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from eddies.cli.agents import agent_plan
+from eddies.cli.agents import agent_plan, as_recorded
 from eddies.cli.options import AppOpt, BootstrapOpt, ConfigOpt, offsets_of, time_ms_of
 from eddies.cli.output import console, err_console, print_tree
 from eddies.cli.settings import kafka_settings, settings_or_exit
@@ -52,7 +52,8 @@ def replay_cmd(
                                 partitions=partitions, agent=agent)
     plan = agent_plan(settings, [])
     with kafka_settings(settings, need=(TopicNames(settings.app).events,)) as s:
-        report = replay_session(s, plan, session, from_offset=from_offset, from_seq=from_seq, to_seq=to_seq)
+        report = as_recorded(s, agent, lambda same: replay_session(
+            s, plan, session, from_offset=from_offset, from_seq=from_seq, to_seq=to_seq, same_agent=same))
     if not report.steps:
         err_console.print(f"[red]no history for session {session!r} in {settings.app}.events"
                           f"{' in that range' if from_offset or from_seq or to_seq else ''}[/red]")
@@ -119,10 +120,14 @@ def trace_cmd(
     with kafka_settings(settings, need=(TopicNames(settings.app).events,)) as s:
         records = timed_history(s, session)
         origin = forked_from(s, session) if records else None
+        if not records:
+            err_console.print(f"[red]no history for session {session!r} in {settings.app}.events[/red]")
+            _why_no_history(s, session)
+            raise typer.Exit(1)
     roots = [root for root in build_tree([r.event for r in records], wall_times(records))
              if run is None or root.run == run]
     if not roots:
-        err_console.print(f"[red]no history for session {session!r} in {settings.app}.events[/red]")
+        err_console.print(f"[red]session {session!r} has no run {run}[/red]")
         raise typer.Exit(1)
     if as_json:
         print(json.dumps({"session_id": session, "forked_from": origin,
@@ -133,6 +138,30 @@ def trace_cmd(
         console.print(f"{session} is a fork of session {of} at step {step} (eddies fork)",
                       highlight=False, markup=False)
     print_tree(console, roots)
+
+
+def _why_no_history(settings: Any, session: str) -> None:
+    """What a session with no history may be waiting for: its input in APP.input, taken by
+    no worker (is one up?)."""
+    from eddies.connectors.inspect.sessions import unread_inputs
+    from eddies.connectors.kafka.liveness import GroupMembers
+    from eddies.connectors.runtime.membership import Membership
+    from eddies.connectors.runtime.preflight import check_broker
+    from eddies.connectors.runtime.topics import TopicNames
+
+    waiting = unread_inputs(settings, session)
+    if not waiting:
+        err_console.print(f"no input for it in {escape(TopicNames(settings.app).input)} either: "
+                          "check the session id and --app", highlight=False)
+        return
+    members = GroupMembers(settings, Membership.for_broker(settings, check_broker(settings).cluster_id))
+    workers = members.claimants()
+    up = ("a worker is up and has not written its events yet" if workers else
+          "no worker of the app is up: start one (eddies worker)" if workers is not None else
+          "whether a worker is up is unknown (the broker did not say)")
+    inputs = "an input" if waiting == 1 else f"{waiting} inputs"
+    err_console.print(f"{inputs} for it waiting in {escape(TopicNames(settings.app).input)}: {up}",
+                      highlight=False)
 
 
 SetOpt = Annotated[list[str] | None, typer.Option(
@@ -181,7 +210,8 @@ def fork_cmd(
     names = TopicNames(settings.app)
     with kafka_settings(settings, need=(names.events, names.output, names.journal)) as s:
         try:
-            report = fork_session(s, plan, session, at_seq, to)
+            report = as_recorded(s, agent, lambda same: fork_session(s, plan, session, at_seq, to,
+                                                              same_agent=same))
         except ValueError as err:
             raise typer.BadParameter(str(err)) from None
     console.print(f"forked {session} at step {at_seq} into {to}", highlight=False)
@@ -230,8 +260,9 @@ def reprocess_cmd(
         ensure_topics(AdminClient(s.client_config()), TopicNames(to_app), s.partitions, s.replication,
                       max_message_bytes=s.write_limit)
         try:
-            report = reprocess(s, target, plan, from_offsets=offsets, from_time_ms=since,
-                               sessions=(lambda sid: sid in only) if only else (lambda _sid: True))
+            report = as_recorded(s, agent, lambda same: reprocess(
+                s, target, plan, from_offsets=offsets, from_time_ms=since, same_agent=same,
+                sessions=(lambda sid: sid in only) if only else (lambda _sid: True)))
         except ValueError as err:
             raise typer.BadParameter(str(err)) from None
     console.print(f"reprocessed {len(report.sessions)} sessions of {settings.app} into {to_app}",

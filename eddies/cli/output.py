@@ -1,9 +1,13 @@
-"""Where the ``eddies`` commands print: the consoles, the log, and the trace tree as
-``eddies trace`` and ``eddies demo`` show it."""
+"""Where the ``eddies`` commands print: the consoles, the log, the trace tree as
+``eddies trace`` and ``eddies demo`` show it, and an approval request as ``eddies tail``
+and ``eddies approve`` show it."""
 
 from __future__ import annotations
 
+import json
 import logging
+import shlex
+import time
 from typing import Any
 
 from rich.console import Console
@@ -22,3 +26,15 @@ def print_tree(console: Any, roots: list[Any]) -> None:
 
     for line in render(roots):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def approval_line(ev: Any, app: str) -> str:
+    """An approval request of ``app`` (an event whose payload is an ApprovalRequestEvent)
+    with the commands that answer it, as ``eddies tail`` and ``eddies approve`` show it."""
+    p = ev.payload
+    deadline = "" if p.deadline is None else time.strftime(
+        " by %Y-%m-%d %H:%M:%S UTC", time.gmtime(p.deadline / 1000))
+    who = f"{shlex.quote(ev.session_id)} {shlex.quote(p.signal)} --app {shlex.quote(app)}"
+    return (f"{ev.session_id} run {ev.run}: APPROVAL NEEDED{deadline}: {p.tool}"
+            f"({json.dumps(p.arguments)}); answer with: eddies approve {who}  |  "
+            f"eddies reject {who} --reason TEXT")

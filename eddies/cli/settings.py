@@ -4,6 +4,7 @@ options, and given a broker (the configured one, or an embedded one when none is
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,9 +33,11 @@ def kafka_settings(settings: Any, *, need: tuple[str, ...] = (), check: bool = T
     """Yield settings with a broker: the configured one, or an embedded one.
 
     The configured broker must answer within ``connect_timeout_ms`` (``check``; a Worker
-    checks it itself) and have the topics in ``need`` (waiting up to that timeout for
-    them: a worker started just before creates them). A Kafka error in the body gets the
-    broker's address as a note, for :func:`eddies.cli.main`'s message.
+    checks it itself), failing at once if it refuses the connection, and have the topics
+    in ``need`` (waiting up to that timeout for them: a worker started just before
+    creates them). Each wait is announced on stderr once, so a command never stands
+    silent. A Kafka error in the body gets the broker's address as a note, for
+    :func:`eddies.cli.main`'s message.
     """
     from confluent_kafka import KafkaException
 
@@ -47,24 +50,31 @@ def kafka_settings(settings: Any, *, need: tuple[str, ...] = (), check: bool = T
     try:
         if address:
             if check or need:  # a worker started just before may still create them
-                await_topics(settings, need, settings.connect_timeout_ms / 1000, check_broker(settings))
+                said = functools.partial(notice, settings)
+                await_topics(settings, need, settings.connect_timeout_ms / 1000,
+                             check_broker(settings, waiting=said), waiting=said)
             yield settings
             return
         from eddies.connectors.kafka.broker import EmbeddedBroker
 
         with EmbeddedBroker() as broker:
-            notice = (f"no bootstrap servers configured: started the embedded broker at "
-                      f"{broker.bootstrap} (in memory, stopped on exit)")
-            if getattr(settings, "log_format", "text") == "json":  # every line JSON there
-                log.warning(notice)
-            else:
-                err_console.print(f"[yellow]{notice}[/yellow]", highlight=False)
+            notice(settings, f"no bootstrap servers configured: started the embedded broker "
+                             f"at {broker.bootstrap} (in memory, stopped on exit)")
             settings.bootstrap_servers = address = broker.bootstrap
             yield settings
     except (KafkaException, TimeoutError, DeliveryFailedError, LookupError) as err:
         if not isinstance(err, PreflightError):  # those name the address already
             err.add_note(f"(broker {address})")
         raise
+
+
+def notice(settings: Any, text: str) -> None:
+    """``text`` on stderr, in yellow (with ``log_format`` json, a warning in the log: every
+    line JSON there)."""
+    if getattr(settings, "log_format", "text") == "json":
+        log.warning(text)
+    else:
+        err_console.print(f"[yellow]{escape(text)}[/yellow]", highlight=False)
 
 
 def need_configured_broker(settings: Any) -> None:

@@ -4,14 +4,13 @@ approval request with the commands that answer it."""
 from __future__ import annotations
 
 import json
-import shlex
 import time
 from typing import Annotated, Any
 
 import typer
 
 from eddies.cli.options import AppOpt, BootstrapOpt, ConfigOpt
-from eddies.cli.output import console, err_console
+from eddies.cli.output import approval_line, console, err_console
 from eddies.cli.settings import kafka_settings, settings_or_exit
 
 tail_app = typer.Typer()
@@ -87,9 +86,4 @@ def _output_line(ev: Any, app: str) -> str:
         shown = json.dumps(getattr(p, "output", None)) if error is None else \
             f"ERROR {error.type}: {error.message}"
         return f"{ev.session_id} run {ev.run}: {shown}"
-    deadline = "" if p.deadline is None else time.strftime(
-        " by %Y-%m-%d %H:%M:%S UTC", time.gmtime(p.deadline / 1000))
-    who = f"{shlex.quote(ev.session_id)} {shlex.quote(p.signal)} --app {shlex.quote(app)}"
-    return (f"{ev.session_id} run {ev.run}: APPROVAL NEEDED{deadline}: {p.tool}"
-            f"({json.dumps(p.arguments)}); answer with: eddies approve {who}  |  "
-            f"eddies reject {who} --reason TEXT")
+    return approval_line(ev, app)

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from eddies.cli.agents import agent_plan
+from eddies.cli.agents import agent_plan, chosen
 from eddies.cli.errors import fail
 from eddies.cli.options import AppOpt, BootstrapOpt, ConfigOpt
 from eddies.cli.output import console
@@ -54,13 +54,14 @@ def ui(
     settings = settings_or_exit(config, app=app_id, bootstrap_servers=bootstrap_servers, agent=agent)
     plan = agent_plan(settings, [])  # before the broker: a wrong --agent is said at once
     with kafka_settings(settings, need=(TopicNames(settings.app).events,)) as s:
-        fork = _fork(s, plan)
+        same_agent = not chosen(s, agent)  # the default agent: another's sessions are refused
+        fork = _fork(s, plan, same_agent)
         # Served on a loopback address, only requests naming it are (a DNS-rebinding page
         # names its own host); on every address, the names it is reached by are unknown.
         wildcard = host in ("0.0.0.0", "::", "")
         hosts = None if wildcard else (*LOCAL_HOSTS, host)
         listing, page = _evaluations(s)
-        web = create_app(s, replay=functools.partial(replay_view, s, plan), fork=fork,
+        web = create_app(s, replay=functools.partial(replay_view, s, plan, same_agent=same_agent), fork=fork,
                          signal=functools.partial(send_signal, s), allowed_hosts=hosts,
                          evaluations=listing, evaluation_page=page)
         try:
@@ -106,14 +107,14 @@ def _evaluations(settings: Any) -> tuple[Any, Any]:
     return listing, page
 
 
-def _fork(settings: Any, plan: Any) -> Any:
+def _fork(settings: Any, plan: Any, same_agent: bool) -> Any:
     """``fork(session_id, at_seq, new_session)`` for the web view: ``eddies fork``'s
     :func:`~eddies.connectors.local.rerun.fork_session` on this app and agent (its steps
     up to the one given taken over, no call made again, the rest made live)."""
     from eddies.connectors.local.rerun import fork_session
 
     def fork(session_id: str, at_seq: int, new_session: str) -> dict[str, Any]:
-        report = fork_session(settings, plan, session_id, at_seq, new_session)
+        report = fork_session(settings, plan, session_id, at_seq, new_session, same_agent=same_agent)
         return {"session": new_session, "inputs": report.inputs, "events": report.events,
                 "reused": len(report.reused), "live": len(report.live),
                 "outputs": len(report.outputs)}

@@ -1,11 +1,15 @@
-"""``eddies worker``: a worker of the app's agent, run until Ctrl-C or SIGTERM, its
-counters shown live on a terminal."""
+"""``eddies worker``: a worker of the app's agent, run until Ctrl-C or SIGTERM (a second
+one stops it at once), its counters shown live on a terminal."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import signal
+import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,12 +19,12 @@ from rich.table import Table
 
 from eddies.cli.options import AppOpt, BootstrapOpt, ConfigOpt, PartitionsOpt
 from eddies.cli.output import err_console, log
-from eddies.cli.settings import kafka_settings, settings_or_exit
+from eddies.cli.settings import kafka_settings, notice, settings_or_exit
 
 worker_app = typer.Typer()
 
 
-@worker_app.command()
+@worker_app.command(short_help="Run a worker until Ctrl-C or SIGTERM.")
 def worker(
     config: ConfigOpt = None,
     app_id: AppOpt = None,
@@ -44,8 +48,8 @@ def worker(
         help="Export every run's spans over OTLP/HTTP to this URL (a base URL gets "
              "/v1/traces; off: none; needs the otel extra).")] = None,
 ) -> None:
-    """Run a worker until Ctrl-C or SIGTERM."""
-    from eddies.connectors.kafka.worker import Worker
+    """Run a worker until Ctrl-C or SIGTERM: it finishes the calls in flight, saying so; a
+    second Ctrl-C stops it at once (the journal then decides those calls, as after a kill)."""
     from eddies.connectors.runtime.settings import ConfigError, load_agent
 
     for given in (yaml_file, sql_file):
@@ -57,8 +61,6 @@ def worker(
                                 log_format=log_format, otel_endpoint=otel_endpoint)
     json_logs = settings.log_format == "json"
     if json_logs:  # for a log collector: every line JSON, its own lines included
-        import os
-
         from eddies.connectors.runtime.json_logs import use_json_logs
 
         use_json_logs()
@@ -72,11 +74,40 @@ def worker(
         raise typer.Exit(2) from None
     # From here on SIGTERM stops the worker cleanly (and the embedded broker with it), also
     # while it is still starting: a supervisor may signal as soon as it sees the start line.
-    done = threading.Event()
+    stopping = _Stopping(say)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
+        signal.signal(sig, stopping)
+    embedded = not settings.bootstrap_servers
+    try:
+        _run(settings, agent_obj, stopping, say, json_logs)
+    except _StopNow as now:
+        w = stopping.worker
+        running = 0 if w is None else w.calls_running
+        if embedded:  # its sessions went with the broker: nothing to resume
+            say("stopped at once, and the embedded broker with it")
+        else:
+            say("stopped at once, as by a kill: " + (
+                f"the journal decides the {_calls(running)} in flight when the next worker "
+                f"resumes {'its session' if running == 1 else 'their sessions'} (redone, or "
+                "found completed)" if running else "the next worker resumes the sessions "
+                "from the journal"))
+        # Not an orderly exit: the interpreter's would wait for the threads of calls still
+        # running (a thread pool's are joined at exit) and flush the clients' buffers.
+        # The embedded broker, if any, was stopped as the exception left its block.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(now.code)
+
+
+def _run(settings: Any, agent_obj: Any, stopping: _Stopping, say: Callable[..., Any],
+         json_logs: bool) -> None:
+    """The worker, from its start to its stop (see :class:`_Stopping`)."""
+    from eddies.connectors.kafka.worker import Worker
+
+    done = stopping.requested
     with kafka_settings(settings, check=False) as s:  # Worker.start checks the broker
-        w = Worker(s, agent_obj).start()
+        w = stopping.worker = Worker(s, agent_obj)
+        w.start(waiting=functools.partial(notice, s))
         # Started: from now on a broker that goes away is worth the client's error lines.
         client_log = logging.getLogger("eddies.kafka.client")
         if client_log.level > logging.ERROR:
@@ -99,6 +130,7 @@ def worker(
             while not done.wait(1.0) and not w.stopped:
                 pass
         w.stop()
+        stopping.armed = False  # stopped cleanly: what is left (the broker's stop) is short
         counts = w.counters.snapshot()
         say("worker stopped: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         if w.errors:
@@ -107,6 +139,52 @@ def worker(
             else:
                 err_console.print(f"[red]worker failed:[/red] {w.errors[0]!r}")
             raise typer.Exit(1)
+
+
+class _StopNow(BaseException):
+    """A second stop signal, raised in the main thread: the worker stops at once. Not an
+    Exception, so that no ``except Exception`` on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.code = 128 + signum  # the shell's code for death by that signal: 130 for SIGINT
+
+
+class _Stopping:
+    """The worker's stop signals (Ctrl-C, SIGTERM), as the signal handler. The first stops
+    it cleanly: calls running finish and journal their outcomes, sessions are saved, the
+    group is left; that can take as long as the slowest call, so it says what it waits
+    for. A second one meanwhile stops it at once (:class:`_StopNow`): what is in flight is
+    then decided by the journal, as after a kill."""
+
+    def __init__(self, say: Callable[..., Any]) -> None:
+        self.say = say
+        self.requested = threading.Event()
+        self.worker: Any = None  # the Worker, once made
+        self.armed = True  # whether a second signal stops at once
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.requested.is_set():
+            if self.armed:
+                self.armed = False  # a third signal must not interrupt the stop at once
+                raise _StopNow(signum)
+            return
+        self.requested.set()
+        again = ("Ctrl-C again to stop now" if signum == signal.SIGINT
+                 else "a second SIGTERM stops it at once")
+        w = self.worker
+        if w is None or (w.orchestrator is None and w.executor is None):
+            self.say(f"stopping once the worker has started ({again})")
+            return
+        running = w.calls_running
+        what = (f"finishing {_calls(running)} in flight" if running
+                else "saving the sessions and leaving the group" if w.orchestrator is not None
+                else "leaving the group")
+        self.say(f"stopping: {what} ({again})")
+
+
+def _calls(n: int) -> str:
+    return f"{n} call{'' if n == 1 else 's'}"
 
 
 def _status(w: Any) -> Table:

@@ -563,3 +563,28 @@ def unsteady_agent() -> Unsteady:
     if prefix:
         _install_defect(prefix)
     return Unsteady()
+
+
+def dawdle(key: str) -> str:
+    """Slow (``TEST_EFFECT_DELAY`` s) on its first execution per key in a test, quick
+    after (each execution counted in the effects file): a call interrupted on its first
+    execution is quick when redone."""
+    path = os.environ.get("TEST_EFFECTS", "")
+    seen = os.path.exists(path) and f"dawdle {key} " in Path(path).read_text()
+    record_effect("dawdle", key)
+    if not seen:
+        time.sleep(effect_delay())
+    return f"done {key}"
+
+
+class Dawdler(Agent):
+    """input KEY -> dawdle(KEY), an idempotent durable function -> output "done KEY"."""
+
+    @action(InputEvent)
+    def go(event: InputEvent, ctx: Any) -> None:
+        ctx.send_event(OutputEvent(output=ctx.durable_execute(dawdle, event.input, idempotent=True)))
+
+
+def dawdler() -> Dawdler:
+    """:class:`Dawdler`."""
+    return Dawdler("dawdler")

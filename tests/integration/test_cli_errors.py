@@ -19,7 +19,8 @@ from eddies.connectors.kafka.worker import Worker
 from eddies.connectors.runtime.client import send_input
 from eddies.connectors.runtime.settings import load_settings
 from eddies.connectors.runtime.topics import TopicNames, ensure_topics
-from eddies.demo import calculator_agent
+from eddies.demo import Calculator, add, calculator_agent
+from eddies.engine import ResourceType
 from eddies.events import OutputEvent, partition_for
 from tests.integration.test_worker import outputs
 
@@ -88,8 +89,13 @@ def test_a_down_broker_fails_within_the_connect_timeout(args: list[str]) -> None
     proc, took = eddies(*args, "-b", address)
     assert took < TIMEOUT_S + SLACK_S
     # Named with what to check; librdkafka's connection errors are not printed.
-    assert_short_error(proc, f"cannot reach the Kafka broker at {address} within {TIMEOUT_S} s",
-                       "Connection refused", "check the address")
+    if args[0] in ("demo", "worker", "flink"):  # a runner waits for a broker that is starting
+        assert_short_error(proc, f"waiting for the broker at {address}",
+                           f"cannot reach the Kafka broker at {address} within {TIMEOUT_S} s",
+                           "Connection refused", "check the address")
+    else:  # a command fails at once (test_cli_waits.py)
+        assert_short_error(proc, f"cannot reach the Kafka broker at {address}: ",
+                           "Connection refused", "(still refused after", "check the address")
 
 
 def test_the_traceback_and_client_log_are_there_when_debugging() -> None:
@@ -139,6 +145,20 @@ def test_a_bug_is_one_line_and_exit_code_1() -> None:
         "internal error: RuntimeError: boom in the agent factory",
         "run with EDDIES_LOG_LEVEL=DEBUG for the traceback",
     ]
+
+
+def twice_agent() -> Calculator:
+    """The calculator with its tool added twice (the CLI loads it by name)."""
+    return calculator_agent().add_resource("add", ResourceType.TOOL, add)
+
+
+@pytest.mark.parametrize("command", [["worker"], ["replay", "--session", "alice"]], ids=" ".join)
+def test_an_agent_definition_error_is_a_configuration_error_naming_the_agent(
+        bootstrap: str, command: list[str]) -> None:
+    proc, _ = eddies(*command, "--agent", "tests.integration.test_cli_errors:twice_agent",
+                     "--app", f"t{uuid.uuid4().hex[:10]}", "-b", bootstrap)
+    assert_short_error(proc, "configuration error: agent 'calculator': resource 'add': defined twice")
+    assert "internal error" not in proc.stderr and "EDDIES_LOG_LEVEL" not in proc.stderr
 
 
 def test_replay_reads_the_partition_count_of_the_topic(bootstrap: str) -> None:
@@ -239,6 +259,42 @@ def test_a_tool_server_that_cannot_serve_as_declared_is_a_configuration_error(tm
     assert_short_error(proc, "configuration error:", "NO_SUCH_KEY_SET is not set")
 
 
+def _clock_agent(path: Path, command: str, args: str) -> Path:
+    path.write_text(f"""agents:
+  - name: clock
+    type: react
+    model: llm
+    chat_model_connections: [{{name: offline, clazz: scripted}}]
+    chat_model_setups: [{{name: llm, connection: offline, tools: [clock]}}]
+    tools: [{{name: clock, type: mcp, server: time, allowed_tools: [get_current_time]}}]
+    mcp_servers: [{{name: time, command: "{command}", args: {args}}}]
+""")
+    return path
+
+
+def test_an_mcp_server_that_cannot_start_is_a_configuration_error_saying_why(tmp_path: Path) -> None:
+    """A stdio server that exits at start (a module it imports is missing, as with a
+    `python` that is not the one it was installed in): exit 2, naming the server, its
+    command line and the end of its stderr, where its own error is."""
+    clock = _clock_agent(tmp_path / "clock.yaml", sys.executable, '[-c, "import no_such_mcp_module"]')
+    proc, _ = eddies("worker", "--yaml", str(clock), "-b", f"127.0.0.1:{free_port()}")
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    first, *rest = proc.stderr.splitlines()
+    assert first.startswith(f"configuration error: tool 'clock': MCP server 'time': cannot start "
+                            f"`{sys.executable} -c 'import no_such_mcp_module'`"), proc.stderr
+    # The server's traceback, quoted: the worker's own is not printed.
+    assert rest[-1].strip() == "ModuleNotFoundError: No module named 'no_such_mcp_module'", proc.stderr
+    assert "internal error" not in proc.stderr and "EDDIES_LOG_LEVEL" not in proc.stderr
+
+
+def test_an_mcp_server_command_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    clock = _clock_agent(tmp_path / "clock.yaml", "no-such-mcp-server", "[--stdio]")
+    proc, _ = eddies("worker", "--yaml", str(clock), "-b", f"127.0.0.1:{free_port()}")
+    assert_short_error(proc, "configuration error: tool 'clock': MCP server 'time': cannot start "
+                             "`no-such-mcp-server --stdio`: command 'no-such-mcp-server' not found "
+                             "(it is not on PATH)")
+
+
 def test_send_right_after_a_worker_starts_waits_for_its_topics(bootstrap: str) -> None:
     # The README's `eddies worker ... & eddies send ...`, with the send a second ahead:
     # it waits (up to the connect timeout) for the topics the worker creates.
@@ -256,6 +312,7 @@ def test_send_right_after_a_worker_starts_waits_for_its_topics(bootstrap: str) -
     try:
         out, err = send.communicate(timeout=60)
         assert send.returncode == 0, err
+        assert err.startswith(f"waiting for topic {settings.app}.input... "), err  # said, not silent
         # One line on a pipe (rich's 80 columns), where a script or grep reads it.
         [line] = out.splitlines()
         assert line.startswith("sent to alice (partition ") and line.endswith("Java client does)")

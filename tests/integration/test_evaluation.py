@@ -86,11 +86,16 @@ def test_a_changed_agent_makes_no_side_effect_the_recording_does_not_answer(
     # Its model calls are the recording's own (same messages, same model): replies reused.
     reused = evaluate(traffic.cases, doubling, [Equals()], baseline=RECORDED, traffic=traffic)
     assert reused.summary("doubling").pass_rates["equals"] == 1.0
+    # ... which the report says, lest a 100% read as the change's: its model was not asked.
+    assert (reused.summary("doubling").model_calls, reused.summary("doubling").model_calls_recorded) == (4, 4)
+    assert ("  every one of its 4 model calls answered from the recording (the same call the recording "
+            "made): its model was not asked; --live-models asks it every time") in reused.lines()
     # Asked live, its model asks add for other numbers: not recorded, not idempotent: refused.
     live = evaluate(traffic.cases, doubling, [Equals()], baseline=RECORDED, traffic=traffic,
                     policy=CallPolicy(live_models=True))
     summary = live.summary("doubling")
     assert summary.refused_calls == 2 and summary.pass_rates["equals"] == 0.0
+    assert summary.model_calls_recorded == 0 and not any("from the recording" in x for x in live.lines())
     assert summary.vs_baseline["equals"].delta == -1.0
     assert len(_effects(effects)) == done
     [why] = live.results["doubling"][0].refused.values()

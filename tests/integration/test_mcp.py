@@ -163,6 +163,25 @@ def test_a_server_killed_and_restarted_between_calls(tmp_path: Path) -> None:
     assert all(o.error is None for o in outputs)
 
 
+def test_a_stdio_server_that_dies_in_a_call_says_why_in_the_error(tmp_path: Path) -> None:
+    """The end of its stderr is in the call's error; the next call starts it again."""
+    from eddies.connectors.remote.discovery import discover_tools
+    from eddies.connectors.remote.mcp import McpConnectionError, call_tool
+    from eddies.engine import AgentPlan
+
+    log = tmp_path / "ledger.log"
+    server = McpServer(command=sys.executable, args=("-m", "tests.mcp_servers", "ledger-stdio", str(log)),
+                       env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    declared = agent(server, OpenAIServer(), ["record", "crash"])
+    discover_tools(declared)
+    plan = AgentPlan.compile(declared)
+    with pytest.raises(McpConnectionError) as died:
+        call_tool(plan, plan.tool("crash"), {"reason": "the disk is full"}, key="s1:r1:i1:c0")
+    assert str(died.value).startswith(f"MCP server {sys.executable}: crash: "), died.value
+    assert str(died.value).endswith("its stderr ends with:\n    crashing: the disk is full"), died.value
+    assert call_tool(plan, plan.tool("record"), {"entry": "e"}, key="s1:r1:i1:c1") == {"result": "recorded e"}
+
+
 def test_a_worker_killed_during_an_mcp_call(settings: Any, tmp_path: Path) -> None:
     """SIGKILL while the server performs the call; restarted, the worker asks again with
     the same idempotency key (seen twice at the server) and the answer is written once."""
@@ -205,7 +224,6 @@ SECRET = "sk-test-5ecret-9f2c"
 
 def test_an_api_key_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                      caplog: pytest.LogCaptureFixture) -> None:
-    from eddies.connectors.remote.mcp import McpConnectionError
     from eddies.events import encode
 
     monkeypatch.setenv("LEDGER_KEY", SECRET)
@@ -220,9 +238,9 @@ def test_an_api_key_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyP
         llm.stop()
     unreachable = McpServer(url=f"http://user:{SECRET}@127.0.0.1:9/mcp?key={SECRET}",
                             api_key_env="LEDGER_KEY")
-    with pytest.raises(McpConnectionError) as failed:
+    with pytest.raises(ConfigurationError) as failed:  # at start: the declaration's to fix
         LocalRunner(agent(unreachable, OpenAIServer(), ["record"]))
-    assert "http://127.0.0.1:9/mcp: cannot connect" in str(failed.value)
+    assert "MCP server 'srv' (http://127.0.0.1:9/mcp): cannot connect" in str(failed.value)
     written = b"".join(encode(e) for e in runner.history) + str(failed.value).encode()
     written += "".join(r.getMessage() for r in caplog.records).encode()
     assert SECRET.encode() not in written

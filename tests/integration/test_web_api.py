@@ -144,10 +144,17 @@ def test_signal_approve_and_reject_send_what_the_commands_send(topic: _Topic) ->
     assert client.post("/api/sessions/bob/signal", json={"name": "go"}).status_code == 403  # the header
     assert client.post("/api/sessions/team%2Fa%20b/signal", headers=header,
                        json={"name": "go", "value": {"by": "ana"}}).status_code == 200
+    # bob waits on no approval: as eddies approve, refused unless kept on purpose.
+    for part in ("approve", "reject"):
+        refused = client.post(f"/api/sessions/bob/{part}", headers=header,
+                              json={"name": "approval:bob:r1:i1:c2"})
+        assert refused.status_code == 409
+        assert refused.json()["error"] == ("no approval is pending with that id: approval:bob:r1:i1:c2 "
+                                           "(pending: none)")
     assert client.post("/api/sessions/bob/approve", headers=header,
-                       json={"name": "approval:bob:r1:i1:c2", "reason": ""}).status_code == 200
-    assert client.post("/api/sessions/bob/reject", headers=header,
-                       json={"name": "approval:bob:r1:i1:c2", "reason": " too big "}).status_code == 200
+                       json={"name": "approval:bob:r1:i1:c2", "reason": "", "keep": True}).status_code == 200
+    assert client.post("/api/sessions/bob/reject", headers=header, json={
+        "name": "approval:bob:r1:i1:c2", "reason": " too big ", "keep": True}).status_code == 200
     assert sent == [("team/a b", "go", {"by": "ana"}),
                     ("bob", "approval:bob:r1:i1:c2", approval.answer(True)),
                     ("bob", "approval:bob:r1:i1:c2", approval.answer(False, "too big"))]

@@ -56,7 +56,14 @@ def downstream_snippet() -> str:
 
 
 @pytest.mark.parametrize(("name", "block"), _python_blocks(), ids=_block_ids())
-def test_doc_python_blocks_run(name: str, block: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_doc_python_blocks_run(name: str, block: str, capsys: pytest.CaptureFixture[str],
+                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # From a folder of the reader's, not the repository's root: a path into the repository
+    # would work here and fail for them. The skills guide's folder is theirs to have.
+    import shutil
+
+    shutil.copytree(ROOT / "tests" / "skills", tmp_path / "skills")
+    monkeypatch.chdir(tmp_path)
     exec(compile(block, name, "exec"), {"__name__": "readme"})
     out = capsys.readouterr().out
     # A printed result in the snippet is documented as a comment right after print().

@@ -73,6 +73,33 @@ def test_mcp_and_a2a_tools_in_sql_are_those_of_yaml_and_python() -> None:
     assert isinstance(sql, ReActAgent)
 
 
+@pytest.mark.parametrize(("change", "message"), [
+    (("'allowed_tools'", "'allowed_tool'"),
+     "<sql>:7:63: 'allowed_tool' is not an option of CREATE TOOL clock (did you mean 'allowed_tools'?)"),
+    (("'agent_card_path'", "'agent_card_pat'"),
+     "<sql>:10:25: 'agent_card_pat' is not an option of CREATE TOOL helper "
+     "(did you mean 'agent_card_path'?)"),
+    (("('type' = 'mcp'", "('typ' = 'mcp'"),
+     "<sql>:7:47: 'typ' is not an option of CREATE TOOL clock (did you mean 'type'?)"),
+    # Missing, not misspelt: what is required is still what the error names.
+    (("'allowed_tools' = 'get_current_time',", ""),
+     "<sql>:7:41: CREATE TOOL clock: the option 'allowed_tools' is required"),
+])
+def test_a_misspelt_required_option_names_the_one_meant(change: tuple[str, str], message: str) -> None:
+    with pytest.raises(DefinitionError) as err:
+        load_sql_text(REMOTE_SQL.replace(*change))
+    assert str(err.value) == message
+
+
+def test_a_misspelt_skills_path_names_the_one_meant() -> None:
+    text = BASE.replace("USING FUNCTION add WITH ('type' = 'function')",
+                        "WITH ('type' = 'skills', 'path' = '[\"skills\"]')")
+    with pytest.raises(DefinitionError) as err:
+        load_sql_text(text)
+    assert str(err.value) == ("<sql>:4:44: 'path' is not an option of CREATE TOOL adder "
+                              "(did you mean 'paths'?)")
+
+
 def test_a_model_with_its_own_endpoint_and_a_secret_from_the_environment(
         monkeypatch: pytest.MonkeyPatch) -> None:
     text = """

@@ -40,6 +40,24 @@ def test_answered_and_waiting_for_approval_then_answered() -> None:
     assert summary.last_seq == max(e.seq for e in runner.history if e.session_id == "s1")
 
 
+def test_the_approvals_pending_are_those_neither_answered_nor_past_their_deadline() -> None:
+    """What ``eddies approve`` checks an id against, and lists when it is not one of them."""
+    runner = LocalRunner(shop_agent(60_000))
+    runner.submit("s1", "refund o-1")
+    runner.submit("s2", "refund o-1")
+    runner.run_until_waiting()
+    asks = {s: runner.approval_requests(s)[0] for s in ("s1", "s2")}
+    pending = _summary(runner, "s1").approvals
+    assert [(e.session_id, e.run, e.payload) for e in pending] == [("s1", 1, asks["s1"])]
+    assert _summary(runner, "s1").asked(asks["s1"].signal)
+    assert not _summary(runner, "s1").asked(asks["s2"].signal)  # another session's
+    runner.approve("s1", asks["s1"].signal)
+    runner.run_until_idle()  # s2's deadline passes
+    for session in ("s1", "s2"):
+        summary = _summary(runner, session)
+        assert (summary.approvals, summary.asked(asks[session].signal)) == ([], True), session
+
+
 def test_waiting_for_a_signal_and_queued_inputs_behind_it() -> None:
     runner = LocalRunner(shop_agent())
     runner.submit("s1", {"signal": "go"})

@@ -353,3 +353,21 @@ def test_a_restored_state_asks_again_with_the_calls_arguments_without_a_resume(a
     assert isinstance(again, DurableCallRequest) and again.attempt == 2
     assert again.args == request.payload.args
     assert again.kind is (CallKind.RECONCILE if agent is ReconciledPayment else request.payload.kind)
+
+
+class StepsByInput(Agent):
+    """As many durable calls as the input says, one after another, then the input back."""
+
+    @action(InputEvent)
+    def count(event: InputEvent, ctx: Any) -> None:
+        for step in range(event.input):
+            ctx.durable_execute(async_double, step)
+        ctx.send_event(OutputEvent(output=event.input))
+
+
+def test_run_returns_the_outputs_in_the_order_of_the_inputs() -> None:
+    """s1's run makes three calls and finishes after s2's, which makes none: the outputs
+    still come back as the inputs came (``outputs`` keeps the order they finished in)."""
+    runner = LocalRunner(StepsByInput())
+    assert runner.run([("s1", 3), ("s2", 0), ("s1", 1), ("s3", 2)]) == [3, 0, 1, 2]
+    assert runner.outputs[0].payload.output == 0  # s2 finished first

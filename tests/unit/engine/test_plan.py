@@ -34,6 +34,27 @@ def test_duplicate_action_names() -> None:
         AgentPlan.compile(agent)
 
 
+def test_an_error_names_the_agent_once() -> None:
+    """A worker or a file may hold several agents: the error says whose definition is wrong
+    (a sub-agent's with its caller; a ReActAgent's own checks name it already)."""
+    from eddies import ReActAgent
+
+    twice = (Agent("shop").add_resource("x", ResourceType.PROMPT, "p")
+             .add_resource("x", ResourceType.PROMPT, "q"))
+    with pytest.raises(PlanError) as err:
+        AgentPlan.compile(twice)
+    assert (str(err.value), err.value.agent) == ("agent 'shop': resource 'x': defined twice", "shop")
+    helper = Agent("helper", subagent_compatible=True).add_resource("y", ResourceType.TOOL, 3)
+    with pytest.raises(PlanError) as err:
+        AgentPlan.compile(Agent("shop").add_resource("helper", ResourceType.AGENT, helper))
+    assert str(err.value).startswith("agent 'helper' (a sub-agent of 'shop'): resource 'y': a TOOL ")
+    assert err.value.agent == "helper"
+    with pytest.raises(PlanError) as err:
+        AgentPlan.compile(ReActAgent("r", model="nope"))
+    assert (str(err.value), err.value.agent) == ("ReActAgent 'r': model 'nope' is not a CHAT_MODEL "
+                                                 "resource", "r")
+
+
 def test_bad_signature_and_trigger() -> None:
     with pytest.raises(PlanError, match="'lonely'.*must accept"):
         AgentPlan.compile(Agent("a").add_action("lonely", InputEvent, lambda: None))
