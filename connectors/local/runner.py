@@ -16,7 +16,6 @@ in a random order (inputs, results and signals of a session interleaved as on a 
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections import deque
 from collections.abc import Iterable
@@ -206,30 +205,31 @@ class LocalRunner:
 
         Raises :class:`RunFailedError` if a run failed (its error output is in ``outputs``).
         """
-        start = len(self.outputs)
-        # Run numbers are given as a session accepts its inputs, in order: the k-th input
-        # of a session here starts its run (runs so far + k).
-        place: dict[tuple[str, int], int] = {}
-        runs: dict[str, int] = {}
-        for i, (session_id, value) in enumerate(inputs):
-            self.submit(session_id, value)
-            n = runs.get(session_id)
-            if n is None:
-                state = self.states.get(session_id)
-                n = 0 if state is None else state.runs
-            runs[session_id] = n = n + 1
-            place[(session_id, n)] = i
+        start, seen = len(self.outputs), len(self.history)
+        pairs = list(inputs)
+        ids = [self.submit(session_id, value) for session_id, value in pairs]
         self.run_until_idle()
         finished = self.outputs[start:]
-        # A run none of these inputs started (one resumed, say) comes after them.
-        keys = [place.get((o.session_id, o.run), len(place)) for o in finished]
-        if any(a > b for a, b in itertools.pairwise(keys)):
-            finished = [o for _, _, o in sorted(zip(keys, range(len(keys)), finished, strict=True))]
+        # Runs of one session go in order: when the outputs' sessions come as the inputs'
+        # did, each of another run, they are in order already (the common case: no sort).
+        if [o.session_id for o in finished] != [sid for sid, _ in pairs] \
+                or len({(o.session_id, o.run) for o in finished}) != len(finished):
+            finished = self._in_input_order(finished, ids, seen)
         produced = [(o, _output(o)) for o in finished]
         errors = [(o.session_id, o.run, p.error) for o, p in produced if p.error is not None]
         if errors:
             raise RunFailedError(errors)
         return [p.output for _, p in produced]
+
+    def _in_input_order(self, finished: list[AgentEvent], ids: list[str], seen: int) -> list[AgentEvent]:
+        """``finished`` (output events) ordered by the input (event ids ``ids``, applied
+        since history entry ``seen``) whose run sent each, each run's in its order; a run
+        none of them started (one resumed, say) after them."""
+        order = {eid: i for i, eid in enumerate(ids)}
+        place = {(ev.session_id, ev.run): order[ev.event_id] for ev in self.history[seen:]
+                 if not ev.scope and ev.event_id in order and isinstance(ev.payload, InputEvent)}
+        keyed = [(place.get((o.session_id, o.run), len(ids)), j, o) for j, o in enumerate(finished)]
+        return [o for _, _, o in sorted(keyed, key=lambda t: t[:2])]
 
     def outputs_for(self, session_id: str) -> list[Any]:
         """Output values of one session, in order."""

@@ -371,3 +371,22 @@ def test_run_returns_the_outputs_in_the_order_of_the_inputs() -> None:
     runner = LocalRunner(StepsByInput())
     assert runner.run([("s1", 3), ("s2", 0), ("s1", 1), ("s3", 2)]) == [3, 0, 1, 2]
     assert runner.outputs[0].payload.output == 0  # s2 finished first
+
+
+class TwoOrNone(Agent):
+    """Two outputs for "two", none for "none" (the session's next input answers)."""
+
+    @action(InputEvent)
+    def answer(event: InputEvent, ctx: Any) -> None:
+        if event.input == "two":
+            ctx.send_event(OutputEvent(output="two-a"))
+            ctx.send_event(OutputEvent(output="two-b"))
+        elif event.input != "none":
+            ctx.send_event(OutputEvent(output=event.input))
+
+
+def test_a_run_with_two_outputs_keeps_both_before_the_next_input_s() -> None:
+    """The sessions of the outputs come as the inputs' did (s1, s2, s1), yet s1's two
+    outputs are its first run's: both before s2's."""
+    outputs = LocalRunner(TwoOrNone()).run([("s1", "two"), ("s2", "x"), ("s1", "none")])
+    assert outputs == ["two-a", "two-b", "x"]
