@@ -2,8 +2,11 @@
 OpenAI-compatible server (``model="openai/NAME", api_base="http://host/v1"``).
 
 litellm is an optional extra (``pip install 'eddies[litellm]'``) imported on first use; it
-takes seconds to import. Set ``LITELLM_LOCAL_MODEL_COST_MAP=True`` and
-``LITELLM_OFFLINE_MODE=true`` where the internet is out of reach. Example::
+takes seconds to import. It is imported offline: its price map is the one it ships
+(``LITELLM_LOCAL_MODEL_COST_MAP=True``) and it downloads no tokenizer
+(``LITELLM_OFFLINE_MODE=true``), unless the environment sets those otherwise
+(``LITELLM_LOCAL_MODEL_COST_MAP=False``: fetch the current prices at import, and leave
+``LITELLM_OFFLINE_MODE`` as the environment has it). Example::
 
     conn = LiteLLMChatModel(api_base="http://127.0.0.1:8000/v1", api_key="none",
                             input_cost_per_token=1e-7, output_cost_per_token=4e-7)  # optional
@@ -111,10 +114,26 @@ def from_openai(message: Any, usage: Any = None) -> ChatMessage:
     return ChatMessage(MessageRole.ASSISTANT, getattr(message, "content", None) or "", calls, None, extra)
 
 
+#: What litellm is imported with unless the environment says otherwise: a worker of a Kafka
+#: fleet is often on a host with no way out, where litellm's import would try the internet
+#: for its price map three times, warning, before falling back to the map it ships.
+OFFLINE = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true"}
+
+
 def load_litellm() -> Any:
-    """litellm, imported on first use (about 3 s: ``import eddies`` stays light) and with
-    its "Give Feedback / Get Help" banner off: a call's outcome records its error, and
-    Eddies retries by its own policy."""
+    """litellm, imported on first use (about 3 s: ``import eddies`` stays light), offline
+    (:data:`OFFLINE`, unless the environment sets those variables) and with its "Give
+    Feedback / Get Help" banner off: a call's outcome records its error, and Eddies retries
+    by its own policy."""
+    import os
+    import sys
+
+    # Asked for the current prices, litellm's offline mode (which would keep it from them)
+    # is left to the environment too.
+    remote = os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "").strip().lower() in ("false", "0", "no")
+    if "litellm" not in sys.modules and not remote:
+        for name, value in OFFLINE.items():
+            os.environ.setdefault(name, value)
     import litellm
 
     litellm.suppress_debug_info = True

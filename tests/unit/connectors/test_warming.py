@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,28 @@ def test_after_warm_a_first_call_imports_and_builds_nothing_warm_names() -> None
     assert seen["imported"] == [], "imported by the first call, not by warm()"
     assert seen["built"] == [], "schemas built by the first call, not by warm()"
     assert seen["spawned"] == [], "programs run by the first call, not by warm()"
+
+
+_IMPORT = """
+import os, time
+from eddies.connectors.models.litellm import load_litellm
+start = time.monotonic()
+litellm = load_litellm()
+print(os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"), round(time.monotonic() - start, 1))
+"""
+
+
+@pytest.mark.parametrize("remote", [False, True])
+def test_litellm_is_imported_offline_unless_the_environment_asks_for_its_prices(remote: bool) -> None:
+    """No variable set (a worker on an air-gapped host): litellm's import tries no download
+    of its price map (no proxy is reached, nothing warned). Asked for (False), it tries,
+    through the unreachable proxy here, and falls back, warning: the user's choice wins."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM_")}
+    env.update(HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9",
+               **({"LITELLM_LOCAL_MODEL_COST_MAP": "False"} if remote else {}))
+    done = subprocess.run([sys.executable, "-c", _IMPORT], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    fetched = "model cost map" in done.stderr  # litellm's warning of a failed fetch
+    assert fetched is remote, done.stderr
+    assert done.stdout.split()[0] == ("False" if remote else "True")
