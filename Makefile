@@ -20,7 +20,7 @@ FLINK_JARS := $(VENV)/share/eddies/flink
 FLINK_AGENTS_VENV := .venv-flink-agents
 FLINK_AGENTS_STAMP := $(FLINK_AGENTS_VENV)/.installed
 
-.PHONY: install install-flink chromium demo test docs lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-guard bench-waiting bench-restore bench-retrieval bench-eval chaos clean
+.PHONY: install install-flink chromium demo test docs lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-guard bench-waiting bench-restore bench-retrieval bench-eval bench-providers chaos clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -122,6 +122,12 @@ bench-retrieval: install
 
 bench-eval: install
 	$(BIN)/python bench/eval.py
+
+# One worker against a local provider that answers after 1 s, next to a plain litellm asyncio
+# loop (bench/providers.py); a worker workload stops after 60 s (--timeout), so a few
+# minutes at most. PROVIDERS_ARGS="--sessions 400" is the run in bench/RESULTS.md.
+bench-providers: install
+	$(BIN)/python bench/providers.py $(PROVIDERS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(FLINK_AGENTS_VENV) .typecheck .pytest_cache .mypy_cache .ruff_cache

@@ -26,6 +26,10 @@ class _Server(ThreadingHTTPServer):
     """Quiet about clients that went away mid-answer: the crash tests kill workers whose
     calls are in flight, and each such call printed a BrokenPipeError traceback."""
 
+    # Slow answers pile up connections (a worker holds hundreds of calls at once): the
+    # default backlog of 5 would make them wait to connect, not for the answer.
+    request_queue_size = 4096
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
@@ -67,6 +71,9 @@ class OpenAIServer:
         self.authorizations: list[str | None] = []
         self.log_path = log_path
         self._lock = threading.Lock()
+        # Requests being answered now, and the most at once (what a slow provider holds).
+        self.in_flight = 0
+        self.peak = 0
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -74,6 +81,13 @@ class OpenAIServer:
                 pass
 
             def do_POST(self) -> None:
+                server.holding(+1)
+                try:
+                    self._answer()
+                finally:
+                    server.holding(-1)
+
+            def _answer(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.record(body)
                 server.authorizations.append(self.headers.get("Authorization"))
@@ -132,6 +146,12 @@ class OpenAIServer:
     def next_failure(self) -> tuple[int, dict[str, str], str | None] | None:
         with self._lock:
             return self.failures.pop(0) if self.failures else None
+
+    def holding(self, change: int) -> None:
+        """One more request being answered (+1), or one fewer (-1)."""
+        with self._lock:
+            self.in_flight += change
+            self.peak = max(self.peak, self.in_flight)
 
     def record(self, body: dict[str, Any]) -> None:
         with self._lock:

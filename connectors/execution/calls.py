@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from eddies.connectors.execution.store_calls import embed, vector_store_call
@@ -144,28 +144,10 @@ class CallPerformer:
                 return self.call(fn, [], {})
             return self.call(fn, args, kwargs)
         if kind is CallKind.CHAT_MODEL:
-            setup = plan.chat_model(req.target)
-            conn = plan.resource(setup.connection)
-            messages = [message_from_value(m) for m in kwargs.pop("messages")]
-            tools = plan.tool_specs(req.target)
-            budget = kwargs.pop(BUDGET_ARG, None)
-            offered = kwargs.get("tools", tools)  # a summary call is offered none
-            fitted = None if budget is None else fit(conn, messages, setup.model, offered, budget)
-            if fitted is not None:
-                if not fitted.send:  # over the budget: the loop summarises, then asks again
-                    return ChatMessage(MessageRole.ASSISTANT, "", [], None, {REPORT_KEY: fitted.report})
-                messages = fitted.messages
-            reply = self.call(
-                conn.chat, [messages], {"model": setup.model, "tools": tools, **setup.arguments, **kwargs}
-            )
-            extras = (reply.extra_args if isinstance(reply, ChatMessage)
-                      else reply.setdefault("extra_args", {}) if isinstance(reply, dict) else None)
-            if extras is not None:
-                if fitted is not None:  # what was counted and cut, for the loop and the journal
-                    extras[REPORT_KEY] = fitted.report
-                if setup.model:  # which model answered: a re-run on another is another call
-                    extras.setdefault(MODEL_KEY, setup.model)
-            return reply
+            asked = _ModelCall(plan, req.target, kwargs)
+            if asked.answer is not None:
+                return asked.answer
+            return asked.finish(self.call(asked.conn.chat, [asked.messages], asked.arguments))
         if kind is CallKind.TOOL:
             tool = plan.tool(req.target)
             if isinstance(tool, RemoteTool):
@@ -192,6 +174,26 @@ class CallPerformer:
             raise TimeoutError(f"no signal {req.target!r} within {kwargs.get('timeout_ms')} ms")
         raise NotImplementedError(f"{kind.value} calls are not supported by this executor")
 
+    def asynchronous(self, req: DurableCallRequest, scope: tuple[str, ...] = ()
+                     ) -> Coroutine[Any, Any, Any] | None:
+        """A coroutine performing the call as :meth:`perform` does, when its client is
+        asynchronous (a model connection with ``chat_async``), for an executor's event loop:
+        a provider's seconds then hold no thread. None: :meth:`perform` it on a thread."""
+        if req.kind is not CallKind.CHAT_MODEL:
+            return None
+        plan = self.plan.for_scope(scope) if scope else self.plan
+        setup = plan.chat_model(req.target)
+        if not callable(getattr(plan.resource(setup.connection), "chat_async", None)):
+            return None
+        return self._chat_async(plan, req)
+
+    async def _chat_async(self, plan: AgentPlan, req: DurableCallRequest) -> Any:
+        kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
+        asked = _ModelCall(plan, req.target, kwargs)
+        if asked.answer is not None:
+            return asked.answer
+        return asked.finish(await asked.conn.chat_async(asked.messages, **asked.arguments))
+
     def call(self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
         """Call ``fn``; an awaitable result is run to completion on this performer's loop."""
         result = fn(*args, **kwargs)
@@ -207,6 +209,38 @@ class CallPerformer:
         if self._loop is not None:
             self._loop.close()
             self._loop = None
+
+
+class _ModelCall:
+    """A model call as its connection takes it: the setup's model, tools and arguments, the
+    messages fitted to a token budget (``answer``: the reply without a call, when they are
+    over it), and :meth:`finish`, which notes on the reply what the journal keeps of it."""
+
+    def __init__(self, plan: AgentPlan, target: str, kwargs: dict[str, Any]) -> None:
+        setup = self.setup = plan.chat_model(target)
+        self.conn: Any = plan.resource(setup.connection)
+        self.messages = [message_from_value(m) for m in kwargs.pop("messages")]
+        tools = plan.tool_specs(target)
+        budget = kwargs.pop(BUDGET_ARG, None)
+        offered = kwargs.get("tools", tools)  # a summary call is offered none
+        self.fitted = None if budget is None else fit(self.conn, self.messages, setup.model, offered, budget)
+        self.answer: ChatMessage | None = None
+        if self.fitted is not None and not self.fitted.send:  # over the budget: the loop
+            # summarises, then asks again
+            self.answer = ChatMessage(MessageRole.ASSISTANT, "", [], None, {REPORT_KEY: self.fitted.report})
+        elif self.fitted is not None:
+            self.messages = self.fitted.messages
+        self.arguments: dict[str, Any] = {"model": setup.model, "tools": tools, **setup.arguments, **kwargs}
+
+    def finish(self, reply: Any) -> Any:
+        extras = (reply.extra_args if isinstance(reply, ChatMessage)
+                  else reply.setdefault("extra_args", {}) if isinstance(reply, dict) else None)
+        if extras is not None:
+            if self.fitted is not None:  # what was counted and cut, for the loop and the journal
+                extras[REPORT_KEY] = self.fitted.report
+            if self.setup.model:  # which model answered: a re-run on another is another call
+                extras.setdefault(MODEL_KEY, self.setup.model)
+        return reply
 
 
 def _takes_no_arguments(fn: Callable[..., Any]) -> bool:

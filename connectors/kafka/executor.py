@@ -23,14 +23,16 @@ is held until then, and one whose run ended is dropped (:mod:`.timekeeping`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
-from eddies.connectors.execution.call_deadlines import CallDeadlines
+from eddies.connectors.execution.call_deadlines import CallDeadlines, timed_out
+from eddies.connectors.execution.call_loop import CallLoop
 from eddies.connectors.execution.calls import CallPerformer, Resolver, result_event, writable_result
 from eddies.connectors.execution.held_requests import HeldRequests
 from eddies.connectors.execution.recorded_calls import RecordedCalls
@@ -127,6 +129,11 @@ class KafkaExecutor:
         self._calls: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._call_threads: list[threading.Thread] = []
         self._performing: set[int] = set()  # the call threads in perform() now, by ident
+        # Calls with asynchronous clients (a model's chat_async): tasks on an event loop of
+        # their own, max_calls_in_flight at once, holding no thread (made at the first).
+        self._loop_calls: CallLoop | None = None
+        self._on_loop: set[CallRef] = set()  # the unfinished calls of inflight given to it
+        self._async_performer = CallPerformer(ctx.plan, resolver)
         # Local mode: each result's delivery report hands it to this process's orchestrator
         # (see local_results.py).
         self.producer = ctx.clients.outbox("executor", successes=local)
@@ -219,7 +226,7 @@ class KafkaExecutor:
         else:
             consumer.subscribe([self.names.requests], on_assign=self._on_assign,
                                on_revoke=self._on_revoke, on_lost=self._on_revoke)
-        limit = self.settings.executor_concurrency * 4
+        limit = self.settings.executor_concurrency * 4 + self.settings.max_calls_in_flight
         next_lag = 0.0  # when consumer lag is sampled next (with metrics)
         try:
             while not stop.is_set():
@@ -249,6 +256,8 @@ class KafkaExecutor:
                 self._calls.put(None)
             for thread in self._call_threads:
                 thread.join()
+            if self._loop_calls is not None:  # those running finish; those waiting are dropped
+                self._loop_calls.close()
             self._drain(block=False, force=True)
             self.producer.flush(10)
             self.tail.stop()
@@ -377,9 +386,23 @@ class KafkaExecutor:
             self.claims.decide_unknown(request, part, offset, time.monotonic())
             return
         self.inflight.add(ref)
+        if req.idempotent and (call := self._async_performer.asynchronous(req, request.scope)) is not None:
+            # No claim to make first: the call goes straight to the loop.
+            self._on_loop.add(ref)
+            self._calls_on_loop().submit(lambda: self._perform_async(request, part, offset, call))
+            return
         if len(self._call_threads) < self.settings.executor_concurrency + self._spare:
             self._start_call_thread()
         self._calls.put((request, part, offset))
+
+    def _calls_on_loop(self) -> CallLoop:
+        if self._loop_calls is None:
+            self._loop_calls = CallLoop(self.settings.max_calls_in_flight, self._loop_failed)
+        return self._loop_calls
+
+    def _loop_failed(self, err: BaseException) -> None:
+        log.error("executor task failed: %r", err)  # a bug or a broken producer: stop the worker
+        self.ctx.fail(err)
 
     def _replace_thread(self) -> None:
         """(Under ``_lock``.) A call thread in place of one an abandoned call holds."""
@@ -463,6 +486,45 @@ class KafkaExecutor:
         self.counters.inc("calls_performed")
         self.claims.outcome(request, ref, result, data)
 
+    async def _perform_async(self, request: AgentEvent, part: int | None, offset: int,
+                             call: Coroutine[Any, Any, Any]) -> None:
+        """Perform one idempotent request whose client is asynchronous, on the call loop:
+        :meth:`perform` and :meth:`_run_call` for a coroutine. Its timeout_ms cancels it
+        (a task, unlike a thread, can be stopped), answered as the Timekeeper answers a
+        thread's call past its timeout."""
+        req = request.payload
+        assert isinstance(req, DurableCallRequest)
+        ref = (req.call_id, req.attempt)
+        settled = False
+        try:
+            if not self.claims.may_start(journal_partition(request.session_id, self.settings.partitions)):
+                call.close()  # revoked while it waited for a place: its new owner re-issues it
+                self.counters.inc("calls_dropped")
+                return
+            began = time.perf_counter()
+            returned = None
+            deadline = asyncio.timeout(req.timeout_ms / 1000 if req.timeout_ms else None)
+            try:
+                async with deadline:
+                    returned = await call
+                value = encode_value(returned, "result of", req.target)
+                result = result_event(request, CallStatus.OK, value)
+            except TimeoutError as err:
+                reason = timed_out(req) if deadline.expired() else err
+                result = result_event(request, CallStatus.ERROR, "null", describe_error(reason))
+                if deadline.expired():
+                    self.counters.inc("calls_timed_out")
+            except Exception as err:
+                result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
+            if self.metrics is not None:
+                self.metrics.call_performed(req, time.perf_counter() - began, returned)
+            result, data = writable_result(request, result, self.settings.max_record_bytes)
+            self.counters.inc("calls_performed")
+            self.claims.outcome(request, ref, result, data)
+            settled = True
+        finally:
+            self._done.put((part, offset, ref, settled, None))
+
     def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None:
         # Results enter the session machine through the input topic, in partition order.
         if data is None:
@@ -481,8 +543,18 @@ class KafkaExecutor:
 
     @property
     def running(self) -> int:
-        """How many call threads are performing a request now (what a stop waits for)."""
-        return len(self._performing)
+        """How many calls are being performed now, on call threads and the call loop (what a
+        stop waits for)."""
+        return len(self._performing) + (0 if self._loop_calls is None else self._loop_calls.running)
+
+    def overloaded(self) -> bool:
+        """Local mode: whether the calls waiting in memory are as many as the input should
+        let there be: 64 per call thread (``executor_concurrency``) for calls run on
+        threads, or on the call loop ``max_calls_in_flight`` running and as many waiting
+        for a place. Its orchestrator pauses the input meanwhile."""
+        on_loop = len(self._on_loop)
+        return (len(self.inflight) - on_loop >= self.settings.executor_concurrency * 64
+                or on_loop >= 2 * self.settings.max_calls_in_flight)
 
     @property
     def awaiting_results(self) -> bool:
@@ -508,6 +580,7 @@ class KafkaExecutor:
                 elif settled:
                     self.offsets.settle(part, offset)
                 self.inflight.discard(ref)
+                self._on_loop.discard(ref)
                 if again is not None:  # decided here, under the lock (see CallClaims.claim)
                     self._dispatch(again, part, offset, 0)
                 try:

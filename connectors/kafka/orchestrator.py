@@ -186,9 +186,9 @@ class Orchestrator:
         self.membership.check()
         unsure = gate.unsure()
         local = self.executor  # set only with role "all": the local executor
-        # Requests handed to this process's executor wait in memory, not in Kafka: past this
+        # Requests handed to this process's executor wait in memory, not in Kafka: past so
         # many unfinished calls the input is paused until calls finish (slow models, bursts).
-        busy = local is not None and len(local.inflight) >= self.settings.executor_concurrency * 64
+        busy = local is not None and local.overloaded()
         hold = unsure or busy
         if hold != self._paused or (hold and self._paused_at != self._assignments):
             assigned = self.consumer.assignment()

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from eddies.connectors.execution.call_loop import size_pools
 from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.execution.warming import warm
 from eddies.connectors.journal.claims import Claimant
@@ -126,6 +127,8 @@ class Worker:
         ``warm()``, e.g. importing litellm), so the first answer is as fast as the rest."""
         started = time.perf_counter()
         codec.prepare()
+        if executes:  # before warming imports litellm, which reads its pool's size then
+            size_pools(self.settings.max_calls_in_flight)
         warmed = warm(self.plan) if executes else []
         log.info("warmed in %.0f ms (codec compiled%s)",
                  (time.perf_counter() - started) * 1000,

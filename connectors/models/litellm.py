@@ -217,6 +217,22 @@ class LiteLLMChatModel:
              **arguments: Any) -> ChatMessage:
         """One completion; litellm's exceptions propagate (the call's outcome is an error)."""
         litellm = load_litellm()
+        started = time.perf_counter()
+        response = litellm.completion(**self._request(messages, model, tools, arguments))
+        return self._reply(litellm, response, started)
+
+    async def chat_async(self, messages: list[ChatMessage], *, model: str, tools: list[ToolSpec],
+                         **arguments: Any) -> ChatMessage:
+        """:meth:`chat` as a coroutine (``litellm.acompletion``): an executor holds thousands
+        of these on one event loop while the provider thinks, where each :meth:`chat` holds
+        a thread."""
+        litellm = load_litellm()
+        started = time.perf_counter()
+        response = await litellm.acompletion(**self._request(messages, model, tools, arguments))
+        return self._reply(litellm, response, started)
+
+    def _request(self, messages: list[ChatMessage], model: str, tools: list[ToolSpec],
+                 arguments: dict[str, Any]) -> dict[str, Any]:
         kwargs: dict[str, Any] = {**self.params, **arguments}
         if tools:
             kwargs["tools"] = [{"type": "function", "function": t.to_dict()} for t in tools]
@@ -224,12 +240,10 @@ class LiteLLMChatModel:
             kwargs["api_base"] = self.api_base
         if self.api_key:
             kwargs["api_key"] = self.api_key
-        started = time.perf_counter()
-        response = litellm.completion(
-            model=model, messages=to_openai_messages(messages, self.media, self.blob_store),
-            timeout=self.timeout,
-            num_retries=0, **kwargs,
-        )
+        return {"model": model, "messages": to_openai_messages(messages, self.media, self.blob_store),
+                "timeout": self.timeout, "num_retries": 0, **kwargs}
+
+    def _reply(self, litellm: Any, response: Any, started: float) -> ChatMessage:
         latency_ms = round((time.perf_counter() - started) * 1000)
         choice = response.choices[0]
         reply = from_openai(choice.message, getattr(response, "usage", None))

@@ -58,6 +58,7 @@ class Settings:
     instance_id: str = ""
     static_membership: str = "auto"  # auto | true | false (see connectors/runtime/membership.py)
     executor_concurrency: int = 8
+    max_calls_in_flight: int = 4096  # calls with asynchronous clients, per executor
     max_record_bytes: int = 1_048_576
     fetch_wait_ms: int = 10
     linger_ms: int = 5
@@ -103,8 +104,8 @@ class Settings:
             raise ConfigError(f"app: {self.app!r} is not a usable application id")
         if self.role not in ("all", "orchestrator", "executor"):
             raise ConfigError(f"role: {self.role!r} is not one of all, orchestrator, executor")
-        for key in ("partitions", "replication", "executor_concurrency", "max_record_bytes",
-                    "batch_size", "commit_interval_ms",
+        for key in ("partitions", "replication", "executor_concurrency", "max_calls_in_flight",
+                    "max_record_bytes", "batch_size", "commit_interval_ms",
                     "journal_retention_ms", "session_ttl_ms", "outcome_wait_ms",
                     "connect_timeout_ms"):
             if getattr(self, key) <= 0:

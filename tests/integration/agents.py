@@ -588,3 +588,29 @@ class Dawdler(Agent):
 def dawdler() -> Dawdler:
     """:class:`Dawdler`."""
     return Dawdler("dawdler")
+
+
+class OneCall(Agent):
+    """One model call per input, its reply the answer: what a slow provider's sessions are."""
+
+    @action(InputEvent)
+    def ask(event: InputEvent, ctx: Any) -> None:
+        ctx.send_event(ChatRequestEvent(model="llm", messages=[ChatMessage(content=str(event.input))]))
+
+    @action(ChatResponseEvent)
+    def answer(event: ChatResponseEvent, ctx: Any) -> None:
+        ctx.send_event(OutputEvent(output=event.response.content))
+
+
+def one_call_agent(config: dict[str, Any] | None = None) -> OneCall:
+    """:class:`OneCall` on litellm, at the test's OpenAI-compatible server."""
+    agent = OneCall(config=config or {})
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", model="openai/test-model"))
+    return agent
+
+
+def impatient_one_call_agent() -> OneCall:
+    """:class:`OneCall` whose model calls time out after 300 ms, and are not retried."""
+    return one_call_agent({"timeout_ms": {"CHAT_MODEL": 300}, "retry": {"CHAT_MODEL": {"max_attempts": 1}}})

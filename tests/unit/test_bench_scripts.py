@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -44,3 +45,34 @@ def test_retrieval_bench_answers_every_question_directly_and_durably(tmp_path: P
     questions = module.texts(20, 2)
     for measured in (module.direct(str(tmp_path), questions), module.in_process(str(tmp_path), questions)):
         assert measured["calls_s"] > 0 and measured["p50_ms"] > 0
+
+
+def test_providers_bench_serves_its_agents_and_the_plain_loop(monkeypatch: Any) -> None:
+    """The slow provider asks for two tools at once, then answers from their results; the
+    worker's agents and the plain loop both get every session answered, and it counts them."""
+    spec = importlib.util.spec_from_file_location("bench_providers", BENCH / "providers.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tools = {"tools": [{"type": "function", "function": {"name": n}} for n in ("add", "multiply")]}
+    first = module.completion({"messages": [{"role": "user", "content": "go"}], **tools}, 1)
+    calls = first["choices"][0]["message"]["tool_calls"]
+    assert [c["function"]["name"] for c in calls] == ["add", "multiply"]
+    assert first["usage"]["total_tokens"] > 0
+    results = [{"role": "tool", "tool_call_id": c["id"], "content": "13"} for c in calls]
+    final = module.completion({"messages": [{"role": "user", "content": "go"}, *results], **tools}, 2)
+    assert final["choices"][0]["message"]["content"] == "results: 13, 13"
+
+    provider = module.Provider(0.2)
+    try:
+        monkeypatch.setenv("BENCH_PROVIDER_BASE", provider.base_url)
+        from bench.provider_agents import one_call_agent, react_agent
+        from eddies import LocalRunner
+
+        assert LocalRunner(react_agent()).run([("s", "add and multiply")]) == ["results: 13, 42"]
+        assert LocalRunner(one_call_agent()).run([("s", "hello")]) == ["answer to: hello"]
+        row, said = module.run_plain_loop(provider, "react", 6)
+        assert (row.answered, row.failed, row.calls) == (6, 0, 12)
+        assert row.peak == 6 and said["limit_per_host"] > 0
+    finally:
+        provider.stop()
