@@ -4,16 +4,20 @@ more at once than it has call threads (executor_concurrency, 8)."""
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from eddies.connectors.inspect.replay import load_history
-from eddies.connectors.runtime.client import producer, send_input
-from eddies.connectors.runtime.settings import load_settings
-from eddies.events import CallKind, DurableCallResult
+from eddies.connectors.runtime.client import producer, read_records, send_input
+from eddies.connectors.runtime.settings import Settings, load_settings
+from eddies.connectors.runtime.topics import TopicNames
+from eddies.events import CallKind, DurableCallResult, decode
 from tests.integration.workers import answers, start_worker, stop_worker, wait_until
 from tests.openai_server import OpenAIServer
 
@@ -72,3 +76,105 @@ def test_a_model_call_on_the_loop_is_cut_off_at_its_timeout(bootstrap: str, tmp_
                 if isinstance(ev.payload, DurableCallResult) and ev.payload.kind is CallKind.CHAT_MODEL]
     assert result.error is not None and result.error.type == "TimeoutError", result
     assert "timeout_ms=300" in result.error.message, result.error.message
+
+
+MANY = 400
+
+
+def _journaled_sessions(settings: Settings, before_ms: float) -> set[str]:
+    """The sessions whose model call's outcome the journal holds from a record written
+    before ``before_ms``."""
+    found = set()
+    for m in read_records(settings, TopicNames(settings.app).journal):
+        if (m.key() or b"").startswith(b"out/") and m.timestamp()[1] < before_ms:
+            ev = decode(m.value())
+            if isinstance(ev.payload, DurableCallResult) and ev.payload.kind is CallKind.CHAT_MODEL:
+                found.add(ev.session_id)
+    return found
+
+
+def test_a_worker_killed_with_hundreds_of_calls_in_flight_loses_and_repeats_nothing_journaled(
+        bootstrap: str, tmp_path: Path) -> None:
+    """kill -9 while the provider holds hundreds of the worker's calls: the next worker
+    answers every session once; the calls asked again are only those with no journaled
+    outcome at the kill (model calls are idempotent: those may be)."""
+    settings = load_settings(env={}, overrides={
+        "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 4})
+    server = OpenAIServer(delay=2.0).start()
+    log = tmp_path / "worker.log"
+    first = start_worker(settings, "tests.integration.agents:one_call_agent", log,
+                         TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-0")
+    try:
+        prod = producer(settings)
+        for n in range(MANY):
+            send_input(settings, f"s{n}", f"question {n}", prod=prod)
+        prod.flush(30)
+        wait_until("hundreds of calls in flight", lambda: server.in_flight >= MANY // 2, first, log)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        killed_ms, asked_before = time.time() * 1000, len(server.requests)
+        second = start_worker(settings, "tests.integration.agents:one_call_agent", log,
+                              TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-0")
+        try:
+            wait_until("every answer", lambda: len({a.session_id for a in answers(settings)}) >= MANY,
+                       second, log, timeout=180)
+        finally:
+            stop_worker(second)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        server.stop()
+    unique = {a.event_id: a for a in answers(settings)}
+    assert sorted(a.session_id for a in unique.values()) == sorted(f"s{n}" for n in range(MANY))
+
+    def session(request: dict[str, Any]) -> str:
+        return "s" + str(request["messages"][-1]["content"]).split()[-1]
+
+    asked_first = Counter(session(r) for r in server.requests[:asked_before])
+    asked_again = Counter(session(r) for r in server.requests[asked_before:])
+    assert max(asked_first.values()) == 1 and max(asked_again.values()) == 1
+    repeated = set(asked_first) & set(asked_again)
+    durable = _journaled_sessions(settings, killed_ms)
+    assert repeated.isdisjoint(durable), f"journaled calls were repeated: {sorted(repeated & durable)}"
+    assert set(asked_first) <= durable | repeated, "a call neither journaled nor asked again"
+    assert len(repeated) >= MANY // 4  # the kill did cut calls off
+
+
+def test_a_worker_paused_past_its_session_timeout_with_hundreds_of_calls_in_flight(
+        bootstrap: str, tmp_path: Path) -> None:
+    """SIGSTOP of a worker holding hundreds of calls, past its session timeout: another
+    worker takes its partitions and asks again the calls with no outcome; the paused one,
+    resumed, finishes its own late. Every session is answered once, as it should be."""
+    settings = load_settings(env={}, overrides={
+        "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 4})
+    server = OpenAIServer(delay=2.0).start()
+    log = tmp_path / "worker.log"
+    paused = start_worker(settings, "tests.integration.agents:one_call_agent", log,
+                          TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-0")
+    other = None
+    try:
+        prod = producer(settings)
+        for n in range(MANY):
+            send_input(settings, f"s{n}", f"question {n}", prod=prod)
+        prod.flush(30)
+        wait_until("hundreds of calls in flight", lambda: server.in_flight >= MANY // 2, paused, log)
+        paused.send_signal(signal.SIGSTOP)
+        other = start_worker(settings, "tests.integration.agents:one_call_agent", log,
+                             TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-1")
+        time.sleep(8)  # well past the session timeout: the other worker owns every partition
+        paused.send_signal(signal.SIGCONT)
+        wait_until("every answer", lambda: len({a.session_id for a in answers(settings)}) >= MANY,
+                   other, log, timeout=180)
+        time.sleep(3)  # what the resumed worker still had to say
+    finally:
+        paused.send_signal(signal.SIGCONT)
+        stop_worker(paused)
+        if other is not None:
+            stop_worker(other)
+        server.stop()
+    unique = {a.event_id: a for a in answers(settings)}
+    said = Counter(a.session_id for a in unique.values())
+    assert said == Counter({f"s{n}": 1 for n in range(MANY)}), said.most_common(3)
+    assert len(server.requests) > MANY  # the other worker asked again what had no outcome
+    assert {a.session_id: a.payload.output for a in unique.values()} == {
+        f"s{n}": f"The result is question {n}." for n in range(MANY)}
