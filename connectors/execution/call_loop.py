@@ -21,12 +21,44 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 #: What makes the coroutine of one call; it handles its own errors (an error that escapes
 #: it is a bug: ``failed`` is told).
 CallFactory = Callable[[], Coroutine[Any, Any, None]]
+
+
+class ProviderHolds:
+    """Providers that asked to be left alone until some time (a 429 or 503 with
+    Retry-After), by name: every call to one waits, before it starts, until then. Used on
+    the loop's thread only. Example::
+
+        holds = ProviderHolds()
+        holds.hold("openai", 2.0)       # its answer said Retry-After: 2
+        await holds.clear("openai")     # returns after those 2 s
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._until: dict[str, float] = {}
+
+    def hold(self, provider: str, seconds: float) -> None:
+        """Calls to ``provider`` wait ``seconds`` from now (a later hold stands)."""
+        self._until[provider] = max(self._until.get(provider, 0.0), self._clock() + seconds)
+
+    def held(self, provider: str) -> float:
+        """Seconds left of ``provider``'s hold (0: none)."""
+        return max(0.0, self._until.get(provider, 0.0) - self._clock())
+
+    async def clear(self, provider: str) -> float:
+        """Wait until ``provider`` is not held; the seconds waited."""
+        waited = 0.0
+        while (left := self.held(provider)) > 0:
+            await asyncio.sleep(left)
+            waited += left
+        return waited
 
 
 def size_pools(limit: int) -> None:

@@ -13,7 +13,7 @@ import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, NamedTuple
 
 from eddies.connectors.execution.store_calls import embed, vector_store_call
 from eddies.connectors.execution.token_budget import fit
@@ -174,18 +174,17 @@ class CallPerformer:
             raise TimeoutError(f"no signal {req.target!r} within {kwargs.get('timeout_ms')} ms")
         raise NotImplementedError(f"{kind.value} calls are not supported by this executor")
 
-    def asynchronous(self, req: DurableCallRequest, scope: tuple[str, ...] = ()
-                     ) -> Coroutine[Any, Any, Any] | None:
-        """A coroutine performing the call as :meth:`perform` does, when its client is
-        asynchronous (a model connection with ``chat_async``), for an executor's event loop:
-        a provider's seconds then hold no thread. None: :meth:`perform` it on a thread."""
+    def asynchronous(self, req: DurableCallRequest, scope: tuple[str, ...] = ()) -> LoopCall | None:
+        """The call as a coroutine performing it as :meth:`perform` does, when its client
+        is asynchronous (a model connection with ``chat_async``), for an executor's event
+        loop: a provider's seconds then hold no thread. None: :meth:`perform` it on a thread."""
         if req.kind is not CallKind.CHAT_MODEL:
             return None
         plan = self.plan.for_scope(scope) if scope else self.plan
         setup = plan.chat_model(req.target)
         if not callable(getattr(plan.resource(setup.connection), "chat_async", None)):
             return None
-        return self._chat_async(plan, req)
+        return LoopCall(setup.connection, self._chat_async(plan, req))
 
     async def _chat_async(self, plan: AgentPlan, req: DurableCallRequest) -> Any:
         kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
@@ -209,6 +208,14 @@ class CallPerformer:
         if self._loop is not None:
             self._loop.close()
             self._loop = None
+
+
+class LoopCall(NamedTuple):
+    """A call for an event loop: the provider it goes to (its connection's resource name:
+    what a provider's Retry-After holds back) and the coroutine that makes it."""
+
+    provider: str
+    call: Coroutine[Any, Any, Any]
 
 
 class _ModelCall:

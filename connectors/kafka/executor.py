@@ -32,7 +32,7 @@ from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.execution.call_deadlines import CallDeadlines, timed_out
-from eddies.connectors.execution.call_loop import CallLoop
+from eddies.connectors.execution.call_loop import CallLoop, ProviderHolds
 from eddies.connectors.execution.calls import CallPerformer, Resolver, result_event, writable_result
 from eddies.connectors.execution.held_requests import HeldRequests
 from eddies.connectors.execution.recorded_calls import RecordedCalls
@@ -133,6 +133,7 @@ class KafkaExecutor:
         # their own, max_calls_in_flight at once, holding no thread (made at the first).
         self._loop_calls: CallLoop | None = None
         self._on_loop: set[CallRef] = set()  # the unfinished calls of inflight given to it
+        self._holds = ProviderHolds()  # providers that said Retry-After (the loop's own)
         self._async_performer = CallPerformer(ctx.plan, resolver)
         # Local mode: each result's delivery report hands it to this process's orchestrator
         # (see local_results.py).
@@ -389,7 +390,7 @@ class KafkaExecutor:
         if req.idempotent and (call := self._async_performer.asynchronous(req, request.scope)) is not None:
             # No claim to make first: the call goes straight to the loop.
             self._on_loop.add(ref)
-            self._calls_on_loop().submit(lambda: self._perform_async(request, part, offset, call))
+            self._calls_on_loop().submit(lambda: self._perform_async(request, part, offset, *call))
             return
         if len(self._call_threads) < self.settings.executor_concurrency + self._spare:
             self._start_call_thread()
@@ -487,18 +488,22 @@ class KafkaExecutor:
         self.claims.outcome(request, ref, result, data)
 
     async def _perform_async(self, request: AgentEvent, part: int | None, offset: int,
-                             call: Coroutine[Any, Any, Any]) -> None:
+                             provider: str, call: Coroutine[Any, Any, Any]) -> None:
         """Perform one idempotent request whose client is asynchronous, on the call loop:
-        :meth:`perform` and :meth:`_run_call` for a coroutine. Its timeout_ms cancels it
-        (a task, unlike a thread, can be stopped), answered as the Timekeeper answers a
-        thread's call past its timeout."""
+        :meth:`perform` and :meth:`_run_call` for a coroutine. It waits, not started yet,
+        while its provider is held (a Retry-After it answered another call with); its
+        timeout_ms cancels it (a task, unlike a thread, can be stopped), answered as the
+        Timekeeper answers a thread's call past its timeout."""
         req = request.payload
         assert isinstance(req, DurableCallRequest)
         ref = (req.call_id, req.attempt)
+        jpart = journal_partition(request.session_id, self.settings.partitions)
         settled = False
         try:
-            if not self.claims.may_start(journal_partition(request.session_id, self.settings.partitions)):
-                call.close()  # revoked while it waited for a place: its new owner re-issues it
+            if self._holds.held(provider) and await self._holds.clear(provider):
+                self.counters.inc("calls_held_by_provider")
+            if not self.claims.may_start(jpart):
+                call.close()  # revoked while it waited: its new owner re-issues it
                 self.counters.inc("calls_dropped")
                 return
             began = time.perf_counter()
@@ -515,7 +520,11 @@ class KafkaExecutor:
                 if deadline.expired():
                     self.counters.inc("calls_timed_out")
             except Exception as err:
-                result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
+                error = describe_error(err)
+                if error.http_status in (429, 503) and error.retry_after_ms:
+                    # The provider said when to come back: every call to it waits till then.
+                    self._holds.hold(provider, error.retry_after_ms / 1000)
+                result = result_event(request, CallStatus.ERROR, "null", error)
             if self.metrics is not None:
                 self.metrics.call_performed(req, time.perf_counter() - began, returned)
             result, data = writable_result(request, result, self.settings.max_record_bytes)

@@ -178,3 +178,34 @@ def test_a_worker_paused_past_its_session_timeout_with_hundreds_of_calls_in_flig
     assert len(server.requests) > MANY  # the other worker asked again what had no outcome
     assert {a.session_id: a.payload.output for a in unique.values()} == {
         f"s{n}": f"The result is question {n}." for n in range(MANY)}
+
+
+def test_a_retry_after_holds_every_call_to_that_provider(bootstrap: str, tmp_path: Path) -> None:
+    """A 429 with Retry-After: 2 to one call: the calls to that provider asked after it wait
+    those 2 s before they start, not only the call that got it (whose retry waits too)."""
+    settings = load_settings(env={}, overrides={
+        "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 2})
+    server = OpenAIServer().start()
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, "tests.integration.agents:one_call_agent", log,
+                          TEST_OPENAI_BASE=server.base_url)
+    try:
+        send_input(settings, "warm", "hello")
+        wait_until("the first answer", lambda: answers(settings), worker, log)
+        server.fail(429, headers={"Retry-After": "2"})
+        send_input(settings, "first", "go")
+        wait_until("the 429", lambda: len(server.requests) >= 2, worker, log)
+        refused = time.monotonic()
+        prod = producer(settings)
+        for n in range(5):
+            send_input(settings, f"s{n}", f"question {n}", prod=prod)
+        prod.flush(10)
+        wait_until("the next call", lambda: len(server.requests) >= 3, worker, log)
+        held = time.monotonic() - refused
+        wait_until("every answer", lambda: len(answers(settings)) >= 7, worker, log)
+    finally:
+        stop_worker(worker)
+        server.stop()
+    assert held >= 1.5, held  # without the hold, the next call comes within a few ms
+    said = {a.session_id: a.payload.output for a in answers(settings)}
+    assert said["first"] == "The result is go." and len(said) == 7
