@@ -396,6 +396,11 @@ def _compile_resources(declared: list[Resource], inherited: dict[str, tuple[Reso
             if entry is None or entry[0] not in _OFFERABLE:
                 raise PlanError(f"resource {name!r}: tool {tool!r} is not a TOOL, AGENT, "
                                 "VECTOR_STORE, SKILLS or MEMORY_SET resource")
+        for fallback in obj.fallbacks:
+            entry = out.get(fallback)
+            if fallback == name or entry is None or entry[0] is not ResourceType.CHAT_MODEL:
+                raise PlanError(f"resource {name!r}: fallback {fallback!r} is not another CHAT_MODEL "
+                                "resource of this agent")
     return out
 
 

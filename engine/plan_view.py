@@ -16,7 +16,7 @@ from eddies.events import CallKind
 
 from .agent import ActionSpec
 from .remote_tools import RemoteTool
-from .resources import FunctionTool, ResourceType
+from .resources import ChatModelSetup, FunctionTool, ResourceType
 
 
 class PlanView(Protocol):
@@ -35,6 +35,8 @@ class PlanView(Protocol):
     def agent_name(self) -> str: ...
 
     def tool(self, name: str) -> FunctionTool | RemoteTool: ...
+
+    def chat_model(self, name: str) -> ChatModelSetup: ...
 
     def offered_tools(self, model: str) -> tuple[str, ...]: ...
 

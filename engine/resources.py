@@ -139,7 +139,7 @@ class ChatModelSetup:
     Model calls are ``idempotent`` by default: they change nothing outside the provider, so
     one whose outcome was lost in a crash is asked again (tokens, not correctness). Set it
     False to fail closed instead. Example: ``ChatModelSetup("conn", model="gpt-4o-mini",
-    tools=["add"])``.
+    tools=["add"], fallbacks=["backup"])``.
     """
 
     connection: str
@@ -150,10 +150,15 @@ class ChatModelSetup:
     idempotent: bool = True
     #: How long an executor lets one model call run (None: the ``timeout_ms`` config).
     timeout_ms: int | None = None
+    #: Other CHAT_MODEL resources asked in turn, the same messages, when a call of this one
+    #: fails after its retries (a provider down, a model withdrawn): each call is durable,
+    #: so which one answered is in the journal, and a replay or fork asks none again.
+    fallbacks: tuple[str, ...] | list[str] = ()
 
     def __post_init__(self) -> None:
         # One form, so setups declared in Python, YAML or SQL compare equal.
         object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "fallbacks", tuple(self.fallbacks))
 
 
 class ChatModelConnection(Protocol):

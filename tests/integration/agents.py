@@ -614,3 +614,17 @@ def one_call_agent(config: dict[str, Any] | None = None) -> OneCall:
 def impatient_one_call_agent() -> OneCall:
     """:class:`OneCall` whose model calls time out after 300 ms, and are not retried."""
     return one_call_agent({"timeout_ms": {"CHAT_MODEL": 300}, "retry": {"CHAT_MODEL": {"max_attempts": 1}}})
+
+
+def fallback_agent() -> OneCall:
+    """:class:`OneCall` whose model ``llm`` (at TEST_OPENAI_BASE) falls back on ``backup``
+    (at TEST_FALLBACK_BASE), after one retry."""
+    agent = OneCall(config={"retry": {"CHAT_MODEL": {"max_attempts": 2, "base_delay_ms": 10}}})
+    agent.add_resource("main", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
+    agent.add_resource("spare", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_FALLBACK_BASE"], api_key="test"))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("main", model="openai/primary", fallbacks=["backup"]))
+    agent.add_resource("backup", ResourceType.CHAT_MODEL, ChatModelSetup("spare", model="openai/backup"))
+    return agent

@@ -4,7 +4,10 @@ more at once than it has call threads (executor_concurrency, 8)."""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -18,7 +21,7 @@ from eddies.connectors.runtime.client import producer, read_records, send_input
 from eddies.connectors.runtime.settings import Settings, load_settings
 from eddies.connectors.runtime.topics import TopicNames
 from eddies.events import CallKind, DurableCallResult, decode
-from tests.integration.workers import answers, start_worker, stop_worker, wait_until
+from tests.integration.workers import ROOT, answers, start_worker, stop_worker, wait_until
 from tests.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.integration
@@ -209,3 +212,38 @@ def test_a_retry_after_holds_every_call_to_that_provider(bootstrap: str, tmp_pat
     assert held >= 1.5, held  # without the hold, the next call comes within a few ms
     said = {a.session_id: a.payload.output for a in answers(settings)}
     assert said["first"] == "The result is go." and len(said) == 7
+
+
+def test_a_primary_answering_500_to_everything_is_answered_by_its_fallback(
+        bootstrap: str, tmp_path: Path) -> None:
+    settings = load_settings(env={}, overrides={
+        "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 2})
+    primary, spare = OpenAIServer().start(), OpenAIServer().start()
+    primary.fail(500, times=1000)
+    log = tmp_path / "worker.log"
+    env = {"TEST_OPENAI_BASE": primary.base_url, "TEST_FALLBACK_BASE": spare.base_url}
+    worker = start_worker(settings, "tests.integration.agents:fallback_agent", log, **env)
+    try:
+        send_input(settings, "s1", "hello")
+        [out] = wait_until("the answer", lambda: answers(settings), worker, log)
+    finally:
+        stop_worker(worker)
+    try:
+        assert out.payload.output == "The result is hello."
+        assert (len(primary.requests), len(spare.requests)) == (2, 1)  # its retry, then the fallback
+        trace = _eddies(settings, env, "trace", "--session", "s1")
+        assert trace.returncode == 0, trace.stderr
+        assert "model backup -> OK" in trace.stdout and "model llm -> ERROR" in trace.stdout, trace.stdout
+        replay = _eddies(settings, env, "replay", "--session", "s1",
+                         "--agent", "tests.integration.agents:fallback_agent")
+        assert replay.returncode == 0 and "every id recomputed identically" in replay.stdout, replay.stdout
+        assert (len(primary.requests), len(spare.requests)) == (2, 1)  # replay asked neither
+    finally:
+        primary.stop()
+        spare.stop()
+
+
+def _eddies(settings: Settings, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "eddies", *args, "--app", settings.app,
+                           "-b", settings.bootstrap_servers], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=dict(os.environ, **env))

@@ -279,3 +279,22 @@ def test_a_blob_store_in_yaml_is_a_folder_for_mcp_servers_and_models(tmp_path: P
     assert isinstance(objs["time"].blob_store, FolderBlobStore)
     assert isinstance(objs["conn"].blob_store, FolderBlobStore)
     assert objs["conn"].blob_store.path == tmp_path / "blobs"
+
+
+def test_a_chat_model_setup_names_its_fallbacks(tmp_path: Path) -> None:
+    path = tmp_path / "agents.yaml"
+    path.write_text("""agents:
+  - name: asks
+    chat_model_connections:
+      - {name: main, clazz: scripted}
+      - {name: spare, clazz: scripted}
+    chat_model_setups:
+      - {name: llm, connection: main, model: m1, fallbacks: [backup]}
+      - {name: backup, connection: spare, model: m2}
+""")
+    agent = load_yaml(path)
+    setups = {r.name: r.obj for r in agent.resources if r.type is ResourceType.CHAT_MODEL}
+    assert setups["llm"].fallbacks == ("backup",) and setups["backup"].fallbacks == ()
+    path.write_text(path.read_text().replace("fallbacks: [backup]", "fallbacks: [nope]"))
+    with pytest.raises(PlanError, match="fallback 'nope' is not another CHAT_MODEL"):
+        AgentPlan.compile(load_yaml(path))
