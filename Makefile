@@ -73,8 +73,9 @@ bench: install
 	$(BIN)/python bench/engine.py
 
 # The chaos campaign (tools/chaos): workers killed, paused past their session timeout and
-# cut off the broker (as root) under traffic; two rounds of two minutes by default, about 7
-# minutes; CHAOS_ARGS="--rounds 5 --round-seconds 240 --seed 1512" is the run in
+# cut off the broker (as root) under traffic; three rounds of two minutes by default (the
+# third with a slow provider: hundreds of model calls in flight), about 10 minutes;
+# CHAOS_ARGS="--rounds 5 --round-seconds 240 --seed 1512 --layouts all,split" is the run in
 # bench/RESULTS.md.
 chaos: install
 	PYTHONPATH=tools $(BIN)/python -m chaos $(CHAOS_ARGS)

@@ -5,15 +5,19 @@ Policy, like the scripted model: if tools are offered and the last message is no
 result, call the first tool with the JSON object in the last user message; otherwise
 answer with the last tool result. Embeddings: each input's vector is drawn from its
 SHA-256 (``dimensions`` of them, 8 by default), one token per word. Every request is
-recorded, so tests can count calls.
+recorded, so tests can count calls; ``GET /stats`` says how many were received and how
+many it holds now and held at most at once.
 
-Run standalone: ``python -m tests.openai_server PORT [DELAY_S]``.
+Run standalone: ``python -m tests.openai_server PORT [DELAY_S] [LOG]`` (``--help``: a
+random delay per request, a log of arrivals with their times).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
+import random
 import sys
 import threading
 import time
@@ -57,9 +61,18 @@ class OpenAIServer:
 
     def __init__(self, port: int = 0, delay: float = 0.0, log_path: str | None = None, *,
                  responder: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                 context_chars: int | None = None) -> None:
+                 context_chars: int | None = None, delay_range: tuple[float, float] | None = None,
+                 seed: int | None = None, arrivals_path: str | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
         self.delay = delay
+        # Each request waits a time drawn from this range instead (from ``seed``: a run's
+        # delays are the same draws, in the order the requests came), as a provider whose
+        # answers take longer or shorter does.
+        self.delay_range = delay_range
+        self._rng = random.Random(seed)
+        # Each request's arrival time and messages, one JSON line each: what a check reads
+        # to tell when a request was asked (``log_path`` keeps the messages alone).
+        self.arrivals_path = arrivals_path
         # The assistant message of a request body, instead of the default policy.
         self.responder = responder
         # A request whose messages' contents are longer than this is refused as a
@@ -80,6 +93,17 @@ class OpenAIServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") != "/stats":
+                    self.send_error(404)
+                    return
+                data = json.dumps(server.stats()).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:
                 server.holding(+1)
                 try:
@@ -91,8 +115,9 @@ class OpenAIServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.record(body)
                 server.authorizations.append(self.headers.get("Authorization"))
-                if server.delay:
-                    time.sleep(server.delay)
+                delay = server.next_delay()
+                if delay:
+                    time.sleep(delay)
                 failure = server.next_failure()
                 too_long = failure is None and "messages" in body and server.too_long(body)
                 if too_long:
@@ -147,6 +172,18 @@ class OpenAIServer:
         with self._lock:
             return self.failures.pop(0) if self.failures else None
 
+    def next_delay(self) -> float:
+        """How long the request now arriving waits before its answer."""
+        if self.delay_range is None:
+            return self.delay
+        with self._lock:
+            return self._rng.uniform(*self.delay_range)
+
+    def stats(self) -> dict[str, int]:
+        """Requests received, held now, and held at most at once."""
+        with self._lock:
+            return {"requests": len(self.requests), "in_flight": self.in_flight, "peak": self.peak}
+
     def holding(self, change: int) -> None:
         """One more request being answered (+1), or one fewer (-1)."""
         with self._lock:
@@ -154,11 +191,15 @@ class OpenAIServer:
             self.peak = max(self.peak, self.in_flight)
 
     def record(self, body: dict[str, Any]) -> None:
+        arrived = time.time()
         with self._lock:
             self.requests.append(body)
             if self.log_path and "messages" in body:
                 with open(self.log_path, "a") as fh:
                     fh.write(json.dumps(body["messages"], sort_keys=True) + "\n")
+            if self.arrivals_path and "messages" in body:
+                with open(self.arrivals_path, "a") as fh:
+                    fh.write(json.dumps({"t": round(arrived, 4), "messages": body["messages"]}) + "\n")
 
     def too_long(self, body: dict[str, Any]) -> bool:
         limit = self.context_chars
@@ -199,8 +240,24 @@ class OpenAIServer:
         }
 
 
-if __name__ == "__main__":
-    srv = OpenAIServer(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 0.0,
-                       sys.argv[3] if len(sys.argv) > 3 else None).start()
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m tests.openai_server")
+    ap.add_argument("port", type=int, help="0: any free port (the address is printed)")
+    ap.add_argument("delay", type=float, nargs="?", default=0.0, help="seconds per answer")
+    ap.add_argument("log", nargs="?", default=None, help="each request's messages, a line each")
+    ap.add_argument("--delay-range", type=float, nargs=2, metavar=("MIN", "MAX"),
+                    help="each answer after a random time in this range instead")
+    ap.add_argument("--seed", type=int, default=None, help="of the random delays")
+    ap.add_argument("--arrivals", default=None,
+                    help="each request's arrival time and messages, a JSON line each")
+    args = ap.parse_args(argv)
+    srv = OpenAIServer(args.port, args.delay, args.log, seed=args.seed, arrivals_path=args.arrivals,
+                       delay_range=None if args.delay_range is None
+                       else (args.delay_range[0], args.delay_range[1]))
+    srv.start()
     print(srv.base_url, flush=True)
     threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

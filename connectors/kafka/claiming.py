@@ -59,6 +59,10 @@ def outcome_wait_left(wait_s: float, started_ms: int, now_s: float) -> float:
     return min(wait_s, max(wait_s - (now_s - started_ms / 1000), OUTCOME_MARGIN_S))
 
 
+#: A started mark's offset when its delivery report gave none (see :meth:`CallClaims.claim`).
+UNREPORTED = -2
+
+
 class _Mark:
     """The delivery of one started mark: its offset, once the broker acknowledged it."""
 
@@ -73,7 +77,10 @@ class _Mark:
         if err is not None:
             self.error = str(err)
         else:
-            self.offset = msg.offset()
+            # None: delivered, its offset not reported (a send retried after a cut, which
+            # the broker already had: the idempotent producer's duplicate).
+            offset = msg.offset()
+            self.offset = UNREPORTED if offset is None else offset
         self.delivered.set()
 
 
@@ -229,6 +236,8 @@ class CallClaims:
             if left or not mark.delivered.wait(CLAIM_READ_TIMEOUT) or mark.error:
                 raise DeliveryFailedError(
                     f"the started mark of {ref[0]} was not delivered: {mark.error or 'timed out'}")
+            if mark.offset == UNREPORTED:
+                mark.offset = self._own_mark(ref)
             # The partition stays followed while this check holds it, so the tail gets there.
             if not tail.wait_past(jpart, mark.offset, CLAIM_READ_TIMEOUT):
                 raise TimeoutError(f"the journal tail did not read partition {jpart} past "
@@ -249,6 +258,21 @@ class CallClaims:
         self.send_result(self.recorded(request, recorded))
         self.counters.inc("results_resent")
         return "answered"
+
+    def _own_mark(self, ref: tuple[str, int]) -> int:
+        """The offset of this process's started mark of ``ref`` when its delivery report
+        gave none: the first mark's, once the tail reads one, if it is this process's; -1
+        (no offset: it came later) if another's came first."""
+        tail = self.tail
+        deadline = time.monotonic() + CLAIM_READ_TIMEOUT
+        with tail.lock:
+            while (first := tail.view.started.get(ref)) is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"the journal tail read no started mark of {ref[0]} within "
+                                       f"{CLAIM_READ_TIMEOUT} s")
+                tail.lock.wait(min(left, 0.5))
+        return first.offset if first.token == self.claimant.token else -1
 
     def answer_watched(self, now: float) -> None:
         """Answer watched calls (under the executor's lock): with the outcome another worker

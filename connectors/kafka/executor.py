@@ -457,10 +457,26 @@ class KafkaExecutor:
                 if verdict != "perform":
                     settled = verdict == "answered"
                     return
+            elif self._answered_meanwhile(request, ref):
+                settled = True
+                return
             self._run_call(request, req, ref, jpart, part, offset)
             settled = True
         finally:
             self._done.put((part, offset, ref, settled, again))
+
+    def _answered_meanwhile(self, request: AgentEvent, ref: CallRef) -> bool:
+        """Whether an idempotent call has an outcome in the journal by the time it would
+        start (it waited for a thread, a place or its provider after it was decided: the
+        worker that had its session before may have journaled one since); if so, that
+        outcome is sent, and the call is not made again."""
+        with self.tail.lock:
+            first = self.tail.view.outcomes.get(ref)
+        if first is None:
+            return False
+        self._send_result(self.claims.recorded(request, first))
+        self.counters.inc("results_resent")
+        return True
 
     def _run_call(self, request: AgentEvent, req: DurableCallRequest, ref: CallRef, jpart: int,
                   part: int | None, offset: int) -> None:
@@ -505,6 +521,10 @@ class KafkaExecutor:
             if not self.claims.may_start(jpart):
                 call.close()  # revoked while it waited: its new owner re-issues it
                 self.counters.inc("calls_dropped")
+                return
+            if self._answered_meanwhile(request, ref):
+                call.close()
+                settled = True
                 return
             began = time.perf_counter()
             returned = None

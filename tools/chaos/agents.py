@@ -9,6 +9,10 @@ One agent, ``mixed_agent``, whose InputEvent action dispatches on the input's "k
   ``rounds`` tool rounds: round 1 calls ``book`` and ``ship`` in parallel, later rounds call
   ``book`` (and ``notify`` in the last), then answers with every tool result joined.
 - "sub": an internal ReActAgent sub-agent (child scope) running the same multi-round loop.
+- "slow" (the ``+slow`` rounds): one litellm chat call (``acompletion``: a task on the
+  executor's event loop) to the round's slow provider (``chaos.provider``; its address in
+  CHAOS_PROVIDER_BASE), which echoes the input: "The result is INPUT.". Idempotent, with
+  no side effect of its own: the provider's log of requests is its evidence.
 
 Every execution of a side effect appends "EXEC kind key pid time" to the file named by
 CHAOS_EFFECTS before its (slow) work and "DONE kind key pid time" after it. Tools get
@@ -29,6 +33,12 @@ from eddies import Agent, InputEvent, OutputEvent, action
 from eddies.engine import ChatModelSetup, FunctionTool, ReActAgent, ReActOptions, ResourceType
 from eddies.engine.react import answer as react_answer
 from eddies.events import ChatMessage, ChatRequestEvent, ChatResponseEvent, MessageRole, ToolCall
+
+#: The slow provider's ``api_base`` (``http://127.0.0.1:PORT/v1``), given to the workers of
+#: a ``+slow`` round; without it the agent has no such model.
+PROVIDER_ENV = "CHAOS_PROVIDER_BASE"
+#: The model the slow kind asks for (litellm's OpenAI-compatible provider).
+PROVIDER_MODEL = "openai/chaos"
 
 
 def _line(tag: str, kind: str, key: str) -> None:
@@ -128,6 +138,8 @@ def expected_output(body: dict[str, Any]) -> str:
     """The answer to the input ``body`` (a feeder's JSON) when every call succeeded."""
     if body["kind"] == "effects":
         return f"The result is {body['a'] + body['b']}."
+    if body["kind"] == "slow":  # the provider echoes the last message: the input itself
+        return f"The result is {json.dumps(body)}."
     return expected_react(body["ref"], body["rounds"])
 
 
@@ -152,6 +164,8 @@ class Mixed(Agent):
             llm = ctx.get_resource("rllm", ResourceType.CHAT_MODEL)
             value = await react_answer(llm, [ChatMessage(MessageRole.USER, event.input)], OPTIONS)
             ctx.send_event(OutputEvent(output=value))
+        elif kind == "slow":
+            ctx.send_event(ChatRequestEvent(model="slow", messages=[ChatMessage(content=event.input)]))
         elif kind == "sub":
             helper = ctx.get_resource("helper", ResourceType.AGENT)
             result = await helper.as_async_callable(ctx, event.input)
@@ -190,4 +204,12 @@ def mixed_agent() -> Mixed:
     agent.add_resource("rllm", ResourceType.CHAT_MODEL,
                        ChatModelSetup("roffline", tools=["book", "ship", "notify"]))
     agent.add_resource("helper", ResourceType.AGENT, _helper())
+    base = os.environ.get(PROVIDER_ENV)
+    if base:  # only then: a worker would warm litellm (seconds of CPU) at every restart
+        from eddies.connectors.models.litellm import LiteLLMChatModel
+
+        agent.add_resource("provider", ResourceType.CHAT_MODEL_CONNECTION,
+                           LiteLLMChatModel(api_base=base, api_key="chaos"))
+        agent.add_resource("slow", ResourceType.CHAT_MODEL,
+                           ChatModelSetup("provider", model=PROVIDER_MODEL))
     return agent

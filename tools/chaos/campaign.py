@@ -22,8 +22,9 @@ from . import checks, netcut, timing
 from .evidence import gather, write_trail
 from .fleet import ROOT, Fleet, Proc
 from .netcut import Relay
+from .provider import PROVIDER_ENV, SlowProvider
 from .timing import Kill
-from .traffic import Feeder, OutputMonitor
+from .traffic import Feeder, OutputMonitor, Waves
 
 MIX = {"effects": 0.4, "react": 0.4, "sub": 0.2}
 RESTARTS = {"same-now": 0.35, "same-later": 0.35, "fresh-later": 0.3}
@@ -31,6 +32,11 @@ RESTARTS = {"same-now": 0.35, "same-later": 0.35, "fresh-later": 0.3}
 
 def say(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+#: Layouts (--layouts): a base, "all" or "split", and "+slow" for a round with the slow provider.
+BASES = ("all", "split")
+VARIANTS = ("", "slow")
 
 
 def layout_roles(layout: str, rng: random.Random, split: str) -> list[tuple[str, str]]:
@@ -49,8 +55,11 @@ class Chaos:
     def __init__(self, fleet: Fleet, rng: random.Random, args: argparse.Namespace,
                  pause_rng: random.Random, cut_rng: random.Random,
                  broker: subprocess.Popen[bytes] | None = None,
-                 broker_rng: random.Random | None = None) -> None:
+                 broker_rng: random.Random | None = None,
+                 provider: SlowProvider | None = None) -> None:
         self.fleet = fleet
+        # A +slow round's provider: how many model calls it holds is told at each fault.
+        self.provider = provider
         self.rng = rng
         self.args = args
         # Pauses draw from a generator of their own: a seed's kill plan is the same with them.
@@ -117,7 +126,7 @@ class Chaos:
             self.fleet.pause(victim, seconds)
             self.pauses += 1
             say(f"  SIGSTOP {victim.slot} ({victim.role}) pid {victim.pid} owned {owned} for "
-                f"{seconds:.1f}s")
+                f"{seconds:.1f}s{self.held()}")
         self.next_pause = time.time() + self.pause_rng.expovariate(1 / self.args.pause_every)
 
     def cut(self) -> None:
@@ -130,8 +139,14 @@ class Chaos:
             self.fleet.cut(victim, mode, seconds)
             self.cuts += 1
             say(f"  CUT ({mode}) {victim.slot} ({victim.role}) pid {victim.pid} owned {owned} "
-                f"for {seconds:.1f}s")
+                f"for {seconds:.1f}s{self.held()}")
         self.next_cut = time.time() + self.cut_rng.expovariate(1 / self.args.partition_every)
+
+    def held(self) -> str:
+        """"; the provider holds N calls" in a +slow round, else ""."""
+        if self.provider is None:
+            return ""
+        return f"; the provider holds {self.provider.stats().get('in_flight')} calls"
 
     def pause_broker(self) -> None:
         assert self.broker is not None
@@ -157,11 +172,13 @@ class Chaos:
             self.fresh += 1
             slot = f"{victim.slot[0]}-f{self.fresh}"
         owned = sorted(victim.owned_at(time.time()))
+        in_flight = self.provider.stats().get("in_flight") if self.provider is not None else None
         self.fleet.kill(victim)
         self.kills.append(Kill(victim.killed_at or time.time(), victim.slot, victim.role, victim.pid,
-                               mode, delay, slot, owned, second))
+                               mode, delay, slot, owned, second, in_flight))
         say(f"  KILL -9 {victim.slot} ({victim.role}) pid {victim.pid} owned {owned}; "
-            f"{mode} -> {slot} in {delay:.1f}s")
+            f"{mode} -> {slot} in {delay:.1f}s"
+            + ("" if in_flight is None else f"; the provider held {in_flight} calls"))
         self.pending.append((time.time() + delay, slot, victim.role))
         self.restart_due()
 
@@ -175,8 +192,11 @@ class Chaos:
 def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
               seed: int) -> dict[str, Any]:
     """One round; its layout, kills and restarts follow from ``seed`` and ``k`` alone (the
-    inputs have a generator of their own), so that a seed replays a round's kill plan."""
+    inputs have a generator of their own), so that a seed replays a round's kill plan. A
+    layout "BASE+slow" adds the slow provider and waves of inputs whose model calls go to it
+    (``chaos.provider``)."""
     rng = random.Random(f"{seed}/{k}/kills")
+    base, _, variant = layout.partition("+")
     rdir = rundir / f"round-{k}-{layout}"
     rdir.mkdir(parents=True, exist_ok=True)
     effects = rdir / "effects.log"
@@ -184,6 +204,9 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
     app = f"chaos{k}x{uuid.uuid4().hex[:6]}"
     broker = None if args.bootstrap_servers else EmbeddedBroker().start()
     relay: Relay | None = None
+    provider: SlowProvider | None = None
+    provider_relay: Relay | None = None
+    arrivals = rdir / "provider-arrivals.jsonl"
     bootstrap: str = args.bootstrap_servers if broker is None else broker.bootstrap
     try:
         settings = load_settings(env={}, overrides={
@@ -199,17 +222,28 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
             # after its start, for 13.4 s).
             extra["EDDIES_CONNECT_TIMEOUT_MS"] = str(int((args.cut_for + 10) * 1000))
             relay = Relay(int(bootstrap.rpartition(":")[2])).start()
-        fleet = Fleet(settings, rdir, effects, args.concurrency, extra, relay)
-        for slot, role in layout_roles(layout, rng, args.split_roles):
+        if variant == "slow":
+            provider = SlowProvider(arrivals, (args.slow_delay_min, args.slow_delay_max),
+                                    random.Random(f"{seed}/{k}/provider").randrange(1 << 30))
+            extra[PROVIDER_ENV] = provider.base_url
+            if relay is not None:  # the workers reach it from their namespaces through this
+                provider_relay = Relay(provider.port).start()
+            say(f"  slow provider at {provider.base_url}: answers after "
+                f"{args.slow_delay_min}-{args.slow_delay_max} s; waves of {args.slow_wave} inputs "
+                f"every {args.slow_every} s over {args.slow_sessions} sessions")
+        fleet = Fleet(settings, rdir, effects, args.concurrency, extra, relay, provider_relay)
+        for slot, role in layout_roles(base, rng, args.split_roles):
             fleet.start(slot, role)
         monitor = OutputMonitor(settings)
         monitor.start()
+        waves = None if provider is None else Waves(
+            [f"k{k}p{i}" for i in range(args.slow_sessions)], args.slow_wave, args.slow_every)
         feeder = Feeder(settings, [f"k{k}s{i}" for i in range(args.sessions)],
-                        random.Random(f"{seed}/{k}/inputs"), args.mean_gap, MIX)
+                        random.Random(f"{seed}/{k}/inputs"), args.mean_gap, MIX, waves)
         chaos = Chaos(fleet, rng, args, random.Random(f"{seed}/{k}/pauses"),
                       random.Random(f"{seed}/{k}/cuts"),
                       None if broker is None else broker.process,
-                      random.Random(f"{seed}/{k}/broker-pauses"))
+                      random.Random(f"{seed}/{k}/broker-pauses"), provider)
         joined_by = time.time() + 90
         while time.time() < joined_by and not fleet.joined():
             time.sleep(0.5)
@@ -243,14 +277,20 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         time.sleep(1)
         monitor.halt.set()
         monitor.join(10)
+        provider_stats = {} if provider is None else provider.stats()
         evidence = gather(settings, {(s.session, s.run): s.body for s in feeder.sent}, effects,
-                          fleet.procs, chaos.crashes, missing)
+                          fleet.procs, chaos.crashes, missing,
+                          None if provider is None else arrivals)
         if missing:  # the broker goes with the round: keep the stuck sessions' story
             write_trail(settings, {session for session, _ in missing}, rdir / "stuck-trail.txt")
     finally:
         if relay is not None:
             fleet.close_namespaces()
             relay.stop()
+        if provider_relay is not None:
+            provider_relay.stop()
+        if provider is not None:
+            provider.stop()
         if broker is not None:
             if broker.process is not None:  # a paused broker would not hear its stop
                 broker.process.send_signal(signal.SIGCONT)
@@ -264,6 +304,8 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         "feeder_errors": feeder.errors, "feed_seconds": round(t_fed - t_start, 1),
         "drain_seconds": round(t_drained - t_fed, 1), **results,
         "pauses": chaos.pauses, "cuts": chaos.cuts, "broker_pauses": chaos.broker_pauses,
+        # The slow provider's counts: requests received, and the most held at once.
+        "provider": provider_stats,
         "kills": timing.stalls(chaos.kills, feeder.sent, monitor.seen, firsts, args.partitions, t_start),
         "latency_s": timing.latency(feeder.sent, firsts), "processes": evidence.processes,
     }
@@ -272,7 +314,7 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
 
 
 def summary_line(rep: dict[str, Any]) -> str:
-    one, fx, stuck, procs = (rep[name] for name in checks.INVARIANTS)
+    one, fx, stuck, procs, asked = (rep[name] for name in checks.INVARIANTS)
     stall = [r["victim_partitions_stall_s"] for r in rep["kills"]]
     numbers = [x for x in stall if isinstance(x, (int, float))]
     failed = [name for name in checks.INVARIANTS if not rep[name]["ok"]]
@@ -287,14 +329,28 @@ def summary_line(rep: dict[str, Any]) -> str:
             f"{len(procs['bad_exits'])} | kills {len(rep['kills'])}, pauses {rep['pauses']}, "
             f"cuts {rep.get('cuts', 0)}, broker pauses {rep.get('broker_pauses', 0)}, "
             f"longest stall {max(numbers) if numbers else None} s, never {stall.count('never')} | "
-            f"drain {rep['drain_seconds']} s, latency max {rep['latency_s']['max']} s")
+            f"drain {rep['drain_seconds']} s, latency max {rep['latency_s']['max']} s"
+            + _provider_part(rep, asked))
+
+
+def _provider_part(rep: dict[str, Any], asked: dict[str, Any]) -> str:
+    """The slow provider's part of a summary line ("" in a round without it)."""
+    stats = rep.get("provider") or {}
+    if not stats and not asked.get("requests"):
+        return ""
+    held = [k.get("provider_in_flight") for k in rep["kills"]]
+    return (f" | provider: peak {stats.get('peak')} in flight, held at the kills {held}, "
+            f"{asked['requests']} requests for {asked['slow_inputs']} slow inputs, asked again "
+            f"{asked['asked_again']}, asked after its outcome {asked['n_asked_after_outcome']}")
 
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m chaos", description=__doc__)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--round-seconds", type=float, default=120, help="of traffic and kills, per round")
-    ap.add_argument("--layouts", default="all,split", help="cycled over the rounds")
+    ap.add_argument("--layouts", default="all,split,all+slow",
+                    help="cycled over the rounds: all or split, +slow for the slow provider "
+                         "(model calls of 0.5-3 s, hundreds in flight)")
     ap.add_argument("--split-roles", default="random", choices=["random", "2o1e", "1o2e"],
                     help="split layout: 2 orchestrators + 1 executor, 1 + 2, or either at random")
     ap.add_argument("--partitions", type=int, default=6)
@@ -322,6 +378,15 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--drain-seconds", type=float, default=240,
                     help="at most, for the backlog after the traffic stops")
     ap.add_argument("--concurrency", type=int, default=8, help="each executor's call threads")
+    ap.add_argument("--slow-sessions", type=int, default=600,
+                    help="+slow rounds: sessions of the slow kind (one model call per input)")
+    ap.add_argument("--slow-wave", type=int, default=300,
+                    help="+slow rounds: slow inputs sent at once, to as many sessions")
+    ap.add_argument("--slow-every", type=float, default=6,
+                    help="+slow rounds: seconds between waves")
+    ap.add_argument("--slow-delay-min", type=float, default=0.5,
+                    help="+slow rounds: the provider's answers take this many seconds at least")
+    ap.add_argument("--slow-delay-max", type=float, default=3.0, help="... and at most")
     ap.add_argument("--outcome-wait-ms", type=int, default=None,
                     help="the workers' outcome_wait_ms (default: theirs, 60000)")
     ap.add_argument("--bootstrap-servers", default="",
@@ -346,6 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     rundir.mkdir(parents=True, exist_ok=True)
     say(f"campaign seed {seed}, results in {rundir}")
     layouts = args.layouts.split(",")
+    for layout in layouts:
+        base, _, variant = layout.partition("+")
+        if base not in BASES or variant not in VARIANTS:
+            parser().error(f"--layouts: {layout!r} is not all or split, with or without +slow")
     reports = []
     for k in range(1, args.rounds + 1):
         reports.append(run_round(k, layouts[(k - 1) % len(layouts)], args, rundir, seed))

@@ -1,4 +1,4 @@
-"""The campaign's four invariants, each over a round's :class:`~chaos.evidence.Evidence`.
+"""The campaign's five invariants, each over a round's :class:`~chaos.evidence.Evidence`.
 
 Pure functions (no broker, no files), so that crafted evidence tests them: a check that
 could not fail would make every campaign pass. Each returns a JSON-able report whose
@@ -160,8 +160,44 @@ def no_crash_no_dead_letter(ev: Evidence) -> dict[str, Any]:
             "suspicious_log_lines": ev.log_lines, "dlq_reasons": dict(ev.dlq_reasons)}
 
 
+def model_calls_not_asked_after_outcome(ev: Evidence) -> dict[str, Any]:
+    """In a ``+slow`` round, against the slow provider's log of requests: no model call was
+    asked after its OK outcome was journaled (a call without one may be asked again, by
+    whoever took it over from a worker killed, paused or cut off while it waited: model
+    calls are idempotent; a call with one is answered from the journal), and every slow
+    input answered as expected was asked at least once (the answer came from the provider).
+    Vacuous (ok) in a round without the provider."""
+    done: dict[Run, float] = {}  # the first OK outcome of each run's model calls, journaled at
+    for call in ev.calls.values():
+        if call.kind != "CHAT_MODEL":
+            continue
+        for status, t in zip(call.outcomes, call.outcome_times, strict=False):
+            if status == "OK":
+                r = (call.session, call.run)
+                done[r] = min(done.get(r, t), t)
+    asked = Counter((session, run) for _, session, run in ev.provider_requests)
+    after = [{"session": session, "run": run, "asked_at": t, "outcome_at": done[(session, run)]}
+             for t, session, run in ev.provider_requests
+             if (session, run) in done and t > done[(session, run)]]
+    slow = {r for r, body in ev.inputs.items() if body.get("kind") == "slow"}
+    unasked = sorted(r for r in slow & set(ev.answers) if r not in asked and any(
+        a.error is None and a.output == expected_output(ev.inputs[r]) for a in ev.answers[r].values()))
+    again = {f"{r[0]} run {r[1]}": n for r, n in asked.items() if n > 1}
+    return {
+        "ok": not after and not unasked,
+        "requests": len(ev.provider_requests), "slow_inputs": len(slow), "calls_asked": len(asked),
+        "asked_with_ok_outcome": sum(1 for r in asked if r in done),
+        # Asked more than once before an outcome: the price of a crash for an idempotent call.
+        "asked_again": sum(n - 1 for n in asked.values()), "runs_asked_again": len(again),
+        "asked_again_most": max(again.values(), default=0),
+        "asked_after_outcome": after[:30], "n_asked_after_outcome": len(after),
+        "answered_without_request": unasked[:30], "n_answered_without_request": len(unasked),
+    }
+
+
 INVARIANTS = {"exactly_one_answer": exactly_one_answer, "side_effects_once": side_effects_once,
-              "no_stuck_session": no_stuck_session, "no_crash_no_dead_letter": no_crash_no_dead_letter}
+              "no_stuck_session": no_stuck_session, "no_crash_no_dead_letter": no_crash_no_dead_letter,
+              "model_calls_not_asked_after_outcome": model_calls_not_asked_after_outcome}
 
 
 def check(ev: Evidence) -> dict[str, dict[str, Any]]:

@@ -17,6 +17,7 @@ from eddies.events import DecodeError, DurableCallRequest, DurableCallResult, Ou
 
 from .agents import KEYED_BY_INPUT
 from .fleet import Proc
+from .provider import read_arrivals
 
 #: Log lines worth a look even when every invariant held.
 SUSPICIOUS = re.compile(
@@ -55,8 +56,11 @@ class Call:
     sent: list[str] = field(default_factory=list)
     #: Its started marks on APP.journal, in order: (claimant "instance|incarnation", record time).
     marks: list[tuple[str, float]] = field(default_factory=list)
-    #: Its journaled outcomes' statuses.
+    #: Its journaled outcomes' statuses, and their record times.
     outcomes: list[str] = field(default_factory=list)
+    outcome_times: list[float] = field(default_factory=list)
+    #: What it calls (the request's CallKind: FUNCTION, TOOL, CHAT_MODEL, ...).
+    kind: str = ""
 
 
 @dataclass
@@ -86,6 +90,8 @@ class Evidence:
     #: Per call id, how many times a worker logged answering it UNKNOWN after waiting for
     #: another worker's outcome (a request issued again is answered from the journal).
     waited_unknown: Counter[str] = field(default_factory=Counter)
+    #: The slow provider's requests of a ``+slow`` round: (arrival time, session, run).
+    provider_requests: list[tuple[float, str, int]] = field(default_factory=list)
 
 
 def read_effects(path: Path) -> list[Effect]:
@@ -99,8 +105,9 @@ def read_effects(path: Path) -> list[Effect]:
 
 def gather(settings: Settings, inputs: dict[Run, dict[str, Any]], effects_file: Path,
            procs: list[Proc], crashes: list[dict[str, Any]],
-           missing_after_drain: list[Run]) -> Evidence:
-    """Read the round's topics, effects and logs (every worker has stopped)."""
+           missing_after_drain: list[Run], provider_arrivals: Path | None = None) -> Evidence:
+    """Read the round's topics, effects and logs (every worker has stopped), and the slow
+    provider's log of requests (``provider_arrivals``) in a ``+slow`` round."""
     names = TopicNames(settings.app)
     answers: dict[Run, dict[str, Answer]] = defaultdict(dict)
     records: Counter[Run] = Counter()
@@ -132,7 +139,8 @@ def gather(settings: Settings, inputs: dict[Run, dict[str, Any]], effects_file: 
             if p.kind.value == "FUNCTION" and KEYED_BY_INPUT in p.target:
                 key = str(json.loads(p.args)["args"][0])
             calls.setdefault((p.call_id, p.attempt), Call(
-                p.call_id, p.attempt, e.session_id, e.run, p.target, p.idempotent, key))
+                p.call_id, p.attempt, e.session_id, e.run, p.target, p.idempotent, key,
+                kind=p.kind.value))
         elif isinstance(p, DurableCallResult):
             applied[(p.call_id, p.attempt)].append(p.status.value)
     for ref, statuses in applied.items():
@@ -158,6 +166,7 @@ def gather(settings: Settings, inputs: dict[Run, dict[str, Any]], effects_file: 
         if kind == "start":
             call.marks.append((value.decode(errors="replace"), m.timestamp()[1] / 1000))
         else:
+            call.outcome_times.append(m.timestamp()[1] / 1000)
             try:
                 result = decode(value).payload
                 call.outcomes.append(result.status.value if isinstance(result, DurableCallResult)
@@ -181,7 +190,9 @@ def gather(settings: Settings, inputs: dict[Run, dict[str, Any]], effects_file: 
                     other_output_types=other, calls=calls, effects=read_effects(effects_file),
                     processes=[p.info() for p in procs], crashes=crashes,
                     missing_after_drain=missing_after_drain, dlq_reasons=dlq, log_lines=lines,
-                    waited_unknown=waited)
+                    waited_unknown=waited,
+                    provider_requests=[] if provider_arrivals is None
+                    else read_arrivals(provider_arrivals))
 
 
 def write_trail(settings: Settings, sessions: set[str], path: Path) -> None:

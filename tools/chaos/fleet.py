@@ -125,10 +125,14 @@ class Fleet:
     """Every worker process of a round, alive or not."""
 
     def __init__(self, settings: Settings, rundir: Path, effects: Path, concurrency: int,
-                 extra_env: dict[str, str] | None = None, relay: Relay | None = None) -> None:
+                 extra_env: dict[str, str] | None = None, relay: Relay | None = None,
+                 provider_relay: Relay | None = None) -> None:
         self.settings = settings
         #: With network cuts: each worker in a namespace of its own, its traffic through this.
         self.relay = relay
+        #: And its slow provider's traffic (a +slow round) through this one, never cut: a
+        #: cut is of the broker (the group and the journal), while its model calls go on.
+        self.provider_relay = provider_relay
         self.rundir = rundir
         self.effects = effects
         self.concurrency = concurrency
@@ -146,7 +150,9 @@ class Fleet:
         netns = None
         if self.relay is not None:
             port = int(s.bootstrap_servers.rpartition(":")[2])
-            netns = Namespace.make(port, self.relay.listen(logf.stem))
+            also = (() if self.provider_relay is None else
+                    ((self.provider_relay.broker_port, self.provider_relay.listen(logf.stem)),))
+            netns = Namespace.make(port, self.relay.listen(logf.stem), also)
             command = netns.wrap(command)
         with logf.open("ab") as out:
             popen = subprocess.Popen(command, cwd=str(ROOT), env=env, stdout=out,

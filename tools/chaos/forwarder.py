@@ -16,7 +16,7 @@ def main() -> None:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
-    listener.listen(64)
+    listener.listen(1024)  # hundreds of model-call connections at once in a +slow round
     sel.register(listener, selectors.EVENT_READ, None)
     peers: dict[socket.socket, socket.socket] = {}
     while True:

@@ -106,7 +106,8 @@ class Relay:
                     path.unlink()
                 listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 listener.bind(str(path))
-                listener.listen(64)
+                # A worker opens hundreds of model-call connections at once in a +slow round.
+                listener.listen(1024)
                 listener.setblocking(False)
                 self._workers[name] = _Worker(name, listener)
                 self._sel.register(listener, selectors.EVENT_READ, ("accept", name))
@@ -203,6 +204,8 @@ class Relay:
         except OSError:
             data = b""
         if not data:
+            # The peer is done (an HTTP/1.0 answer ends so): what it sent last goes on first.
+            self._drain(link)
             self._close(link)
             if link in w.links:
                 w.links.remove(link)
@@ -230,6 +233,16 @@ class Relay:
             events = selectors.EVENT_READ | (selectors.EVENT_WRITE if buf else 0)
             with contextlib.suppress(KeyError, ValueError, OSError):
                 self._sel.modify(sock, events, self._sel.get_key(sock).data)
+
+    def _drain(self, link: _Link) -> None:
+        """Send what ``link`` still holds for either side, waiting for it up to a second."""
+        for sock, buf in link.pending.items():
+            if not buf:
+                continue
+            with contextlib.suppress(OSError):
+                sock.settimeout(1.0)
+                sock.sendall(bytes(buf))
+            buf.clear()
 
     def _hold(self, link: _Link) -> None:
         """Stop reading ``link`` (so the selector does not spin on it)."""
@@ -262,9 +275,14 @@ class Namespace:
 
     holder: subprocess.Popen[bytes]
     forwarder: subprocess.Popen[bytes]
+    #: Forwarders of other ports (the slow provider's), each to a relay of its own.
+    others: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @classmethod
-    def make(cls, broker_port: int, unix_path: Path) -> Namespace:
+    def make(cls, broker_port: int, unix_path: Path,
+             also: tuple[tuple[int, Path], ...] = ()) -> Namespace:
+        """The namespace, its forwarder of ``broker_port`` to ``unix_path``, and one more
+        forwarder of each (port, Unix socket) of ``also``."""
         holder = subprocess.Popen(["unshare", "-n", "sleep", "infinity"])
         netns = f"/proc/{holder.pid}/ns/net"
         for _ in range(100):  # until unshare has made it
@@ -272,12 +290,14 @@ class Namespace:
                 break
             time.sleep(0.01)
         subprocess.run(["nsenter", f"--net={netns}", "ip", "link", "set", "lo", "up"], check=True)
-        forwarder = subprocess.Popen(
+        forwarders = [subprocess.Popen(
             ["nsenter", f"--net={netns}", sys.executable, "-m", "chaos.forwarder",
-             str(broker_port), str(unix_path)],
+             str(port), str(path)],
             env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
-        ns = cls(holder, forwarder)
-        ns.wait_listening(broker_port)
+            for port, path in ((broker_port, unix_path), *also)]
+        ns = cls(holder, forwarders[0], forwarders[1:])
+        for port, _ in ((broker_port, unix_path), *also):
+            ns.wait_listening(port)
         return ns
 
     def wrap(self, command: list[str]) -> list[str]:
@@ -294,7 +314,7 @@ class Namespace:
         raise RuntimeError("the namespace's forwarder does not listen")
 
     def close(self) -> None:
-        for proc in (self.forwarder, self.holder):
+        for proc in (self.forwarder, *self.others, self.holder):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(5)

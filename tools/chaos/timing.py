@@ -25,6 +25,7 @@ class Kill:
     restart_slot: str
     owned: list[int] = field(default_factory=list)  # partitions the victim owned
     second: bool = False  # a second kill soon after another
+    provider_in_flight: int | None = None  # model calls the slow provider held (+slow rounds)
 
 
 def stalls(kills: list[Kill], sent: list[Sent], seen: list[Seen], firsts: dict[tuple[str, int], float],
@@ -47,6 +48,7 @@ def stalls(kills: list[Kill], sent: list[Sent], seen: list[Seen], firsts: dict[t
             "t": round(kill.t - t_start, 1), "victim": kill.slot, "role": kill.role, "pid": kill.pid,
             "mode": kill.mode, "restart_after": round(kill.restart_after, 1),
             "restart_slot": kill.restart_slot, "second": kill.second, "owned": kill.owned,
+            "provider_in_flight": kill.provider_in_flight,
             "pending_partitions": dict(pending), "first_answer_after_kill": waits,
             "victim_partitions_stall_s": "never" if None in victim
             else max((w for w in victim if w is not None), default=None),

@@ -32,17 +32,33 @@ class Sent:
     delivered: bool = False
 
 
+@dataclass
+class Waves:
+    """Inputs of the "slow" kind (one model call to the slow provider each), ``size`` at a
+    time every ``every`` seconds, to the next ``size`` of ``sessions`` in turn: hundreds of
+    calls in flight at once after each wave, at an average rate the 2-core machine keeps
+    up with (a steady rate would need ~170 inputs a second for 300 calls of 1.75 s in
+    flight), as bursty traffic does."""
+
+    sessions: list[str]
+    size: int
+    every: float
+
+
 class Feeder(threading.Thread):
-    """Produces inputs to random sessions at random intervals until halted."""
+    """Produces inputs to random sessions at random intervals until halted (and, with
+    ``waves``, slow inputs in waves between them)."""
 
     def __init__(self, settings: Settings, sessions: list[str], rng: random.Random, mean_gap: float,
-                 mix: dict[str, float]) -> None:
+                 mix: dict[str, float], waves: Waves | None = None) -> None:
         super().__init__(daemon=True, name="feeder")
         self.settings = settings
         self.sessions = sessions
         self.rng = rng
         self.mean_gap = mean_gap
         self.mix = mix
+        self.waves = waves
+        self.waves_sent = 0
         self.halt = threading.Event()
         self.sent: list[Sent] = []
         self.counts: Counter[str] = Counter()
@@ -58,27 +74,45 @@ class Feeder(threading.Thread):
     def run(self) -> None:
         prod = producer(self.settings)
         topic = TopicNames(self.settings.app).input
+        next_wave = time.time()
         while not self.halt.is_set():
+            if self.waves is not None and time.time() >= next_wave:
+                self.wave(prod, topic, self.waves)
+                next_wave += self.waves.every
             session = self.rng.choice(self.sessions)
             n = self.counts[session]
             self.counts[session] += 1
-            body = self.body(session, n)
-            item = Sent(session, n + 1, body["kind"], body, time.time())
-
-            def report(err: KafkaError | None, _msg: Message, item: Sent = item) -> None:
-                if err is not None:
-                    self.errors.append(f"{item.session} run {item.run}: {err}")
-                else:
-                    item.delivered = True
-
-            prod.produce(topic, encode(input_event(session, json.dumps(body))), session.encode(),
-                         headers=HEADERS, on_delivery=report)
-            self.sent.append(item)
-            prod.poll(0)
+            self.send(prod, topic, session, n, self.body(session, n))
             self.halt.wait(self.rng.expovariate(1 / self.mean_gap))
         left = prod.flush(60)
         if left:
             self.errors.append(f"{left} inputs not flushed")
+
+
+    def wave(self, prod: Any, topic: str, waves: Waves) -> None:
+        """The next ``waves.size`` slow sessions get an input each (the same sessions every
+        ``len(sessions) / size`` waves: a session's next input may find its last unanswered)."""
+        first = self.waves_sent * waves.size
+        self.waves_sent += 1
+        for i in range(first, first + waves.size):
+            session = waves.sessions[i % len(waves.sessions)]
+            n = self.counts[session]
+            self.counts[session] += 1
+            self.send(prod, topic, session, n, {"kind": "slow", "ref": f"{session}/{n}"})
+
+    def send(self, prod: Any, topic: str, session: str, n: int, body: dict[str, Any]) -> None:
+        item = Sent(session, n + 1, body["kind"], body, time.time())
+
+        def report(err: KafkaError | None, _msg: Message, item: Sent = item) -> None:
+            if err is not None:
+                self.errors.append(f"{item.session} run {item.run}: {err}")
+            else:
+                item.delivered = True
+
+        prod.produce(topic, encode(input_event(session, json.dumps(body))), session.encode(),
+                     headers=HEADERS, on_delivery=report)
+        self.sent.append(item)
+        prod.poll(0)
 
 
 @dataclass

@@ -418,3 +418,31 @@ def test_a_claim_lost_to_a_process_taken_for_dead_is_decided_by_the_journals_fir
     answers = [decode(v or b"").payload for t, v, _ in sink.records if t == "t.input"]
     assert [(a.status, a.value) for a in answers] == [(CallStatus.OK, '"booked"')]  # type: ignore[union-attr]
     assert executor.counters.get("claims_lost") == 1
+
+
+def test_a_mark_delivered_without_its_offset_is_found_by_its_token_in_the_journal() -> None:
+    """A started mark whose delivery report names no offset (a send retried after a network
+    cut, which the broker already had) is known by the claimant's token once the journal
+    tail reads the call's first mark: its offset if the mark is this process's, else -1 (the
+    claim is lost). Before, the offset's None reached a comparison and stopped the worker."""
+    import threading
+
+    from eddies.connectors.kafka.claiming import UNREPORTED, _Mark
+
+    mark = _Mark()
+    mark.report(None, SimpleNamespace(offset=lambda: None))
+    assert mark.delivered.is_set() and mark.offset == UNREPORTED and mark.error is None
+    me, other = Claimant("slot-1", "aaaa"), Claimant("slot-2", "bbbb")
+    ref = ("s:r1:i1:c0", 1)
+    for first, found in [(me, 7), (other, -1)]:
+        tail = SimpleNamespace(lock=threading.Condition(), view=JournalView())
+
+        def read_later(token: bytes = first.token, tail: Any = tail) -> None:
+            time.sleep(0.2)
+            with tail.lock:
+                tail.view.apply(started_key(*ref), token, 7)
+                tail.lock.notify_all()
+
+        threading.Thread(target=read_later).start()
+        claims: Any = SimpleNamespace(tail=tail, claimant=me)
+        assert CallClaims._own_mark(claims, ref) == found

@@ -36,7 +36,8 @@ def _agent(primary: Any, fallbacks: tuple[str, ...] = ("backup",)) -> Asks:
     agent = Asks(config={"retry": {"CHAT_MODEL": {"max_attempts": 2, "base_delay_ms": 1}}})
     agent.add_resource("main", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(primary))
     agent.add_resource("spare", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(answers))
-    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("main", model="m1", fallbacks=fallbacks))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("main", model="m1", fallbacks=fallbacks))
     agent.add_resource("backup", ResourceType.CHAT_MODEL, ChatModelSetup("spare", model="m2"))
     return agent
 

@@ -3,6 +3,7 @@ not fail would pass whatever the workers did."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -142,3 +143,35 @@ def test_a_call_waited_for_and_answered_unknown_twice_is_reported_not_failed() -
     report = checks.side_effects_once(ev)
     assert report["ok"] and report["unknown_waited_twice"] == ["s:r1:i1:c0"]
     assert report["unknown_sent_twice"] == 1
+
+
+def slow_round(requests: list[tuple[float, str, int]]) -> Evidence:
+    """A +slow round's evidence: slow input p run 1, its model call's OK outcome journaled at
+    1010.0 by a worker that was killed before it (w1 asked again at 1008.0), and the
+    provider's log of requests ``requests``."""
+    slow = {"kind": "slow", "ref": "p/0"}
+    ev = evidence()
+    ev.inputs[("p", 1)] = slow
+    ev.answers[("p", 1)] = {"out-p": Answer(f"The result is {json.dumps(slow)}.", None)}
+    ev.calls[("p:r1:i1:c0", 1)] = Call("p:r1:i1:c0", 1, "p", 1, "slow", True, "p:r1:i1:c0",
+                                       applied=["OK"], sent=["OK"], marks=[("w0|aa", 999.0)],
+                                       outcomes=["OK"], outcome_times=[1010.0], kind="CHAT_MODEL")
+    ev.provider_requests = requests
+    return ev
+
+
+def test_a_model_call_asked_again_before_its_outcome_passes_after_it_fails() -> None:
+    again = slow_round([(999.1, "p", 1), (1008.0, "p", 1)])
+    assert failed(again) == []
+    report = checks.model_calls_not_asked_after_outcome(again)
+    assert (report["asked_again"], report["asked_with_ok_outcome"]) == (1, 1)
+    late = slow_round([(999.1, "p", 1), (1011.5, "p", 1)])
+    assert failed(late) == ["model_calls_not_asked_after_outcome"]
+    assert checks.model_calls_not_asked_after_outcome(late)["asked_after_outcome"] == [
+        {"session": "p", "run": 1, "asked_at": 1011.5, "outcome_at": 1010.0}]
+
+
+def test_a_slow_answer_the_provider_was_never_asked_for_fails() -> None:
+    ev = slow_round([])
+    assert failed(ev) == ["model_calls_not_asked_after_outcome"]
+    assert checks.model_calls_not_asked_after_outcome(ev)["answered_without_request"] == [("p", 1)]
