@@ -61,34 +61,42 @@ class ChatModelHandle:
         """Ask the model; returns its message (usage in ``extra_args["usage"]``). A call
         that fails after its retries asks the setup's ``fallbacks`` in turn; the error of
         the last is raised."""
-        for name, setup in self._models():
+        spec = chat_spec(self.name, self.setup, messages, arguments)
+        try:
+            return self._reply(spec, self._site.call_now(spec))
+        except DurableCallError:
+            if not self.setup.fallbacks:
+                raise
+        for name, setup in self._fallbacks():
             spec = chat_spec(name, setup, messages, arguments)
             try:
                 return self._reply(spec, self._site.call_now(spec))
             except DurableCallError:
-                if name == self._last:
+                if name == self.setup.fallbacks[-1]:
                     raise
-        raise AssertionError("unreachable: the last model's error was raised")
+        raise AssertionError("unreachable: the last fallback's error was raised")
 
     async def chat_async(self, messages: list[ChatMessage] | list[Any], **arguments: Any) -> ChatMessage:
         """Awaitable form of :meth:`chat`, for ``async def`` actions. ``messages`` may also
         be messages as the JSON objects they are saved as (in memory, say)."""
-        for name, setup in self._models():
+        spec = chat_spec(self.name, self.setup, messages, arguments)
+        try:
+            return self._reply(spec, await CallAwaitable(self._site, [spec], batch=False))
+        except DurableCallError:
+            if not self.setup.fallbacks:
+                raise
+        for name, setup in self._fallbacks():
             spec = chat_spec(name, setup, messages, arguments)
             try:
                 return self._reply(spec, await CallAwaitable(self._site, [spec], batch=False))
             except DurableCallError:
-                if name == self._last:
+                if name == self.setup.fallbacks[-1]:
                     raise
-        raise AssertionError("unreachable: the last model's error was raised")
+        raise AssertionError("unreachable: the last fallback's error was raised")
 
-    @property
-    def _last(self) -> str:
-        return self.setup.fallbacks[-1] if self.setup.fallbacks else self.name
-
-    def _models(self) -> list[tuple[str, ChatModelSetup]]:
-        """This model, then its fallbacks (the plan checked they are CHAT_MODEL resources)."""
-        return [(self.name, self.setup), *((f, self._site.plan.chat_model(f)) for f in self.setup.fallbacks)]
+    def _fallbacks(self) -> list[tuple[str, ChatModelSetup]]:
+        """The setup's fallbacks (the plan checked they are CHAT_MODEL resources)."""
+        return [(f, self._site.plan.chat_model(f)) for f in self.setup.fallbacks]
 
     def call_tools_async(self, tool_calls: list[ToolCall]) -> Coroutine[Any, Any, list[ToolResult]]:
         """Run the tool calls this model asked for: ``ctx.call_tools_async(name, ...)``."""

@@ -7,6 +7,8 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from eddies.connectors.execution.calls import result_event
 from eddies.connectors.journal.claims import Claim, Claimant
 from eddies.connectors.journal.reading import JournalView
@@ -375,11 +377,30 @@ def test_an_outcome_journaled_while_the_call_ran_is_the_answer() -> None:
     executor.owned = {0, 1}
     request = _idempotent_call("s1")
     ref = ("s1:r1:i1:c0", 1)
-    executor.tail.view.outcomes[ref] = encode(result_event(request, CallStatus.UNKNOWN))
+
+    def decided_while_it_runs(req: Any, scope: Any) -> int:
+        executor.tail.view.outcomes[ref] = encode(result_event(request, CallStatus.UNKNOWN))
+        return 3
+
+    executor._per_thread.performer = SimpleNamespace(perform=decided_while_it_runs)
     executor.perform(request, None, 0)
     assert [t for t, _, _ in sink.records] == ["t.input"]  # nothing journaled
     assert decode(sink.records[0][1] or b"").payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
     assert executor.counters.get("outcomes_superseded") == 1
+
+
+def test_an_idempotent_call_answered_while_it_waited_to_start_is_not_made() -> None:
+    """Decided while it waited for a thread (the session's previous owner journaled its
+    outcome since it was dispatched): answered from the journal, not performed."""
+    executor, sink = _local_executor()
+    executor.owned = {0, 1}
+    request = _idempotent_call("s1")
+    executor.tail.view.outcomes[("s1:r1:i1:c0", 1)] = encode(result_event(request, CallStatus.OK, "3"))
+    executor._per_thread.performer = SimpleNamespace(perform=lambda req, scope: pytest.fail("performed"))
+    executor.perform(request, None, 0)
+    assert [t for t, _, _ in sink.records] == ["t.input"]  # nothing journaled, the outcome sent
+    assert decode(sink.records[0][1] or b"").payload.value == "3"  # type: ignore[union-attr]
+    assert executor.counters.get("results_resent") == 1
 
 
 def test_a_claim_lost_to_a_process_taken_for_dead_is_decided_by_the_journals_first_outcome() -> None:
