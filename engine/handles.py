@@ -64,17 +64,17 @@ class ChatModelHandle:
         spec = chat_spec(self.name, self.setup, messages, arguments)
         try:
             return self._reply(spec, self._site.call_now(spec))
-        except DurableCallError:
+        except DurableCallError as err:
             if not self.setup.fallbacks:
                 raise
+            last = err
         for name, setup in self._fallbacks():
             spec = chat_spec(name, setup, messages, arguments)
             try:
                 return self._reply(spec, self._site.call_now(spec))
-            except DurableCallError:
-                if name == self.setup.fallbacks[-1]:
-                    raise
-        raise AssertionError("unreachable: the last fallback's error was raised")
+            except DurableCallError as err:
+                last = err
+        raise last
 
     async def chat_async(self, messages: list[ChatMessage] | list[Any], **arguments: Any) -> ChatMessage:
         """Awaitable form of :meth:`chat`, for ``async def`` actions. ``messages`` may also
@@ -82,17 +82,17 @@ class ChatModelHandle:
         spec = chat_spec(self.name, self.setup, messages, arguments)
         try:
             return self._reply(spec, await CallAwaitable(self._site, [spec], batch=False))
-        except DurableCallError:
+        except DurableCallError as err:
             if not self.setup.fallbacks:
                 raise
+            last = err
         for name, setup in self._fallbacks():
             spec = chat_spec(name, setup, messages, arguments)
             try:
                 return self._reply(spec, await CallAwaitable(self._site, [spec], batch=False))
-            except DurableCallError:
-                if name == self.setup.fallbacks[-1]:
-                    raise
-        raise AssertionError("unreachable: the last fallback's error was raised")
+            except DurableCallError as err:
+                last = err
+        raise last
 
     def _fallbacks(self) -> list[tuple[str, ChatModelSetup]]:
         """The setup's fallbacks (the plan checked they are CHAT_MODEL resources)."""

@@ -65,3 +65,15 @@ def test_a_fallback_is_another_chat_model_of_the_agent() -> None:
     for wrong in (("nope",), ("main",), ("llm",)):
         with pytest.raises(PlanError, match=f"fallback {wrong[0]!r} is not another CHAT_MODEL"):
             AgentPlan.compile(_agent(answers, wrong))
+
+
+def test_when_every_model_fails_the_run_fails_with_the_last_ones_error() -> None:
+    from eddies.connectors.local import RunFailedError
+
+    agent = _agent(down)
+    agent.resources = [r if r.name != "spare" else type(r)(r.name, r.type, ScriptedChatModel(down))
+                       for r in agent.resources]
+    runner = LocalRunner(agent)
+    with pytest.raises(RunFailedError, match="provider down"):
+        runner.run([("s1", "hi")])
+    assert _model_calls(runner) == [("llm", 1), ("llm", 2), ("backup", 1), ("backup", 2)]
