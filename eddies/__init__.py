@@ -74,6 +74,7 @@ from eddies.events import (
 if TYPE_CHECKING:
     from eddies.connectors.local import LocalRunner, RunFailedError
     from eddies.connectors.models.embeddings import LiteLLMEmbeddingModel, OfflineEmbeddingModel
+    from eddies.connectors.models.provider_limits import ProviderLimits
     from eddies.connectors.models.scripted import ScriptedChatModel
     from eddies.connectors.remote.external_subagents import A2ASubagentSetup, HttpSubagentSetup
     from eddies.connectors.skills.toolset import Skills
@@ -92,6 +93,7 @@ _LAZY = {
     "LocalRunner": "eddies.connectors.local",
     "OfflineEmbeddingModel": "eddies.connectors.models.embeddings",
     "PgVectorStore": "eddies.connectors.stores.pgvector",
+    "ProviderLimits": "eddies.connectors.models.provider_limits",
     "RunFailedError": "eddies.connectors.local",
     "ScriptedChatModel": "eddies.connectors.models.scripted",
     "Skills": "eddies.connectors.skills.toolset",
@@ -145,6 +147,7 @@ __all__ = [
     "PgVectorStore",
     "PlanError",
     "Prompt",
+    "ProviderLimits",
     "RagAgent",
     "RagOptions",
     "ReActAgent",

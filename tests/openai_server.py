@@ -87,6 +87,8 @@ class OpenAIServer:
         # Requests being answered now, and the most at once (what a slow provider holds).
         self.in_flight = 0
         self.peak = 0
+        # When each request came (time.monotonic()), in order.
+        self.arrived: list[float] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -194,6 +196,7 @@ class OpenAIServer:
         arrived = time.time()
         with self._lock:
             self.requests.append(body)
+            self.arrived.append(time.monotonic())
             if self.log_path and "messages" in body:
                 with open(self.log_path, "a") as fh:
                     fh.write(json.dumps(body["messages"], sort_keys=True) + "\n")

@@ -30,6 +30,7 @@ from eddies.connectors.declarative.references import env_name, import_target, re
 from eddies.connectors.declarative.sql_options import With, json_list, option_at, read_text
 from eddies.connectors.declarative.sql_parse import Name, Statement
 from eddies.connectors.declarative.sql_subagents import HttpEndpoint
+from eddies.connectors.models.provider_limits import LIMIT_KEYS
 from eddies.engine import (
     A2aServer,
     A2aTool,
@@ -51,7 +52,7 @@ VECTOR_STORE_TYPES = {"embedded": "eddies.connectors.stores.embedded:EmbeddedVec
                       "pgvector": "eddies.connectors.stores.pgvector:PgVectorStore"}
 #: The options a connection written inside its model gives that connection.
 CONNECTION_OPTIONS = ("endpoint", "api_key", "timeout", "responder", "input_cost_per_token",
-                      "output_cost_per_token", "media")
+                      "output_cost_per_token", "media", *LIMIT_KEYS)
 _PASSWORD = re.compile(r"://[^/@:]*:[^/@]+@|password\s*=", re.I)
 
 
@@ -159,12 +160,19 @@ def model_connection(stmt: Statement, opts: With, provider: str) -> Any:
 
     key = opts.text("api_key", secret=True)
     prices = [opts.number(k, -1.0) for k in ("input_cost_per_token", "output_cost_per_token")]
+    limits = {k: opts.number(k, 0.0) for k in LIMIT_KEYS}
+    for k, v in limits.items():
+        if v < 0 or (k == "calls_at_once" and not v.is_integer()):
+            raise DefinitionError(f"{stmt.with_at or stmt.at}: {k}: expected a positive "
+                                  f"{'whole ' if k == 'calls_at_once' else ''}number, got {v:g}")
     conn = LiteLLMChatModel(api_base=opts.text("endpoint"), timeout=opts.number("timeout", 120.0),
                             api_key=None if key is None else read_env(key, stmt.at),
                             input_cost_per_token=prices[0] if prices[0] >= 0 else None,
                             output_cost_per_token=prices[1] if prices[1] >= 0 else None,
-                            media=opts.flag("media", True))
-    opts.finish("type, endpoint, api-key, timeout, input_cost_per_token, output_cost_per_token, media")
+                            media=opts.flag("media", True),
+                            limits={k: v for k, v in limits.items() if v > 0} or None)
+    opts.finish("type, endpoint, api-key, timeout, input_cost_per_token, output_cost_per_token, "
+                f"media, {', '.join(LIMIT_KEYS)}")
     return conn
 
 

@@ -128,7 +128,7 @@ def made_from_clazz(parent: Seq, i: int, item: Any, aliases: dict[str, str], wha
         extras["blob_store"] = blob_folder(text(entry, "blob_store"))
     try:
         return text(entry, "name", required=True), target(**extras)
-    except TypeError as err:
+    except (TypeError, ValueError) as err:  # a key it does not take, a value it refuses
         raise DefinitionError(f"{entry.where}: {clazz}: {err}") from None
 
 

@@ -3,13 +3,19 @@ on an event loop of their own thread: a call that waits seconds on a provider ho
 (some kilobytes), not a thread, so one process holds thousands at once. Sync calls keep the
 executor's call threads.
 
-At most ``limit`` run at once (``max_calls_in_flight``); the others wait in order, as
-tasks, for a place. Example::
+At most ``limit`` are made at once (``max_calls_in_flight``): a call takes a place
+first; the others wait in order, as tasks. Example::
 
     calls = CallLoop(limit=4096)
-    calls.submit(lambda: perform(request))       # from any thread; perform is ``async def``
+
+    async def perform() -> None:
+        ...                                       # wait for the provider, then:
+        async with calls.place():
+            await make_the_call()
+
+    calls.submit(perform)                         # from any thread
     calls.running                                 # how many hold a place now
-    calls.close()                                 # waits for those that run, then stops
+    calls.close()                                 # waits for those submitted, then stops
 
 The HTTP clients under it pool connections per host: litellm's (aiohttp) holds 500 per
 host unless ``AIOHTTP_CONNECTOR_LIMIT_PER_HOST`` says more, read when litellm is imported:
@@ -19,46 +25,15 @@ host unless ``AIOHTTP_CONNECTOR_LIMIT_PER_HOST`` says more, read when litellm is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 #: What makes the coroutine of one call; it handles its own errors (an error that escapes
 #: it is a bug: ``failed`` is told).
 CallFactory = Callable[[], Coroutine[Any, Any, None]]
-
-
-class ProviderHolds:
-    """Providers that asked to be left alone until some time (a 429 or 503 with
-    Retry-After), by name: every call to one waits, before it starts, until then. Used on
-    the loop's thread only. Example::
-
-        holds = ProviderHolds()
-        holds.hold("openai", 2.0)       # its answer said Retry-After: 2
-        await holds.clear("openai")     # returns after those 2 s
-    """
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._until: dict[str, float] = {}
-
-    def hold(self, provider: str, seconds: float) -> None:
-        """Calls to ``provider`` wait ``seconds`` from now (a later hold stands)."""
-        self._until[provider] = max(self._until.get(provider, 0.0), self._clock() + seconds)
-
-    def held(self, provider: str) -> float:
-        """Seconds left of ``provider``'s hold (0: none)."""
-        return max(0.0, self._until.get(provider, 0.0) - self._clock())
-
-    async def clear(self, provider: str) -> float:
-        """Wait until ``provider`` is not held; the seconds waited."""
-        waited = 0.0
-        while (left := self.held(provider)) > 0:
-            await asyncio.sleep(left)
-            waited += left
-        return waited
 
 
 def size_pools(limit: int) -> None:
@@ -89,22 +64,32 @@ class CallLoop:
         """Run ``call()`` on the loop when a place is free (thread-safe; returns at once)."""
         self._loop.call_soon_threadsafe(self._start, call)
 
+    def call(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on the loop's thread soon (thread-safe; returns at once)."""
+        self._loop.call_soon_threadsafe(fn)
+
     def _start(self, call: CallFactory) -> None:
-        task = self._loop.create_task(self._placed(call))
+        task = self._loop.create_task(self._guarded(call))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _placed(self, call: CallFactory) -> None:
+    async def _guarded(self, call: CallFactory) -> None:
+        try:
+            await call()
+        except asyncio.CancelledError:  # the loop stops
+            raise
+        except BaseException as err:  # the loop goes on; its owner decides
+            self.failed(err)
+
+    @contextlib.asynccontextmanager
+    async def place(self) -> AsyncIterator[None]:
+        """Hold one of the ``limit`` places while the call is made (waits for one)."""
         if self._places is None:
             self._places = asyncio.Semaphore(self.limit)
         async with self._places:
             self.running += 1
             try:
-                await call()
-            except asyncio.CancelledError:  # the loop stops
-                raise
-            except BaseException as err:  # the loop goes on; its owner decides
-                self.failed(err)
+                yield
             finally:
                 self.running -= 1
 

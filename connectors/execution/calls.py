@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from eddies.connectors.execution.store_calls import embed, vector_store_call
 from eddies.connectors.execution.token_budget import fit
+from eddies.connectors.models.provider_limits import ProviderLimits, limits_of
 from eddies.connectors.remote import secrets
 from eddies.engine import AgentPlan
 from eddies.engine.calls import message_from_value
@@ -182,9 +183,10 @@ class CallPerformer:
             return None
         plan = self.plan.for_scope(scope) if scope else self.plan
         setup = plan.chat_model(req.target)
-        if not callable(getattr(plan.resource(setup.connection), "chat_async", None)):
+        conn = plan.resource(setup.connection)
+        if not callable(getattr(conn, "chat_async", None)):
             return None
-        return LoopCall(setup.connection, self._chat_async(plan, req))
+        return LoopCall(setup.connection, self._chat_async(plan, req), limits_of(conn))
 
     async def _chat_async(self, plan: AgentPlan, req: DurableCallRequest) -> Any:
         kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
@@ -212,10 +214,12 @@ class CallPerformer:
 
 class LoopCall(NamedTuple):
     """A call for an event loop: the provider it goes to (its connection's resource name:
-    what a provider's Retry-After holds back) and the coroutine that makes it."""
+    what a provider's limits and Retry-After hold back), the coroutine that makes it, and
+    the provider's limits (its connection's, if it declares some)."""
 
     provider: str
     call: Coroutine[Any, Any, Any]
+    limits: ProviderLimits | None = None
 
 
 class _ModelCall:

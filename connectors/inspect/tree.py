@@ -72,6 +72,8 @@ class TraceNode:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    #: How long a model call waited for its provider (limits, Retry-After) before it began.
+    waited_ms: int = 0
     attempts: int = 0
     depth: int = 0
 
@@ -107,7 +109,7 @@ class TraceNode:
             "kind": self.kind, "label": self.label, "session_id": self.session_id,
             "run": self.run, "scope": list(self.scope), "seq": self.seq,
             "call_id": self.call_id, "status": self.status, "outcome": self.outcome,
-            "latency_ms": self.latency_ms, "attempts": self.attempts,
+            "latency_ms": self.latency_ms, "waited_ms": self.waited_ms, "attempts": self.attempts,
             "prompt_tokens": p, "completion_tokens": c, "cost_usd": cost,
             "event_ids": [e.event_id for e in self.events],
             "children": [ch.to_dict() for ch in self.children],
@@ -251,6 +253,8 @@ def _read_usage(node: TraceNode, value: str) -> None:
     node.completion_tokens += int(usage.get("completion_tokens", 0) or 0)
     if usage.get("latency_ms"):
         node.reported_latency_ms = int(usage["latency_ms"])
+    if usage.get("waited_ms"):
+        node.waited_ms += int(usage["waited_ms"])
     if usage.get("cost_usd") is not None:
         node.cost_usd = (node.cost_usd or 0.0) + float(usage["cost_usd"])
 
@@ -308,6 +312,8 @@ def line_of(node: TraceNode) -> str:
     facts = []
     if node.kind not in (OUTPUT, EVENT) and node.latency_ms is not None:
         facts.append(f"{node.latency_ms} ms")
+    if node.waited_ms:
+        facts.append(f"waited {node.waited_ms} ms for its provider")
     if node.attempts > 1:
         facts.append(f"{node.attempts} attempts")
     p, c, cost = node.totals()

@@ -10,6 +10,7 @@ the module docstring there tells the whole procedure.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
@@ -134,6 +135,15 @@ class CallClaims:
         while self.owns(jpart):
             if self.gate.wait_sure(0.2):
                 return self.owns(jpart)
+        return False
+
+    async def may_start_soon(self, jpart: int) -> bool:
+        """:meth:`may_start` for a call on an event loop: it waits without holding the
+        loop's thread (the loop's other calls go on meanwhile)."""
+        while self.owns(jpart):
+            if not self.gate.unsure():
+                return True
+            await asyncio.sleep(0.05)
         return False
 
     def unknown(self, request: AgentEvent) -> None:

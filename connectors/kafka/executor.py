@@ -1,4 +1,6 @@
-"""The executor role: performs durable-call requests on a bounded pool of call threads.
+"""The executor role: decides durable-call requests, and has the calls it decides to make
+made (:mod:`.call_running`: on call threads, or as tasks on a call loop when the client is
+asynchronous).
 
 Requests come from ``APP.requests`` (its own consumer group) or, in a worker with both
 roles, from its orchestrator in memory. Each is decided on the journal as it is when the
@@ -23,20 +25,19 @@ is held until then, and one whose run ended is dropped (:mod:`.timekeeping`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import queue
 import threading
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from eddies.connectors.execution.call_deadlines import CallDeadlines, timed_out
-from eddies.connectors.execution.call_loop import CallLoop, ProviderHolds
-from eddies.connectors.execution.calls import CallPerformer, Resolver, result_event, writable_result
+from eddies.connectors.execution.call_deadlines import CallDeadlines
+from eddies.connectors.execution.calls import Resolver, result_event
 from eddies.connectors.execution.held_requests import HeldRequests
 from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.journal.reading import CallRef, JournalView
+from eddies.connectors.kafka.call_running import CallRunner
 from eddies.connectors.kafka.claiming import CallClaims
 from eddies.connectors.kafka.journal_tail import JournalTail
 from eddies.connectors.kafka.liveness import Liveness
@@ -46,11 +47,10 @@ from eddies.connectors.kafka.request_offsets import RequestOffsets
 from eddies.connectors.kafka.roles import RoleContext
 from eddies.connectors.kafka.stalls import StallGate
 from eddies.connectors.kafka.timekeeping import CallDone, Timekeeper
-from eddies.connectors.remote.error_classes import describe_error
 from eddies.connectors.runtime.client import next_batch
 from eddies.connectors.runtime.dead_letters import DeadLetters
 from eddies.connectors.runtime.outbox import IDLE_FLUSH_S
-from eddies.connectors.runtime.records import CANCEL_HEADER, HEADERS, header, journal_partition
+from eddies.connectors.runtime.records import CANCEL_HEADER, HEADERS, header
 from eddies.connectors.runtime.signing import SIGNATURE_HEADER, ResultSigner
 from eddies.connectors.runtime.sink import produce
 from eddies.events import (
@@ -60,7 +60,6 @@ from eddies.events import (
     DurableCallRequest,
     decode,
     encode,
-    encode_value,
 )
 
 if TYPE_CHECKING:
@@ -81,7 +80,8 @@ Item = tuple[AgentEvent, int | None, int]
 
 
 class KafkaExecutor:
-    """Performs requests on ``executor_concurrency`` call threads: those of APP.requests
+    """Performs requests (``executor_concurrency`` call threads, ``max_calls_in_flight`` on
+    the call loop): those of APP.requests
     (its own consumer group), or with ``local`` those its process's orchestrator hands it
     in memory (:meth:`submit`, with partitions gained through :meth:`restore` and lost
     through :meth:`release`)."""
@@ -121,20 +121,8 @@ class KafkaExecutor:
                                 reread_gaps=self.reread_gaps)
         # Call threads report what became of each request here (see CallDone).
         self._done: queue.SimpleQueue[CallDone] = queue.SimpleQueue()
-        self._per_thread = threading.local()  # a CallPerformer per call thread
         self._interval = s.commit_interval_ms / 1000
         self._last_commit = time.monotonic()
-        # Calls run on executor_concurrency threads fed by one queue (lighter per call than
-        # concurrent.futures: no future, no callback; a failure stops the worker).
-        self._calls: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
-        self._call_threads: list[threading.Thread] = []
-        self._performing: set[int] = set()  # the call threads in perform() now, by ident
-        # Calls with asynchronous clients (a model's chat_async): tasks on an event loop of
-        # their own, max_calls_in_flight at once, holding no thread (made at the first).
-        self._loop_calls: CallLoop | None = None
-        self._on_loop: set[CallRef] = set()  # the unfinished calls of inflight given to it
-        self._holds = ProviderHolds()  # providers that said Retry-After (the loop's own)
-        self._async_performer = CallPerformer(ctx.plan, resolver)
         # Local mode: each result's delivery report hands it to this process's orchestrator
         # (see local_results.py).
         self.producer = ctx.clients.outbox("executor", successes=local)
@@ -156,23 +144,28 @@ class KafkaExecutor:
         self.held: HeldRequests[tuple[AgentEvent, int | None, int, int]] = HeldRequests()
         # Running calls with a timeout_ms: (request, partition, offset) of each.
         self.deadlines: CallDeadlines[tuple[AgentEvent, int | None, int]] = CallDeadlines()
-        self._spare = 0  # call threads started in place of ones held by abandoned calls
+        self._on_loop: set[CallRef] = set()  # the unfinished calls of inflight on the call loop
         #: Claims of non-idempotent calls, and waits for other workers' calls.
         self.claims = CallClaims(settings=s, names=self.names, counters=self.counters,
                                  tail=self.tail, claimant=self.claimant, gate=self.gate,
                                  liveness=self.liveness, marks=self.marks, producer=self.producer,
                                  owns=self._owns, send_result=self._send_result,
                                  answer=self._answer)
+        #: The call threads and the call loop, where decided calls are made.
+        self.calls = CallRunner(ctx=ctx, resolver=resolver, claims=self.claims, tail=self.tail,
+                                deadlines=self.deadlines, done=self._done, lock=self._lock,
+                                send_result=self._send_result)
         #: Held requests released when due or dropped; calls abandoned at their timeout.
         self.timers = Timekeeper(counters=self.counters, dead_letters=self.dead_letters,
                                  held=self.held, deadlines=self.deadlines, lock=self._lock,
                                  done=self._done, settle=self.offsets.settle, dispatch=self._dispatch,
                                  send_result=self._send_result,
                                  journal_outcome=self.claims.journal_outcome,
-                                 replace_thread=self._replace_thread)
+                                 replace_thread=self.calls.replace_thread)
         self.metrics: WorkerMetrics | None = ctx.metrics
         if self.metrics is not None:
             self.metrics.watch_held(self.held, lambda item: item[0].payload.kind.value)
+            self.metrics.watch_providers(self.calls.gates.snapshot)
 
     @property
     def local(self) -> bool:
@@ -189,6 +182,7 @@ class KafkaExecutor:
         self.tail.follow(view)
         with self._lock:
             self.owned |= partitions
+            self.calls.recut(len(self.owned) / self.settings.partitions)
         return view
 
     def release(self, partitions: set[int]) -> None:
@@ -197,6 +191,7 @@ class KafkaExecutor:
         with self._lock:
             self.owned -= partitions
             self.claims.release(partitions)
+            self.calls.recut(len(self.owned) / self.settings.partitions)
         left = self.tail.release(partitions)
         if left:
             log.info("left %d calls started elsewhere to the new owner of partitions %s",
@@ -253,12 +248,7 @@ class KafkaExecutor:
         finally:
             with self._lock:
                 self.owned.clear()  # queued calls are dropped, not started
-            for _ in self._call_threads:
-                self._calls.put(None)
-            for thread in self._call_threads:
-                thread.join()
-            if self._loop_calls is not None:  # those running finish; those waiting are dropped
-                self._loop_calls.close()
+            self.calls.close()  # those running finish
             self._drain(block=False, force=True)
             self.producer.flush(10)
             self.tail.stop()
@@ -387,172 +377,11 @@ class KafkaExecutor:
             self.claims.decide_unknown(request, part, offset, time.monotonic())
             return
         self.inflight.add(ref)
-        if req.idempotent and (call := self._async_performer.asynchronous(req, request.scope)) is not None:
-            # No claim to make first: the call goes straight to the loop.
-            self._on_loop.add(ref)
-            self._calls_on_loop().submit(lambda: self._perform_async(request, part, offset, *call))
+        if req.idempotent and (call := self.calls.asynchronous(req, request.scope)) is not None:
+            self._on_loop.add(ref)  # no claim to make first: straight to the loop
+            self.calls.on_loop(request, part, offset, call)
             return
-        if len(self._call_threads) < self.settings.executor_concurrency + self._spare:
-            self._start_call_thread()
-        self._calls.put((request, part, offset))
-
-    def _calls_on_loop(self) -> CallLoop:
-        if self._loop_calls is None:
-            self._loop_calls = CallLoop(self.settings.max_calls_in_flight, self._loop_failed)
-        return self._loop_calls
-
-    def _loop_failed(self, err: BaseException) -> None:
-        log.error("executor task failed: %r", err)  # a bug or a broken producer: stop the worker
-        self.ctx.fail(err)
-
-    def _replace_thread(self) -> None:
-        """(Under ``_lock``.) A call thread in place of one an abandoned call holds."""
-        self._spare += 1
-        self._start_call_thread()
-
-    def _start_call_thread(self) -> None:
-        thread = threading.Thread(target=self._call_loop, daemon=True,
-                                  name=f"eddies-call-{len(self._call_threads)}")
-        thread.start()
-        self._call_threads.append(thread)
-
-    # --- call threads ------------------------------------------------------------------------
-    def _call_loop(self) -> None:
-        me = threading.get_ident()
-        while (item := self._calls.get()) is not None:
-            try:
-                self._performing.add(me)
-                try:
-                    self.perform(*item)
-                finally:
-                    self._performing.discard(me)
-                if getattr(self._per_thread, "late", False):
-                    self._per_thread.late = False
-                    with self._lock:  # its place was taken when its call was abandoned
-                        if self._spare > 0:
-                            self._spare -= 1
-                            self._call_threads.remove(threading.current_thread())
-                            return
-            except BaseException as err:  # a bug or a broken producer: stop the worker
-                log.error("executor task failed: %r", err)
-                self.ctx.fail(err)
-
-    def perform(self, request: AgentEvent, part: int | None, offset: int) -> None:
-        """Perform one request on the calling thread (the pool's threads do; a broker-less
-        harness may too): claimed first if not idempotent, its outcome journaled and sent."""
-        req = request.payload
-        assert isinstance(req, DurableCallRequest)
-        ref = (req.call_id, req.attempt)
-        jpart = journal_partition(request.session_id, self.settings.partitions)
-        settled = False  # a request dropped or watched stays unsettled
-        again = None  # a request the executor's loop dispatches again
-        try:
-            if not self.claims.may_start(jpart):  # revoked while queued: its new owner re-issues it
-                self.counters.inc("calls_dropped")
-                return
-            if not req.idempotent:
-                verdict = self.claims.claim(request, jpart, part, offset)
-                if verdict == "unknown":
-                    again = request
-                if verdict != "perform":
-                    settled = verdict == "answered"
-                    return
-            elif self._answered_meanwhile(request, ref):
-                settled = True
-                return
-            self._run_call(request, req, ref, jpart, part, offset)
-            settled = True
-        finally:
-            self._done.put((part, offset, ref, settled, again))
-
-    def _answered_meanwhile(self, request: AgentEvent, ref: CallRef) -> bool:
-        """Whether an idempotent call has an outcome in the journal by the time it would
-        start (it waited for a thread, a place or its provider after it was decided: the
-        worker that had its session before may have journaled one since); if so, that
-        outcome is sent, and the call is not made again."""
-        with self.tail.lock:
-            first = self.tail.view.outcomes.get(ref)
-        if first is None:
-            return False
-        self._send_result(self.claims.recorded(request, first))
-        self.counters.inc("results_resent")
-        return True
-
-    def _run_call(self, request: AgentEvent, req: DurableCallRequest, ref: CallRef, jpart: int,
-                  part: int | None, offset: int) -> None:
-        performer = getattr(self._per_thread, "performer", None)
-        if performer is None:
-            performer = self._per_thread.performer = CallPerformer(self.ctx.plan, self.resolver)
-        if req.timeout_ms:
-            self.deadlines.start(ref, req.timeout_ms, (request, part, offset))
-        began = time.perf_counter()
-        returned = None
-        try:
-            returned = performer.perform(req, request.scope)
-            value = encode_value(returned, "result of", req.target)
-            result = result_event(request, CallStatus.OK, value)
-        except Exception as err:
-            result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
-        if self.metrics is not None:  # what it took, also if abandoned at its timeout meanwhile
-            self.metrics.call_performed(req, time.perf_counter() - began, returned)
-        if req.timeout_ms and not self.deadlines.finish(ref):  # answered as timed out already
-            self._per_thread.late = True
-            self.counters.inc("results_late")
-            return
-        result, data = writable_result(request, result, self.settings.max_record_bytes)
-        self.counters.inc("calls_performed")
-        self.claims.outcome(request, ref, result, data)
-
-    async def _perform_async(self, request: AgentEvent, part: int | None, offset: int,
-                             provider: str, call: Coroutine[Any, Any, Any]) -> None:
-        """Perform one idempotent request whose client is asynchronous, on the call loop:
-        :meth:`perform` and :meth:`_run_call` for a coroutine. It waits, not started yet,
-        while its provider is held (a Retry-After it answered another call with); its
-        timeout_ms cancels it (a task, unlike a thread, can be stopped), answered as the
-        Timekeeper answers a thread's call past its timeout."""
-        req = request.payload
-        assert isinstance(req, DurableCallRequest)
-        ref = (req.call_id, req.attempt)
-        jpart = journal_partition(request.session_id, self.settings.partitions)
-        settled = False
-        try:
-            if self._holds.held(provider) and await self._holds.clear(provider):
-                self.counters.inc("calls_held_by_provider")
-            if not self.claims.may_start(jpart):
-                call.close()  # revoked while it waited: its new owner re-issues it
-                self.counters.inc("calls_dropped")
-                return
-            if self._answered_meanwhile(request, ref):
-                call.close()
-                settled = True
-                return
-            began = time.perf_counter()
-            returned = None
-            deadline = asyncio.timeout(req.timeout_ms / 1000 if req.timeout_ms else None)
-            try:
-                async with deadline:
-                    returned = await call
-                value = encode_value(returned, "result of", req.target)
-                result = result_event(request, CallStatus.OK, value)
-            except TimeoutError as err:
-                reason = timed_out(req) if deadline.expired() else err
-                result = result_event(request, CallStatus.ERROR, "null", describe_error(reason))
-                if deadline.expired():
-                    self.counters.inc("calls_timed_out")
-            except Exception as err:
-                error = describe_error(err)
-                if error.http_status in (429, 503) and error.retry_after_ms:
-                    # The provider said when to come back: every call to it waits till then.
-                    self._holds.hold(provider, error.retry_after_ms / 1000)
-                result = result_event(request, CallStatus.ERROR, "null", error)
-            if self.metrics is not None:
-                self.metrics.call_performed(req, time.perf_counter() - began, returned)
-            result, data = writable_result(request, result, self.settings.max_record_bytes)
-            self.counters.inc("calls_performed")
-            self.claims.outcome(request, ref, result, data)
-            settled = True
-        finally:
-            self._done.put((part, offset, ref, settled, None))
+        self.calls.on_thread(request, part, offset)
 
     def _send_result(self, result: AgentEvent, data: bytes | None = None) -> None:
         # Results enter the session machine through the input topic, in partition order.
@@ -574,7 +403,11 @@ class KafkaExecutor:
     def running(self) -> int:
         """How many calls are being performed now, on call threads and the call loop (what a
         stop waits for)."""
-        return len(self._performing) + (0 if self._loop_calls is None else self._loop_calls.running)
+        return self.calls.running
+
+    def perform(self, request: AgentEvent, part: int | None, offset: int) -> None:
+        """Make one decided call on the calling thread (see :meth:`.CallRunner.perform`)."""
+        self.calls.perform(request, part, offset)
 
     def overloaded(self) -> bool:
         """Local mode: whether the calls waiting in memory are as many as the input should

@@ -9,7 +9,8 @@ takes seconds to import. It is imported offline: its price map is the one it shi
 ``LITELLM_OFFLINE_MODE`` as the environment has it). Example::
 
     conn = LiteLLMChatModel(api_base="http://127.0.0.1:8000/v1", api_key="none",
-                            input_cost_per_token=1e-7, output_cost_per_token=4e-7)  # optional
+                            input_cost_per_token=1e-7, output_cost_per_token=4e-7,  # optional
+                            limits=ProviderLimits(requests_per_minute=600))         # optional
     agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, conn)
     agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", model="openai/m"))
 """
@@ -22,8 +23,10 @@ import importlib
 import json
 import platform
 import time
+from collections.abc import Mapping
 from typing import Any
 
+from eddies.connectors.models.provider_limits import ProviderLimits
 from eddies.connectors.remote.secrets import remember
 from eddies.engine.content import BlobStore, is_blob
 from eddies.engine.resources import ToolSpec
@@ -192,8 +195,12 @@ class LiteLLMChatModel:
     def __init__(self, *, api_base: str | None = None, api_key: str | None = None,
                  timeout: float = 120.0, input_cost_per_token: float | None = None,
                  output_cost_per_token: float | None = None, media: bool = True,
-                 blob_store: BlobStore | None = None, **params: Any) -> None:
+                 blob_store: BlobStore | None = None,
+                 limits: ProviderLimits | Mapping[str, Any] | None = None, **params: Any) -> None:
         self.api_base = api_base
+        # What the provider allows the fleet (calls at once, requests and tokens a minute):
+        # executors make its calls wait their turn (connectors/execution/provider_gates.py).
+        self.limits = ProviderLimits.of(limits)
         # Images, audio and files go to the model as content parts; False: for a model that
         # takes text only (the messages' texts say what the blocks were).
         self.media = media

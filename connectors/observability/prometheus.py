@@ -173,6 +173,8 @@ class Watched(NamedTuple):
     held: HeldRequests[Any] | None
     held_kind: Callable[[Any], str]
     lag: dict[str, dict[int, int]]
+    #: By provider: (calls waiting, running, that waited, seconds waited together).
+    providers: dict[str, tuple[int, int, int, float]]
 
 
 class WorkerMetrics:
@@ -191,6 +193,7 @@ class WorkerMetrics:
         self._states: Mapping[str, SessionState] | None = None
         self._held: HeldRequests[Any] | None = None
         self._held_kind: Callable[[Any], str] = lambda item: "?"
+        self._providers: Callable[[], dict[str, tuple[int, int, int, float]]] = dict
         # topic -> {partition: lag}; each consuming thread replaces its topic's entry.
         self._lag: dict[str, dict[int, int]] = {}
         self._run_began: dict[str, float] = {}  # session -> when its running run started
@@ -233,10 +236,16 @@ class WorkerMetrics:
         self._held = held
         self._held_kind = kind_of
 
+    def watch_providers(self, snapshot: Callable[[], dict[str, tuple[int, int, int, float]]]) -> None:
+        """The executor's provider gates: ``snapshot()`` gives, by provider, the calls
+        waiting, running, that waited, and the seconds they waited together."""
+        self._providers = snapshot
+
     def watched(self) -> Watched:
         """What the roles handed over to be read when scraped."""
         return Watched(self._stats, self._states, self._held, self._held_kind,
-                       {topic: dict(parts) for topic, parts in list(self._lag.items())})
+                       {topic: dict(parts) for topic, parts in list(self._lag.items())},
+                       self._providers())
 
     def sample_lag(self, consumer: Any, topic: str, applied: Mapping[int, int]) -> None:
         """Consumer lag of ``consumer``'s assigned partitions of ``topic``: the high
@@ -436,6 +445,7 @@ class _Scraped(Collector):
             for kind in ("TIMER", *sorted(set(counted) - {"TIMER"})):
                 pending.add_metric([app, kind], counted.get(kind, 0))
             yield pending
+        yield from self._providers(app, watched.providers)
         lag = GaugeMetricFamily("eddies_consumer_lag", "Records not yet applied per assigned "
                                 "partition (high watermark of the last fetch minus the next "
                                 "offset).", labels=["app", "topic", "partition"])
@@ -443,6 +453,23 @@ class _Scraped(Collector):
             for part, n in sorted(parts.items()):
                 lag.add_metric([app, topic, str(part)], n)
         yield lag
+
+    @staticmethod
+    def _providers(app: str, providers: dict[str, tuple[int, int, int, float]]) -> Iterable[Metric]:
+        families: tuple[GaugeMetricFamily | CounterMetricFamily, ...] = (
+            GaugeMetricFamily("eddies_provider_calls_waiting", "Calls waiting for their provider's "
+                              "limits or Retry-After before they start, by provider (its "
+                              "connection's name).", labels=["app", "provider"]),
+            GaugeMetricFamily("eddies_provider_calls_running", "Calls to the provider let "
+                              "through and not yet answered.", labels=["app", "provider"]),
+            CounterMetricFamily("eddies_provider_waits", "Calls that waited for their provider "
+                                "before they started.", labels=["app", "provider"]),
+            CounterMetricFamily("eddies_provider_wait_seconds", "Seconds calls waited for their "
+                                "provider before they started, together.", labels=["app", "provider"]))
+        for provider, values in sorted(providers.items()):
+            for family, value in zip(families, values, strict=True):
+                family.add_metric([app, provider[:MAX_LABEL_CHARS]], value)
+        yield from families
 
     @staticmethod
     def _tallied(app: str, tallied: dict[tuple[str, ...], Any]) -> Iterable[Metric]:

@@ -35,7 +35,7 @@ def test_a_worker_holds_many_slow_model_calls_at_once(bootstrap: str, tmp_path: 
         "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 4})
     server = OpenAIServer(delay=DELAY_S).start()
     log = tmp_path / "worker.log"
-    worker = start_worker(settings, "tests.integration.agents:one_call_agent", log,
+    worker = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
                           TEST_OPENAI_BASE=server.base_url)
     try:
         # One answered first: the worker has started and warmed up.
@@ -66,7 +66,7 @@ def test_a_model_call_on_the_loop_is_cut_off_at_its_timeout(bootstrap: str, tmp_
         "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 2})
     server = OpenAIServer(delay=3.0).start()
     log = tmp_path / "worker.log"
-    worker = start_worker(settings, "tests.integration.agents:impatient_one_call_agent", log,
+    worker = start_worker(settings, "tests.integration.provider_agents:impatient_one_call_agent", log,
                           TEST_OPENAI_BASE=server.base_url)
     try:
         send_input(settings, "s1", "hello")
@@ -105,7 +105,7 @@ def test_a_worker_killed_with_hundreds_of_calls_in_flight_loses_and_repeats_noth
         "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 4})
     server = OpenAIServer(delay=2.0).start()
     log = tmp_path / "worker.log"
-    first = start_worker(settings, "tests.integration.agents:one_call_agent", log,
+    first = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
                          TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-0")
     try:
         prod = producer(settings)
@@ -116,7 +116,7 @@ def test_a_worker_killed_with_hundreds_of_calls_in_flight_loses_and_repeats_noth
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         killed_ms, asked_before = time.time() * 1000, len(server.requests)
-        second = start_worker(settings, "tests.integration.agents:one_call_agent", log,
+        second = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
                               TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-0")
         try:
             wait_until("every answer", lambda: len({a.session_id for a in answers(settings)}) >= MANY,
@@ -152,7 +152,7 @@ def test_a_worker_paused_past_its_session_timeout_with_hundreds_of_calls_in_flig
         "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 4})
     server = OpenAIServer(delay=2.0).start()
     log = tmp_path / "worker.log"
-    paused = start_worker(settings, "tests.integration.agents:one_call_agent", log,
+    paused = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
                           TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-0")
     other = None
     try:
@@ -162,7 +162,7 @@ def test_a_worker_paused_past_its_session_timeout_with_hundreds_of_calls_in_flig
         prod.flush(30)
         wait_until("hundreds of calls in flight", lambda: server.in_flight >= MANY // 2, paused, log)
         paused.send_signal(signal.SIGSTOP)
-        other = start_worker(settings, "tests.integration.agents:one_call_agent", log,
+        other = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
                              TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-1")
         time.sleep(8)  # well past the session timeout: the other worker owns every partition
         paused.send_signal(signal.SIGCONT)
@@ -190,7 +190,7 @@ def test_a_retry_after_holds_every_call_to_that_provider(bootstrap: str, tmp_pat
         "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 2})
     server = OpenAIServer().start()
     log = tmp_path / "worker.log"
-    worker = start_worker(settings, "tests.integration.agents:one_call_agent", log,
+    worker = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
                           TEST_OPENAI_BASE=server.base_url)
     try:
         send_input(settings, "warm", "hello")
@@ -222,7 +222,7 @@ def test_a_primary_answering_500_to_everything_is_answered_by_its_fallback(
     primary.fail(500, times=1000)
     log = tmp_path / "worker.log"
     env = {"TEST_OPENAI_BASE": primary.base_url, "TEST_FALLBACK_BASE": spare.base_url}
-    worker = start_worker(settings, "tests.integration.agents:fallback_agent", log, **env)
+    worker = start_worker(settings, "tests.integration.provider_agents:fallback_agent", log, **env)
     try:
         send_input(settings, "s1", "hello")
         [out] = wait_until("the answer", lambda: answers(settings), worker, log)
@@ -235,7 +235,7 @@ def test_a_primary_answering_500_to_everything_is_answered_by_its_fallback(
         assert trace.returncode == 0, trace.stderr
         assert "model backup -> OK" in trace.stdout and "model llm -> ERROR" in trace.stdout, trace.stdout
         replay = _eddies(settings, env, "replay", "--session", "s1",
-                         "--agent", "tests.integration.agents:fallback_agent")
+                         "--agent", "tests.integration.provider_agents:fallback_agent")
         assert replay.returncode == 0 and "every id recomputed identically" in replay.stdout, replay.stdout
         assert (len(primary.requests), len(spare.requests)) == (2, 1)  # replay asked neither
     finally:

@@ -382,7 +382,7 @@ def test_an_outcome_journaled_while_the_call_ran_is_the_answer() -> None:
         executor.tail.view.outcomes[ref] = encode(result_event(request, CallStatus.UNKNOWN))
         return 3
 
-    executor._per_thread.performer = SimpleNamespace(perform=decided_while_it_runs)
+    executor.calls.make_performer = lambda: SimpleNamespace(perform=decided_while_it_runs)
     executor.perform(request, None, 0)
     assert [t for t, _, _ in sink.records] == ["t.input"]  # nothing journaled
     assert decode(sink.records[0][1] or b"").payload.status is CallStatus.UNKNOWN  # type: ignore[union-attr]
@@ -396,7 +396,8 @@ def test_an_idempotent_call_answered_while_it_waited_to_start_is_not_made() -> N
     executor.owned = {0, 1}
     request = _idempotent_call("s1")
     executor.tail.view.outcomes[("s1:r1:i1:c0", 1)] = encode(result_event(request, CallStatus.OK, "3"))
-    executor._per_thread.performer = SimpleNamespace(perform=lambda req, scope: pytest.fail("performed"))
+    executor.calls.make_performer = lambda: SimpleNamespace(
+        perform=lambda req, scope: pytest.fail("performed"))
     executor.perform(request, None, 0)
     assert [t for t, _, _ in sink.records] == ["t.input"]  # nothing journaled, the outcome sent
     assert decode(sink.records[0][1] or b"").payload.value == "3"  # type: ignore[union-attr]

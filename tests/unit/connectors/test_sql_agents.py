@@ -444,3 +444,17 @@ def test_memory_set_errors_name_the_line_and_column(change: tuple[str, str], mes
     with pytest.raises(DefinitionError) as err:
         load_sql_text(MEMORY_SQL.replace(*change))
     assert message in str(err.value)
+
+
+def test_a_connection_declares_its_provider_limits() -> None:
+    from eddies import ProviderLimits
+
+    text = ("CREATE CONNECTION c WITH ('type' = 'openai', 'endpoint' = 'http://127.0.0.1:9/v1', "
+            "'requests_per_minute' = '600', 'calls_at_once' = '20', 'max_wait_s' = '2.5');\n"
+            "CREATE MODEL m WITH ('connection' = 'c', 'model' = 'gpt'); CREATE AGENT a USING MODEL m;")
+    got = {r.name: r.obj for r in load_sql_text(text).resources}
+    assert got["c"].limits == ProviderLimits(calls_at_once=20, requests_per_minute=600, max_wait_s=2.5)
+    with pytest.raises(DefinitionError, match=r"calls_at_once: expected a positive whole number, got 2.5"):
+        load_sql_text(text.replace("'calls_at_once' = '20'", "'calls_at_once' = '2.5'"))
+    with pytest.raises(DefinitionError, match=r"'request_per_minute' is not an option.*did you mean"):
+        load_sql_text(text.replace("requests_per_minute", "request_per_minute"))

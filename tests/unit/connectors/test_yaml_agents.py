@@ -298,3 +298,21 @@ def test_a_chat_model_setup_names_its_fallbacks(tmp_path: Path) -> None:
     path.write_text(path.read_text().replace("fallbacks: [backup]", "fallbacks: [nope]"))
     with pytest.raises(PlanError, match="fallback 'nope' is not another CHAT_MODEL"):
         AgentPlan.compile(load_yaml(path))
+
+
+def test_a_model_connection_declares_its_provider_limits(tmp_path: Path) -> None:
+    from eddies import ProviderLimits
+
+    path = tmp_path / "agents.yaml"
+    path.write_text("""agents:
+  - name: asks
+    chat_model_connections:
+      - {name: main, clazz: litellm, limits: {requests_per_minute: 600, calls_at_once: 50}}
+    chat_model_setups:
+      - {name: llm, connection: main, model: openai/m1}
+""")
+    [conn] = [r.obj for r in load_yaml(path).resources if r.type is ResourceType.CHAT_MODEL_CONNECTION]
+    assert conn.limits == ProviderLimits(calls_at_once=50, requests_per_minute=600)
+    path.write_text(path.read_text().replace("requests_per_minute", "request_per_minute"))
+    with pytest.raises(DefinitionError, match=r"agents.yaml:4:.*limits.request_per_minute: not a provider limit"):
+        load_yaml(path)

@@ -1,0 +1,73 @@
+"""Agents on a model provider at a test's OpenAI-compatible server (``TEST_OPENAI_BASE``):
+one model call per input, with a timeout, with a fallback, with provider limits. Worker
+subprocesses import them by name (``tests.integration.provider_agents:one_call_agent``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from eddies import Agent, InputEvent, OutputEvent, action
+from eddies.connectors.models.litellm import LiteLLMChatModel
+from eddies.engine import ChatModelSetup, ResourceType
+from eddies.events import ChatMessage, ChatRequestEvent, ChatResponseEvent
+
+
+class OneCall(Agent):
+    """One model call per input, its reply the answer: what a slow provider's sessions are."""
+
+    @action(InputEvent)
+    def ask(event: InputEvent, ctx: Any) -> None:
+        ctx.send_event(ChatRequestEvent(model="llm", messages=[ChatMessage(content=str(event.input))]))
+
+    @action(ChatResponseEvent)
+    def answer(event: ChatResponseEvent, ctx: Any) -> None:
+        ctx.send_event(OutputEvent(output=event.response.content))
+
+
+def one_call_agent(config: dict[str, Any] | None = None) -> OneCall:
+    """:class:`OneCall` on litellm, at the test's OpenAI-compatible server."""
+    agent = OneCall(config=config or {})
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", model="openai/test-model"))
+    return agent
+
+
+def impatient_one_call_agent() -> OneCall:
+    """:class:`OneCall` whose model calls time out after 300 ms, and are not retried."""
+    return one_call_agent({"timeout_ms": {"CHAT_MODEL": 300}, "retry": {"CHAT_MODEL": {"max_attempts": 1}}})
+
+
+def fallback_agent() -> OneCall:
+    """:class:`OneCall` whose model ``llm`` (at TEST_OPENAI_BASE) falls back on ``backup``
+    (at TEST_FALLBACK_BASE), after one retry."""
+    agent = OneCall(config={"retry": {"CHAT_MODEL": {"max_attempts": 2, "base_delay_ms": 10}}})
+    agent.add_resource("main", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
+    agent.add_resource("spare", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_FALLBACK_BASE"], api_key="test"))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("main", model="openai/primary", fallbacks=["backup"]))
+    agent.add_resource("backup", ResourceType.CHAT_MODEL, ChatModelSetup("spare", model="openai/backup"))
+    return agent
+
+
+def limited_agent() -> OneCall:
+    """:class:`OneCall` whose connection has the provider limits of ``TEST_LIMITS`` (JSON),
+    and, with ``TEST_FALLBACK_BASE``, a fallback model ``backup`` there, without limits."""
+    agent = OneCall(config={"retry": {"CHAT_MODEL": {"max_attempts": 1}}})
+    limits = json.loads(os.environ["TEST_LIMITS"])
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test",
+                                        limits=limits))
+    fallbacks = []
+    if os.environ.get("TEST_FALLBACK_BASE"):
+        agent.add_resource("spare", ResourceType.CHAT_MODEL_CONNECTION,
+                           LiteLLMChatModel(api_base=os.environ["TEST_FALLBACK_BASE"], api_key="test"))
+        agent.add_resource("backup", ResourceType.CHAT_MODEL, ChatModelSetup("spare", model="openai/backup"))
+        fallbacks = ["backup"]
+    agent.add_resource("llm", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("conn", model="openai/test-model", fallbacks=fallbacks))
+    return agent
