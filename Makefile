@@ -20,7 +20,7 @@ FLINK_JARS := $(VENV)/share/eddies/flink
 FLINK_AGENTS_VENV := .venv-flink-agents
 FLINK_AGENTS_STAMP := $(FLINK_AGENTS_VENV)/.installed
 
-.PHONY: install install-flink chromium demo test docs lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-guard bench-waiting bench-restore bench-retrieval bench-eval bench-providers chaos clean
+.PHONY: install install-flink chromium demo test docs lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-guard bench-waiting bench-restore bench-retrieval bench-eval bench-providers bench-provider-limits chaos clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -129,6 +129,9 @@ bench-eval: install
 # minutes at most. PROVIDERS_ARGS="--sessions 400" is the run in bench/RESULTS.md.
 bench-providers: install
 	$(BIN)/python bench/providers.py $(PROVIDERS_ARGS)
+
+bench-provider-limits: install
+	$(BIN)/python bench/provider_limits.py $(PROVIDER_LIMITS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(FLINK_AGENTS_VENV) .typecheck .pytest_cache .mypy_cache .ruff_cache

@@ -6,6 +6,7 @@ the provider's ``api_base`` comes from ``BENCH_PROVIDER_BASE``.
 
 from __future__ import annotations
 
+import json
 import os
 
 from eddies.connectors.models.litellm import LiteLLMChatModel
@@ -29,7 +30,9 @@ def multiply(a: int, b: int) -> int:
 
 
 def _connection() -> LiteLLMChatModel:
-    return LiteLLMChatModel(api_base=os.environ[BASE_ENV], api_key="test")
+    # BENCH_PROVIDER_LIMITS: the connection's provider limits, as JSON (bench/provider_limits.py).
+    limits = json.loads(os.environ.get("BENCH_PROVIDER_LIMITS", "null"))
+    return LiteLLMChatModel(api_base=os.environ[BASE_ENV], api_key="test", limits=limits)
 
 
 def one_call_agent() -> Calculator:

@@ -132,13 +132,21 @@ def serve(delay: float, port: int) -> None:
     _more_files()
     counts = Counts()
     numbers = iter(range(1, 1 << 62))
+    arrivals: list[float] = []  # when each request came (time.time())
+    storm = {"until": 0.0, "retry_after": 0.0, "refused": 0}  # 429s with Retry-After till then
 
     async def chat(request: web.Request) -> web.Response:
         counts.requests += 1
         counts.in_flight += 1
         counts.peak = max(counts.peak, counts.in_flight)
+        arrivals.append(time.time())
         try:
             body = await request.json()
+            if time.time() < storm["until"]:
+                storm["refused"] += 1
+                return web.json_response(
+                    {"error": {"message": "rate limited (a storm)", "type": "rate_limit", "code": 429}},
+                    status=429, headers={"Retry-After": f"{storm['retry_after']:g}"})
             await asyncio.sleep(delay)
             answer = completion(body, next(numbers))
             counts.answered += 1
@@ -148,6 +156,15 @@ def serve(delay: float, port: int) -> None:
 
     async def stats(request: web.Request) -> web.Response:
         return web.json_response(counts.as_dict())
+
+    async def arrived(request: web.Request) -> web.Response:
+        return web.json_response({"arrivals": arrivals, "refused": storm["refused"]})
+
+    async def start_storm(request: web.Request) -> web.Response:
+        asked = await request.json()
+        storm["until"] = time.time() + float(asked["seconds"])
+        storm["retry_after"] = float(asked["retry_after"])
+        return web.json_response(storm)
 
     async def reset(request: web.Request) -> web.Response:
         counts.requests = counts.answered = 0
@@ -160,6 +177,8 @@ def serve(delay: float, port: int) -> None:
         app.router.add_post("/chat/completions", chat)
         app.router.add_get("/stats", stats)
         app.router.add_post("/stats/reset", reset)
+        app.router.add_get("/arrivals", arrived)
+        app.router.add_post("/storm", start_storm)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

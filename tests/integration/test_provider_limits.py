@@ -13,8 +13,7 @@ import pytest
 
 from eddies.connectors.runtime.client import producer, send_input
 from eddies.connectors.runtime.settings import load_settings
-from tests.integration.test_slow_provider import _eddies
-from tests.integration.workers import answers, start_worker, stop_worker, wait_until
+from tests.integration.workers import answers, eddies_command, start_worker, stop_worker, wait_until
 from tests.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.integration
@@ -54,7 +53,7 @@ def test_one_worker_keeps_to_the_requests_per_minute_and_the_trace_shows_the_wai
     assert _busiest_second(arrived) <= 21
     said = {a.session_id: a.payload.output for a in answers(settings)}
     assert all(said[f"s{n}"] == f"The result is question {n}." for n in range(60))
-    traces = [_eddies(settings, env, "trace", "--session", f"s{n}") for n in (57, 58, 59)]
+    traces = [eddies_command(settings, "trace", "--session", f"s{n}", env=env) for n in (57, 58, 59)]
     assert any("for its provider" in t.stdout for t in traces), [t.stdout for t in traces]
 
 
@@ -106,7 +105,8 @@ def test_a_call_over_its_limit_past_max_wait_goes_to_the_fallback(bootstrap: str
             send_input(settings, f"s{n}", f"question {n}", prod=prod)
         prod.flush(10)
         wait_until("3 answers", lambda: len(answers(settings)) >= 4, worker, log)
-        traces = {n: _eddies(settings, env, "trace", "--session", f"s{n}").stdout for n in range(3)}
+        traces = {n: eddies_command(settings, "trace", "--session", f"s{n}", env=env).stdout
+                  for n in range(3)}
     finally:
         stop_worker(worker)
         primary.stop()

@@ -4,10 +4,7 @@ more at once than it has call threads (executor_concurrency, 8)."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -21,7 +18,7 @@ from eddies.connectors.runtime.client import producer, read_records, send_input
 from eddies.connectors.runtime.settings import Settings, load_settings
 from eddies.connectors.runtime.topics import TopicNames
 from eddies.events import CallKind, DurableCallResult, decode
-from tests.integration.workers import ROOT, answers, start_worker, stop_worker, wait_until
+from tests.integration.workers import answers, eddies_command, start_worker, stop_worker, wait_until
 from tests.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.integration
@@ -231,19 +228,14 @@ def test_a_primary_answering_500_to_everything_is_answered_by_its_fallback(
     try:
         assert out.payload.output == "The result is hello."
         assert (len(primary.requests), len(spare.requests)) == (2, 1)  # its retry, then the fallback
-        trace = _eddies(settings, env, "trace", "--session", "s1")
+        trace = eddies_command(settings, "trace", "--session", "s1", env=env)
         assert trace.returncode == 0, trace.stderr
         assert "model backup -> OK" in trace.stdout and "model llm -> ERROR" in trace.stdout, trace.stdout
-        replay = _eddies(settings, env, "replay", "--session", "s1",
-                         "--agent", "tests.integration.provider_agents:fallback_agent")
+        replay = eddies_command(settings, "replay", "--session", "s1",
+                                "--agent", "tests.integration.provider_agents:fallback_agent", env=env)
         assert replay.returncode == 0 and "every id recomputed identically" in replay.stdout, replay.stdout
         assert (len(primary.requests), len(spare.requests)) == (2, 1)  # replay asked neither
     finally:
         primary.stop()
         spare.stop()
 
-
-def _eddies(settings: Settings, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "eddies", *args, "--app", settings.app,
-                           "-b", settings.bootstrap_servers], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env=dict(os.environ, **env))

@@ -64,3 +64,12 @@ def wait_until(what: str, check: Callable[[], Any], proc: subprocess.Popen[bytes
             return got
         time.sleep(0.2)
     raise AssertionError(f"waited {timeout} s for: {what}; worker log: {log.read_text()[-3000:]}")
+
+
+def eddies_command(settings: Settings, *args: str, env: dict[str, str] | None = None
+                   ) -> subprocess.CompletedProcess[str]:
+    """``eddies ARGS --app APP -b BOOTSTRAP`` run from the project's root, with ``env``
+    added to this process's environment; what it printed."""
+    return subprocess.run([sys.executable, "-m", "eddies", *args, "--app", settings.app,
+                           "-b", settings.bootstrap_servers], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=dict(os.environ, **(env or {})))

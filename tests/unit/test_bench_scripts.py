@@ -47,6 +47,15 @@ def test_retrieval_bench_answers_every_question_directly_and_durably(tmp_path: P
         assert measured["calls_s"] > 0 and measured["p50_ms"] > 0
 
 
+def _load(name: str) -> Any:
+    """bench/NAME.py, loaded as a module of its own."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_providers_bench_serves_its_agents_and_the_plain_loop(monkeypatch: Any) -> None:
     """The slow provider asks for two tools at once, then answers from their results; the
     worker's agents and the plain loop both get every session answered, and it counts them."""
@@ -74,5 +83,31 @@ def test_providers_bench_serves_its_agents_and_the_plain_loop(monkeypatch: Any) 
         row, said = module.run_plain_loop(provider, "react", 6)
         assert (row.answered, row.failed, row.calls) == (6, 0, 12)
         assert row.peak == 6 and said["limit_per_host"] > 0
+    finally:
+        provider.stop()
+
+
+def test_provider_limits_bench_counts_windows_and_its_provider_storms() -> None:
+    """The limits bench counts the requests of each 10 s window; its provider notes when
+    each came, and answers 429 with Retry-After during a storm."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    limits = _load("provider_limits")
+    assert limits.windows([100.0, 101.0, 109.9, 110.0, 125.0, 131.0], 100.0, 30) == [3, 1, 1]
+    provider = _load("providers").Provider(0.0)
+    try:
+        ask = {"model": "test", "messages": [{"role": "user", "content": "hi"}]}
+        limits._get(provider.base_url, "/chat/completions", ask)
+        limits._get(provider.root, "/storm", {"seconds": 5, "retry_after": 2})
+        try:
+            limits._get(provider.base_url, "/chat/completions", ask)
+            raise AssertionError("not refused")
+        except urllib.error.HTTPError as err:
+            assert err.code == 429 and err.headers["Retry-After"] == "2"
+        said = limits._get(provider.root, "/arrivals")
+        assert len(said["arrivals"]) == 2 and said["refused"] == 1
+        assert json.dumps(said)  # plain data
     finally:
         provider.stop()

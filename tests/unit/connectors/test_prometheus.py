@@ -237,6 +237,33 @@ def test_timers_pending_by_kind_and_counters() -> None:
     assert value(m, "eddies_sessions_halted_total") == 1
 
 
+def test_provider_gates_by_provider() -> None:
+    import asyncio
+
+    from eddies.connectors.execution.provider_gates import ProviderGates
+    from eddies.connectors.models.provider_limits import ProviderLimits
+
+    m = WorkerMetrics("app1", Counters())
+    gates = ProviderGates()
+    m.watch_providers(gates.snapshot)
+    assert value(m, "eddies_provider_calls_waiting", provider="llm") is None  # none asked yet
+    gate = gates.gate("llm", ProviderLimits(calls_at_once=1))
+
+    async def two_calls() -> None:
+        assert await gate.enter(1, lambda: True) == 0.0
+        second = asyncio.ensure_future(gate.enter(1, lambda: True))
+        await asyncio.sleep(0.05)
+        assert value(m, "eddies_provider_calls_waiting", provider="llm") == 1
+        assert value(m, "eddies_provider_calls_running", provider="llm") == 1
+        gate.leave(1, None)
+        assert await second is not None
+
+    asyncio.run(two_calls())
+    assert value(m, "eddies_provider_waits_total", provider="llm") == 1
+    assert value(m, "eddies_provider_wait_seconds_total", provider="llm") >= 0.04
+    assert value(m, "eddies_provider_calls_waiting", provider="llm") == 0
+
+
 def test_it_serves_over_http_on_any_free_port() -> None:
     m = WorkerMetrics("app1", Counters())
     host, port = m.serve(0, "127.0.0.1")

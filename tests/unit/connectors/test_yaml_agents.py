@@ -314,5 +314,6 @@ def test_a_model_connection_declares_its_provider_limits(tmp_path: Path) -> None
     [conn] = [r.obj for r in load_yaml(path).resources if r.type is ResourceType.CHAT_MODEL_CONNECTION]
     assert conn.limits == ProviderLimits(calls_at_once=50, requests_per_minute=600)
     path.write_text(path.read_text().replace("requests_per_minute", "request_per_minute"))
-    with pytest.raises(DefinitionError, match=r"agents.yaml:4:.*limits.request_per_minute: not a provider limit"):
+    with pytest.raises(DefinitionError,
+                       match=r"agents.yaml:4:.*limits.request_per_minute: not a provider limit"):
         load_yaml(path)
