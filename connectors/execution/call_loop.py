@@ -65,8 +65,13 @@ class CallLoop:
         self._loop.call_soon_threadsafe(self._start, call)
 
     def call(self, fn: Callable[[], None]) -> None:
-        """Run ``fn()`` on the loop's thread soon (thread-safe; returns at once)."""
-        self._loop.call_soon_threadsafe(fn)
+        """Run ``fn()`` on the loop's thread soon (thread-safe; returns at once). After
+        :meth:`close`, nothing (a partition released as the worker stops: no call is left)."""
+        try:
+            self._loop.call_soon_threadsafe(fn)
+        except RuntimeError:  # closed meanwhile
+            if not self._loop.is_closed():
+                raise
 
     def _start(self, call: CallFactory) -> None:
         task = self._loop.create_task(self._guarded(call))

@@ -259,17 +259,22 @@ class CallRunner:
                 return
             if waited > 0:
                 self.counters.inc("calls_waited_for_provider")
-            if self._answered_meanwhile(request, ref):
-                call.call.close()
-                settled = True
-                return
             began = time.perf_counter()
             if busy is not None:
+                if self._answered_meanwhile(request, ref):
+                    call.call.close()
+                    settled = True
+                    return
                 call.call.close()
                 result = result_event(request, CallStatus.ERROR, "null", describe_error(busy))
                 self.counters.inc("calls_over_provider_wait")
             else:
                 async with self._call_loop().place():
+                    if self._answered_meanwhile(request, ref):  # checked as late as it can be
+                        call.call.close()
+                        settled = True
+                        return
+                    began = time.perf_counter()
                     result, returned = await self._made(request, req, call, gate.hold, waited)
             if self.metrics is not None:
                 self.metrics.call_performed(req, time.perf_counter() - began, returned)

@@ -68,6 +68,9 @@ class JournalTail:
         self.arrived: queue.SimpleQueue[tuple[Any, bytes]] = queue.SimpleQueue()
         self._watches: dict[CallRef, Watch] = {}
         self._positions = Positions(reread_gaps)
+        # Partition -> the offset it has been read up to (exclusive), its end included when
+        # the reading reached it (past a transaction's marker, which is not a record).
+        self._reached: dict[int, int] = {}
         self._following: set[int] = set()
         self._leaving: set[int] = set()  # released, still read while claims on them are checked
         self._claims: dict[int, int] = {}  # partition -> claims being checked
@@ -119,6 +122,7 @@ class JournalTail:
                 self._leaving.discard(part)
                 self._following.add(part)
                 self._positions.start(part, end)
+                self._reached[part] = end
         self._commands.put(("assign", dict(restored.ends)))
 
     def release(self, partitions: set[int]) -> list[Any]:
@@ -154,6 +158,35 @@ class JournalTail:
                 if partition not in self._following:
                     return False
                 if self._positions.next.get(partition, 0) > offset:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.lock.wait(min(left, 0.5))
+
+    def caught_up(self, partition: int, timeout: float) -> bool:
+        """Wait until ``partition`` has been read to the journal's end as it is now (its
+        high watermark, asked of the broker): whatever was journaled before this call is
+        in :attr:`view` then. False if the end cannot be asked, the partition is not
+        followed, or ``timeout`` seconds pass first."""
+        consumer = self._consumer
+        if consumer is None:
+            return True
+        from confluent_kafka import KafkaException, TopicPartition
+
+        deadline = time.monotonic() + timeout
+        try:
+            _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, partition),
+                                                     timeout=timeout, cached=False)
+        except KafkaException:
+            return False
+        with self.lock:
+            while True:
+                if self.error is not None:
+                    raise RuntimeError("the journal tail stopped") from self.error
+                if partition not in self._following:
+                    return False
+                if self._reached.get(partition, 0) >= high:
                     return True
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -232,6 +265,8 @@ class JournalTail:
                             log.warning("journal tail: %s", err)
                             continue
                         back = positions.gap_at_end(part, msg.offset())
+                        if back is None:
+                            self._reached[part] = max(self._reached.get(part, 0), msg.offset())
                     else:
                         back = positions.gap(part, msg.offset())
                     if back is not None:
@@ -243,6 +278,7 @@ class JournalTail:
                             continue  # read before this partition was followed anew
                         self._fold(msg, part)
                         positions.advance(part, msg.offset())
+                        self._reached[part] = max(self._reached.get(part, 0), msg.offset() + 1)
                 self.lock.notify_all()
             self._unassign_left(consumer)
             self._prune()
