@@ -48,6 +48,16 @@ log = logging.getLogger("eddies.worker")
 # A call for a call thread: the request, its APP.requests partition and offset.
 _Item = tuple[AgentEvent, int | None, int]
 
+#: For this long after a partition is gained, an idempotent call of it first waits until
+#: the journal tail has read the partition to its end as it is then: the previous owner's
+#: calls still running journal their outcomes meanwhile, and one journaled before the call
+#: is answered from the journal, not made again.
+GAINED_WINDOW_S = 30.0
+#: How long that wait may take before the call is made anyway (it is idempotent).
+CATCH_UP_TIMEOUT_S = 2.0
+#: Calls on the loop within this long of each other share one such wait.
+CATCH_UP_SHARED_S = 0.1
+
 
 class CallRunner:
     """The call threads (``executor_concurrency``, and spares in place of abandoned ones)
@@ -80,6 +90,12 @@ class CallRunner:
         self._async_performer = CallPerformer(ctx.plan, resolver)
         #: Each provider's limits and Retry-After, on the call loop.
         self.gates = ProviderGates()
+        self._gained: dict[int, float] = {}  # journal partition -> when it was gained
+        # The loop's catch-ups with the journal's end, by partition: (began, its task); the
+        # call threads' (began, set when done), under their lock.
+        self._catching_up: dict[int, tuple[float, asyncio.Future[bool]]] = {}
+        self._threads_catching_up: dict[int, tuple[float, threading.Event]] = {}
+        self._catch_lock = threading.Lock()
 
     # --- handing calls over -------------------------------------------------------------
     def asynchronous(self, req: DurableCallRequest, scope: tuple[str, ...]) -> LoopCall | None:
@@ -103,6 +119,16 @@ class CallRunner:
             self._loop.call(lambda: self.gates.recut(share))
         else:
             self.gates.share = share
+
+    def gained(self, partitions: set[int]) -> None:
+        """``partitions`` were just gained: their idempotent calls catch up with the journal
+        first for a while (:data:`GAINED_WINDOW_S`)."""
+        now = time.monotonic()
+        self._gained.update(dict.fromkeys(partitions, now))
+
+    def _recently_gained(self, jpart: int) -> bool:
+        at = self._gained.get(jpart)
+        return at is not None and time.monotonic() - at < GAINED_WINDOW_S
 
     def replace_thread(self) -> None:
         """(Under the executor's lock.) A call thread in place of one an abandoned call holds."""
@@ -182,13 +208,34 @@ class CallRunner:
                 if verdict != "perform":
                     settled = verdict == "answered"
                     return
-            elif self._answered_meanwhile(request, ref):
-                settled = True
-                return
+            else:
+                if self._recently_gained(jpart):
+                    self._catch_up_here(jpart)
+                if self._answered_meanwhile(request, ref):
+                    settled = True
+                    return
             self._make(request, req, ref, part, offset)
             settled = True
         finally:
             self._done.put((part, offset, ref, settled, again))
+
+    def _catch_up_here(self, jpart: int) -> None:
+        """:meth:`_catch_up` for a call thread: one wait shared by the calls that come
+        within :data:`CATCH_UP_SHARED_S` (the first asks, the others wait for its answer)."""
+        now = time.monotonic()
+        with self._catch_lock:
+            entry = self._threads_catching_up.get(jpart)
+            mine = entry is None or now - entry[0] > CATCH_UP_SHARED_S
+            if mine:
+                entry = self._threads_catching_up[jpart] = (now, threading.Event())
+        assert entry is not None
+        if not mine:
+            entry[1].wait(CATCH_UP_TIMEOUT_S * 2)
+            return
+        try:
+            self.tail.caught_up(jpart, CATCH_UP_TIMEOUT_S)
+        finally:
+            entry[1].set()
 
     def _answered_meanwhile(self, request: AgentEvent, ref: CallRef) -> bool:
         """Whether an idempotent call has an outcome in the journal by the time it would
@@ -270,6 +317,8 @@ class CallRunner:
                 self.counters.inc("calls_over_provider_wait")
             else:
                 async with self._call_loop().place():
+                    if self._recently_gained(jpart):
+                        await self._catch_up(jpart)
                     if self._answered_meanwhile(request, ref):  # checked as late as it can be
                         call.call.close()
                         settled = True
@@ -286,6 +335,16 @@ class CallRunner:
             if entered:
                 gate.leave(tokens, _tokens_used(returned) if settled else None)
             self._done.put((part, offset, ref, settled, None))
+
+    async def _catch_up(self, jpart: int) -> None:
+        """Wait until the tail has read ``jpart`` to the journal's end (one wait, in a
+        worker thread, shared by the calls that come within :data:`CATCH_UP_SHARED_S`)."""
+        now = time.monotonic()
+        entry = self._catching_up.get(jpart)
+        if entry is None or now - entry[0] > CATCH_UP_SHARED_S:
+            task = asyncio.ensure_future(asyncio.to_thread(self.tail.caught_up, jpart, CATCH_UP_TIMEOUT_S))
+            entry = self._catching_up[jpart] = (now, task)
+        await asyncio.shield(entry[1])
 
     async def _made(self, request: AgentEvent, req: DurableCallRequest, call: LoopCall,
                     hold: Callable[[float], None], waited: float) -> tuple[AgentEvent, Any]:

@@ -182,6 +182,7 @@ class KafkaExecutor:
         self.tail.follow(view)
         with self._lock:
             self.owned |= partitions
+            self.calls.gained(partitions)
             self.calls.recut(len(self.owned) / self.settings.partitions)
         return view
 

@@ -83,6 +83,8 @@ class JournalTail:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._consumer: Any = None
+        self._ends: Any = None  # asks the journal's ends (caught_up), made at the first ask
+        self._asking = threading.Lock()
         self._assigned: set[int] = set()  # of the consumer (only the reading thread touches it)
         self.error: BaseException | None = None
 
@@ -111,6 +113,10 @@ class JournalTail:
         if self._thread is not None:
             self._thread.join(10)
             self._thread = None
+        with self._asking:
+            if self._ends is not None:
+                self._ends.close()
+                self._ends = None
 
     # --- what executors call ---------------------------------------------------------------
     def follow(self, restored: JournalView) -> None:
@@ -169,17 +175,20 @@ class JournalTail:
         high watermark, asked of the broker): whatever was journaled before this call is
         in :attr:`view` then. False if the end cannot be asked, the partition is not
         followed, or ``timeout`` seconds pass first."""
-        consumer = self._consumer
-        if consumer is None:
+        if self._consumer is None:
             return True
-        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
 
         deadline = time.monotonic() + timeout
-        try:
-            _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, partition),
-                                                     timeout=timeout, cached=False)
-        except KafkaException:
-            return False
+        with self._asking:  # a consumer of its own: the reading thread's is busy reading
+            if self._ends is None:
+                self._ends = Consumer(self.settings.client_config(**{
+                    "group.id": f"{self.settings.app}.journal-ends", "enable.auto.commit": False}))
+            try:
+                _, high = self._ends.get_watermark_offsets(TopicPartition(self.topic, partition),
+                                                           timeout=timeout, cached=False)
+            except KafkaException:
+                return False
         with self.lock:
             while True:
                 if self.error is not None:
@@ -330,6 +339,7 @@ class JournalTail:
             self._following -= done
             for p in done:
                 self._positions.forget(p)
+                self._reached.pop(p, None)
             self.lock.notify_all()
         assigned = done & self._assigned  # one followed and left before it was assigned
         if assigned:

@@ -160,12 +160,22 @@ def no_crash_no_dead_letter(ev: Evidence) -> dict[str, Any]:
             "suspicious_log_lines": ev.log_lines, "dlq_reasons": dict(ev.dlq_reasons)}
 
 
+#: How soon after a worker's pause or cut ends a request it decided before may arrive.
+WOKEN_ASK_S = 2.0
+
+
 def model_calls_not_asked_after_outcome(ev: Evidence) -> dict[str, Any]:
     """In a ``+slow`` round, against the slow provider's log of requests: no model call was
     asked after its OK outcome was journaled (a call without one may be asked again, by
     whoever took it over from a worker killed, paused or cut off while it waited: model
     calls are idempotent; a call with one is answered from the journal), and every slow
     input answered as expected was asked at least once (the answer came from the provider).
+
+    One ask after the outcome is not the engine's to prevent: a worker that decided the call,
+    then stood still (paused, or cut off) before its request left, while the call's new
+    owner made it and journaled the outcome, sends that request when it wakes. Such an ask,
+    arriving within :data:`WOKEN_ASK_S` of the end of a worker's pause or cut that began
+    before the outcome, is counted apart (``asked_on_waking``), not as a failure.
     Vacuous (ok) in a round without the provider."""
     done: dict[Run, float] = {}  # the first OK outcome of each run's model calls, journaled at
     for call in ev.calls.values():
@@ -176,9 +186,13 @@ def model_calls_not_asked_after_outcome(ev: Evidence) -> dict[str, Any]:
                 r = (call.session, call.run)
                 done[r] = min(done.get(r, t), t)
     asked = Counter((session, run) for _, session, run in ev.provider_requests)
-    after = [{"session": session, "run": run, "asked_at": t, "outcome_at": done[(session, run)]}
-             for t, session, run in ev.provider_requests
-             if (session, run) in done and t > done[(session, run)]]
+    late: list[dict[str, Any]] = [
+        {"session": session, "run": run, "asked_at": t, "outcome_at": done[(session, run)]}
+        for t, session, run in ev.provider_requests if (session, run) in done and t > done[(session, run)]]
+    away = [(start, start + seconds) for proc in ev.processes for start, seconds in _away(proc)]
+    woken = [a for a in late if any(start <= a["outcome_at"] and end <= a["asked_at"] <= end + WOKEN_ASK_S
+                                    for start, end in away)]
+    after = [a for a in late if a not in woken]
     slow = {r for r, body in ev.inputs.items() if body.get("kind") == "slow"}
     unasked = sorted(r for r in slow & set(ev.answers) if r not in asked and any(
         a.error is None and a.output == expected_output(ev.inputs[r]) for a in ev.answers[r].values()))
@@ -191,6 +205,7 @@ def model_calls_not_asked_after_outcome(ev: Evidence) -> dict[str, Any]:
         "asked_again": sum(n - 1 for n in asked.values()), "runs_asked_again": len(again),
         "asked_again_most": max(again.values(), default=0),
         "asked_after_outcome": after[:30], "n_asked_after_outcome": len(after),
+        "asked_on_waking": len(woken),
         "answered_without_request": unasked[:30], "n_answered_without_request": len(unasked),
     }
 

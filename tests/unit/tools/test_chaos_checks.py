@@ -175,3 +175,22 @@ def test_a_slow_answer_the_provider_was_never_asked_for_fails() -> None:
     ev = slow_round([])
     assert failed(ev) == ["model_calls_not_asked_after_outcome"]
     assert checks.model_calls_not_asked_after_outcome(ev)["answered_without_request"] == [("p", 1)]
+
+
+def test_a_model_call_asked_by_a_worker_waking_after_its_outcome_is_counted_apart() -> None:
+    """w1 stood still from 1005 to 1011 (a pause): a request it decided before sends when
+    it wakes, after the outcome its session's new owner journaled at 1010. Counted apart;
+    the same request from no waking worker, or long after the wake, fails."""
+    late = [(999.1, "p", 1), (1011.5, "p", 1)]
+    ev = slow_round(late)
+    paused = [{**p, "pauses": [(1005.0, 6.0)]} if p["slot"] == "w1" else p for p in ev.processes]
+    woke = slow_round(late)
+    woke.processes = paused
+    assert failed(woke) == []
+    assert checks.model_calls_not_asked_after_outcome(woke)["asked_on_waking"] == 1
+    too_late = slow_round([(999.1, "p", 1), (1014.0, "p", 1)])  # 3 s after the wake
+    too_late.processes = paused
+    assert failed(too_late) == ["model_calls_not_asked_after_outcome"]
+    after_it = slow_round(late)  # a pause that began after the outcome excuses nothing
+    after_it.processes = [{**p, "pauses": [(1010.5, 0.8)]} if p["slot"] == "w1" else p for p in ev.processes]
+    assert failed(after_it) == ["model_calls_not_asked_after_outcome"]
