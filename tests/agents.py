@@ -9,6 +9,7 @@ from typing import Any
 from eddies import Agent, InputEvent, OutputEvent, action
 from eddies.connectors.models.scripted import ScriptedChatModel
 from eddies.demo import Calculator, add, calculator_agent
+from eddies.events import ChatMessage, ChatRequestEvent, ChatResponseEvent
 
 
 class Echo(Agent):
@@ -18,6 +19,18 @@ class Echo(Agent):
 
 
 Chat = Calculator
+
+
+class OneCall(Agent):
+    """One model call per input, its reply the answer: what a slow provider's sessions are."""
+
+    @action(InputEvent)
+    def ask(event: InputEvent, ctx: Any) -> None:
+        ctx.send_event(ChatRequestEvent(model="llm", messages=[ChatMessage(content=str(event.input))]))
+
+    @action(ChatResponseEvent)
+    def answer(event: ChatResponseEvent, ctx: Any) -> None:
+        ctx.send_event(OutputEvent(output=event.response.content))
 
 
 def calculator(model: ScriptedChatModel | None = None, tool: Any = add) -> Calculator:

@@ -29,7 +29,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -156,19 +156,8 @@ class JournalTail:
     def wait_past(self, partition: int, offset: int, timeout: float) -> bool:
         """Wait until the record at ``offset`` of ``partition`` has been read; False if the
         partition is not followed or ``timeout`` seconds pass."""
-        deadline = time.monotonic() + timeout
-        with self.lock:
-            while True:
-                if self.error is not None:
-                    raise RuntimeError("the journal tail stopped") from self.error
-                if partition not in self._following:
-                    return False
-                if self._positions.next.get(partition, 0) > offset:
-                    return True
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.lock.wait(min(left, 0.5))
+        return self._wait_for(partition, lambda: self._positions.next.get(partition, 0) > offset,
+                              time.monotonic() + timeout)
 
     def caught_up(self, partition: int, timeout: float) -> bool:
         """Wait until ``partition`` has been read to the journal's end as it is now (its
@@ -189,13 +178,18 @@ class JournalTail:
                                                            timeout=timeout, cached=False)
             except KafkaException:
                 return False
+        return self._wait_for(partition, lambda: self._reached.get(partition, 0) >= high, deadline)
+
+    def _wait_for(self, partition: int, read: Callable[[], bool], deadline: float) -> bool:
+        """Wait until ``read()`` (checked under :attr:`lock`, as the tail reads on); False if
+        ``partition`` is not followed or ``deadline`` (``time.monotonic()``) passes first."""
         with self.lock:
             while True:
                 if self.error is not None:
                     raise RuntimeError("the journal tail stopped") from self.error
                 if partition not in self._following:
                     return False
-                if self._reached.get(partition, 0) >= high:
+                if read():
                     return True
                 left = deadline - time.monotonic()
                 if left <= 0:

@@ -8,22 +8,9 @@ import json
 import os
 from typing import Any
 
-from eddies import Agent, InputEvent, OutputEvent, action
 from eddies.connectors.models.litellm import LiteLLMChatModel
 from eddies.engine import ChatModelSetup, ResourceType
-from eddies.events import ChatMessage, ChatRequestEvent, ChatResponseEvent
-
-
-class OneCall(Agent):
-    """One model call per input, its reply the answer: what a slow provider's sessions are."""
-
-    @action(InputEvent)
-    def ask(event: InputEvent, ctx: Any) -> None:
-        ctx.send_event(ChatRequestEvent(model="llm", messages=[ChatMessage(content=str(event.input))]))
-
-    @action(ChatResponseEvent)
-    def answer(event: ChatResponseEvent, ctx: Any) -> None:
-        ctx.send_event(OutputEvent(output=event.response.content))
+from tests.agents import OneCall
 
 
 def one_call_agent(config: dict[str, Any] | None = None) -> OneCall:

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from eddies import Agent, InputEvent, LocalRunner, OutputEvent, action
+from eddies import LocalRunner
 from eddies.connectors.inspect.replay import replay
 from eddies.connectors.models.scripted import ScriptedChatModel
 from eddies.engine import AgentPlan, ChatModelSetup, PlanError, ResourceType
-from eddies.events import CallKind, ChatMessage, ChatRequestEvent, ChatResponseEvent, DurableCallRequest
+from eddies.events import CallKind, ChatMessage, DurableCallRequest
+from tests.agents import OneCall
 
 
 def down(messages: list[ChatMessage], tools: list[Any]) -> ChatMessage:
@@ -22,18 +23,8 @@ def answers(messages: list[ChatMessage], tools: list[Any]) -> ChatMessage:
     return ChatMessage(content=f"backup: {messages[-1].content}")
 
 
-class Asks(Agent):
-    @action(InputEvent)
-    def ask(event: InputEvent, ctx: Any) -> None:
-        ctx.send_event(ChatRequestEvent(model="llm", messages=[ChatMessage(content=str(event.input))]))
-
-    @action(ChatResponseEvent)
-    def answer(event: ChatResponseEvent, ctx: Any) -> None:
-        ctx.send_event(OutputEvent(output=event.response.content))
-
-
-def _agent(primary: Any, fallbacks: tuple[str, ...] = ("backup",)) -> Asks:
-    agent = Asks(config={"retry": {"CHAT_MODEL": {"max_attempts": 2, "base_delay_ms": 1}}})
+def _agent(primary: Any, fallbacks: tuple[str, ...] = ("backup",)) -> OneCall:
+    agent = OneCall(config={"retry": {"CHAT_MODEL": {"max_attempts": 2, "base_delay_ms": 1}}})
     agent.add_resource("main", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(primary))
     agent.add_resource("spare", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(answers))
     agent.add_resource("llm", ResourceType.CHAT_MODEL,
