@@ -62,6 +62,10 @@ class JournalView:
     #: none): session -> the refused snapshot's seq. Their state must come from the history.
     stale: dict[str, int] = field(default_factory=dict)
     _fences: dict[int, Fence] = field(default_factory=dict, repr=False)
+    #: Per partition, the processes its markers and started marks name; and the partitions
+    #: with records that name none (snapshots, outcomes, tombstones): see :meth:`written_by_others`.
+    _named: dict[int, set[bytes]] = field(default_factory=dict, repr=False)
+    _unnamed: set[int] = field(default_factory=set, repr=False)
     #: The epoch of each session's chosen snapshot (its key's), and the snapshots of its
     #: other keys (older owners', until tombstoned).
     _epoch_of: dict[str, int] = field(default_factory=dict, repr=False)
@@ -81,6 +85,14 @@ class JournalView:
             if mine_m is None or marker.epoch > mine_m.epoch:
                 self.markers[where] = marker
 
+    def written_by_others(self, partition: int, me: Claimant) -> bool:
+        """Whether any record read of ``partition`` may come from a process other than
+        ``me``: one whose marker or started mark names another, or one that names no
+        writer at all (a snapshot, an outcome, a tombstone). False for a partition that
+        holds only ``me``'s markers: no one worked on it before, so no one may still
+        journal an outcome into it."""
+        return partition in self._unnamed or bool(self._named.get(partition, set()) - {me.token})
+
     def epoch(self, role: str, partition: int) -> int:
         """The epoch of the latest marker of ``role`` in ``partition`` (NO_EPOCH: none)."""
         marker = self.markers.get((role, partition))
@@ -97,6 +109,10 @@ class JournalView:
             self.unreadable += 1  # no worker writes such a key: skipped, never fatal
             return None
         kind, _, rest = text.partition("/")
+        if kind != "own" and (kind != "start" or value is None):
+            self._unnamed.add(partition)
+        elif value is not None:
+            self._named.setdefault(partition, set()).add(value)
         if kind.startswith("snap"):
             at = kind[5:]
             if kind != "snap" and (kind[4] != "@" or not at.isdigit()):

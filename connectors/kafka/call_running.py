@@ -121,8 +121,10 @@ class CallRunner:
             self.gates.share = share
 
     def gained(self, partitions: set[int]) -> None:
-        """``partitions`` were just gained: their idempotent calls catch up with the journal
-        first for a while (:data:`GAINED_WINDOW_S`)."""
+        """``partitions`` were just gained from another process (one that may still
+        journal outcomes into them): their idempotent calls catch up with the journal first
+        for a while (:data:`GAINED_WINDOW_S`). A partition no one else worked on needs no
+        such wait: a fresh app's first calls start at once."""
         now = time.monotonic()
         self._gained.update(dict.fromkeys(partitions, now))
 

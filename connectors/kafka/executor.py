@@ -37,6 +37,7 @@ from eddies.connectors.execution.calls import Resolver, result_event
 from eddies.connectors.execution.held_requests import HeldRequests
 from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.journal.reading import CallRef, JournalView
+from eddies.connectors.kafka.answered import AnsweredHere
 from eddies.connectors.kafka.call_running import CallRunner
 from eddies.connectors.kafka.claiming import CallClaims
 from eddies.connectors.kafka.journal_tail import JournalTail
@@ -115,6 +116,7 @@ class KafkaExecutor:
         self.assigned = threading.Event()
         self.finished = threading.Event()  # set when run() has returned
         self.inflight: set[CallRef] = set()  # queued or running here
+        self.answered = AnsweredHere()  # answered lately, maybe not read back yet
         self.owned: set[int] = set()  # session partitions whose calls this process may start
         self.reread_gaps = ctx.membership.reread_gaps(s)
         self.tail = JournalTail(s, self.names.journal, retention_s=min(60.0, s.journal_retention_ms / 1000),
@@ -182,7 +184,8 @@ class KafkaExecutor:
         self.tail.follow(view)
         with self._lock:
             self.owned |= partitions
-            self.calls.gained(partitions)
+            # Only where another process worked may an outcome still come from it.
+            self.calls.gained({p for p in partitions if view.written_by_others(p, self.claimant)})
             self.calls.recut(len(self.owned) / self.settings.partitions)
         return view
 
@@ -342,7 +345,8 @@ class KafkaExecutor:
             # (its request offset stays uncommitted meanwhile, so a restart reads it again).
             self.held.hold(req.not_before, ref, (request, part, offset, produced_ms))
             return
-        if ref in self.inflight:  # a re-issued request for a call already queued or running here
+        if ref in self.inflight or ref in self.answered:
+            # Re-issued for a call queued, running or just answered here: that answer counts.
             self.offsets.settle(part, offset)
             return
         with self.tail.lock:
@@ -442,6 +446,8 @@ class KafkaExecutor:
                     self._uncommitted = True
                 elif settled:
                     self.offsets.settle(part, offset)
+                if settled:
+                    self.answered.add(ref, now)
                 self.inflight.discard(ref)
                 self._on_loop.discard(ref)
                 if again is not None:  # decided here, under the lock (see CallClaims.claim)

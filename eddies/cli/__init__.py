@@ -91,9 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     # broker is down); the commands say in one message what failed, so its log is shown
     # only when debugging.
     logging.getLogger("eddies.kafka.client").setLevel(logging.NOTSET if debug else logging.CRITICAL)
-    # httpx logs every request (each model, MCP and A2A call) at INFO, with its URL: at
-    # INFO that drowns the worker's own lines, which say what was called, so only DEBUG shows it.
-    for noisy in ("httpx", "httpcore"):
+    # httpx logs every request (each model, MCP and A2A call) at INFO, with its URL, and
+    # litellm each completion (twice: its own handler, then the root's); at INFO that drowns
+    # the worker's own lines, which say what was called, and a worker holding thousands of
+    # calls spent a quarter of its CPU writing them. Only DEBUG shows them.
+    for noisy in ("httpx", "httpcore", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
         logging.getLogger(noisy).setLevel(logging.NOTSET if debug else logging.WARNING)
     usage_errors = click_types("ClickException")
     aborts: tuple[type[BaseException], ...] = (typer.Abort, *click_types("Abort"))

@@ -370,6 +370,33 @@ def test_a_woken_executor_starts_no_call_until_its_partition_is_confirmed() -> N
     assert answered[0].payload.value == "3"  # type: ignore[union-attr]
 
 
+def test_a_call_asked_again_before_its_outcome_is_read_back_is_not_made_again() -> None:
+    """A restore re-issues the requests of a session's open calls while their first copies
+    are still on APP.requests: a copy that comes after the call returned, but before this
+    executor's tail read its outcome back, is settled by the answer already sent."""
+    executor, sink = _local_executor()
+    executor.owned = {0, 1}
+    request = _idempotent_call("s1")
+    made: list[str] = []
+
+    def perform(req: Any, scope: Any) -> int:
+        made.append(req.call_id)
+        return 3
+
+    executor.calls.make_performer = lambda: SimpleNamespace(perform=perform)
+    for offset in (0, 1):
+        executor.offsets.read(0, offset)
+        with executor._lock:
+            executor._dispatch(request, 0, offset, int(time.time() * 1000))
+        deadline = time.monotonic() + 5
+        while executor.inflight and time.monotonic() < deadline:
+            executor._drain(block=True)
+    assert made == ["s1:r1:i1:c0"]
+    assert [t for t, _, _ in sink.records] == ["t.journal", "t.input"]  # answered once
+    executor.offsets.advance()
+    assert executor.offsets.pending == {0: 2}  # both copies settled
+
+
 def test_an_outcome_journaled_while_the_call_ran_is_the_answer() -> None:
     """A process that stood still while it performed a call finds the call decided by
     another (UNKNOWN, say): it journals nothing over it and answers what the journal says."""

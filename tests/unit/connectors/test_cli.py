@@ -39,10 +39,11 @@ def test_http_clients_log_each_request_only_when_debugging(
     monkeypatch.setenv("EDDIES_LOG_LEVEL", level)
     # What basicConfig does in a fresh process (here pytest's handlers keep it from it).
     monkeypatch.setattr(logging.getLogger(), "level", getattr(logging, level))
-    loggers = [logging.getLogger(name) for name in ("httpx", "httpcore")]
+    loggers = [logging.getLogger(name) for name in ("httpx", "httpcore", "LiteLLM")]
     for logger in loggers:
         monkeypatch.setattr(logger, "level", logging.NOTSET)
     assert main(["--version"]) == 0
-    # httpx logs "HTTP Request: POST <url>" at INFO for every model, MCP and A2A call.
+    # httpx logs "HTTP Request: POST <url>" at INFO for every model, MCP and A2A call;
+    # litellm "LiteLLM completion() model= ..." for every model call.
     for logger in loggers:
         assert (logger.getEffectiveLevel() <= logging.INFO) is shown, logger.name

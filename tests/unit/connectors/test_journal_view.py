@@ -83,3 +83,19 @@ def test_a_calls_first_outcome_decides_it() -> None:
     assert view.apply(b"out/s:r1:i1:c0/1", b"UNKNOWN", 1) == ("s:r1:i1:c0", 1)
     assert view.apply(b"out/s:r1:i1:c0/1", b"OK, late", 2) is None
     assert view.outcomes == {("s:r1:i1:c0", 1): b"UNKNOWN"} and view.later_outcomes == 1
+
+
+def test_a_partition_only_my_markers_are_in_was_written_by_no_one_else() -> None:
+    """A new owner waits for an earlier one's late outcomes only where there may be one."""
+    me, other = Claimant("w0", "new"), Claimant("w0", "old")
+    view = JournalView()
+    view.apply(b"own/orchestrator/0", me.token, 0, partition=0)
+    view.apply(b"own/executor/0", me.token, 1, partition=0)
+    view.apply(b"start/s:r1:i1:c0/1", me.token, 2, partition=0)
+    view.apply(b"own/orchestrator/1", other.token, 0, partition=1)  # an earlier process
+    view.apply(b"own/orchestrator/1", me.token, 1, partition=1)
+    view.apply(b"own/orchestrator/2", me.token, 0, partition=2)
+    view.apply(b"out/s:r1:i1:c1/1", b"outcome", 1, partition=2)  # names no writer
+    view.apply(b"snap/s", b"{}", 0, partition=3)
+    assert [view.written_by_others(p, me) for p in range(5)] == [False, True, True, True, False]
+    assert view.written_by_others(0, other)
