@@ -4,8 +4,9 @@ bounded pool of call threads, those whose client is asynchronous (a model connec
 
 Before it starts, a call waits for its provider (its limits, a Retry-After: see
 :mod:`eddies.connectors.execution.provider_gates`), then checks again that its partition is
-still owned here and that its outcome was not journaled meanwhile; a non-idempotent one is
-claimed (:mod:`.claiming`). Once made, its outcome is journaled and sent. Each request
+still owned here and that its outcome was not journaled meanwhile (of a partition just
+gained from another process, once the journal is caught up: :mod:`.catching_up`); a
+non-idempotent one is claimed (:mod:`.claiming`). Once made, its outcome is journaled and sent. Each request
 ends as a :data:`.timekeeping.CallDone` on the executor's ``done`` queue. Example::
 
     runner = CallRunner(ctx=ctx, resolver=None, claims=claims, tail=tail, deadlines=deadlines,
@@ -31,6 +32,7 @@ from eddies.connectors.execution.call_loop import CallLoop
 from eddies.connectors.execution.calls import CallPerformer, LoopCall, Resolver, result_event, writable_result
 from eddies.connectors.execution.provider_gates import ProviderGates
 from eddies.connectors.journal.reading import CallRef
+from eddies.connectors.kafka.catching_up import CatchUp
 from eddies.connectors.kafka.claiming import CallClaims
 from eddies.connectors.kafka.journal_tail import JournalTail
 from eddies.connectors.kafka.roles import RoleContext
@@ -47,17 +49,6 @@ log = logging.getLogger("eddies.worker")
 
 # A call for a call thread: the request, its APP.requests partition and offset.
 _Item = tuple[AgentEvent, int | None, int]
-
-#: For this long after a partition is gained, an idempotent call of it first waits until
-#: the journal tail has read the partition to its end as it is then: the previous owner's
-#: calls still running journal their outcomes meanwhile, and one journaled before the call
-#: is answered from the journal, not made again.
-GAINED_WINDOW_S = 30.0
-#: How long that wait may take before the call is made anyway (it is idempotent).
-CATCH_UP_TIMEOUT_S = 2.0
-#: Calls on the loop within this long of each other share one such wait.
-CATCH_UP_SHARED_S = 0.1
-
 
 class CallRunner:
     """The call threads (``executor_concurrency``, and spares in place of abandoned ones)
@@ -90,12 +81,8 @@ class CallRunner:
         self._async_performer = CallPerformer(ctx.plan, resolver)
         #: Each provider's limits and Retry-After, on the call loop.
         self.gates = ProviderGates()
-        self._gained: dict[int, float] = {}  # journal partition -> when it was gained
-        # The loop's catch-ups with the journal's end, by partition: (began, its task); the
-        # call threads' (began, set when done), under their lock.
-        self._catching_up: dict[int, tuple[float, asyncio.Future[bool]]] = {}
-        self._threads_catching_up: dict[int, tuple[float, threading.Event]] = {}
-        self._catch_lock = threading.Lock()
+        #: Idempotent calls of partitions gained from another process catch up first.
+        self.catch_up = CatchUp(tail)
 
     # --- handing calls over -------------------------------------------------------------
     def asynchronous(self, req: DurableCallRequest, scope: tuple[str, ...]) -> LoopCall | None:
@@ -119,18 +106,6 @@ class CallRunner:
             self._loop.call(lambda: self.gates.recut(share))
         else:
             self.gates.share = share
-
-    def gained(self, partitions: set[int]) -> None:
-        """``partitions`` were just gained from another process (one that may still
-        journal outcomes into them): their idempotent calls catch up with the journal first
-        for a while (:data:`GAINED_WINDOW_S`). A partition no one else worked on needs no
-        such wait: a fresh app's first calls start at once."""
-        now = time.monotonic()
-        self._gained.update(dict.fromkeys(partitions, now))
-
-    def _recently_gained(self, jpart: int) -> bool:
-        at = self._gained.get(jpart)
-        return at is not None and time.monotonic() - at < GAINED_WINDOW_S
 
     def replace_thread(self) -> None:
         """(Under the executor's lock.) A call thread in place of one an abandoned call holds."""
@@ -211,8 +186,8 @@ class CallRunner:
                     settled = verdict == "answered"
                     return
             else:
-                if self._recently_gained(jpart):
-                    self._catch_up_here(jpart)
+                if self.catch_up.needed(jpart):
+                    self.catch_up.wait(jpart)
                 if self._answered_meanwhile(request, ref):
                     settled = True
                     return
@@ -220,24 +195,6 @@ class CallRunner:
             settled = True
         finally:
             self._done.put((part, offset, ref, settled, again))
-
-    def _catch_up_here(self, jpart: int) -> None:
-        """:meth:`_catch_up` for a call thread: one wait shared by the calls that come
-        within :data:`CATCH_UP_SHARED_S` (the first asks, the others wait for its answer)."""
-        now = time.monotonic()
-        with self._catch_lock:
-            entry = self._threads_catching_up.get(jpart)
-            mine = entry is None or now - entry[0] > CATCH_UP_SHARED_S
-            if mine:
-                entry = self._threads_catching_up[jpart] = (now, threading.Event())
-        assert entry is not None
-        if not mine:
-            entry[1].wait(CATCH_UP_TIMEOUT_S * 2)
-            return
-        try:
-            self.tail.caught_up(jpart, CATCH_UP_TIMEOUT_S)
-        finally:
-            entry[1].set()
 
     def _answered_meanwhile(self, request: AgentEvent, ref: CallRef) -> bool:
         """Whether an idempotent call has an outcome in the journal by the time it would
@@ -310,17 +267,16 @@ class CallRunner:
                 self.counters.inc("calls_waited_for_provider")
             began = time.perf_counter()
             if busy is not None:
+                call.call.close()
                 if self._answered_meanwhile(request, ref):
-                    call.call.close()
                     settled = True
                     return
-                call.call.close()
                 result = result_event(request, CallStatus.ERROR, "null", describe_error(busy))
                 self.counters.inc("calls_over_provider_wait")
             else:
                 async with self._call_loop().place():
-                    if self._recently_gained(jpart):
-                        await self._catch_up(jpart)
+                    if self.catch_up.needed(jpart):
+                        await self.catch_up.wait_async(jpart)
                     if self._answered_meanwhile(request, ref):  # checked as late as it can be
                         call.call.close()
                         settled = True
@@ -337,16 +293,6 @@ class CallRunner:
             if entered:
                 gate.leave(tokens, _tokens_used(returned) if settled else None)
             self._done.put((part, offset, ref, settled, None))
-
-    async def _catch_up(self, jpart: int) -> None:
-        """Wait until the tail has read ``jpart`` to the journal's end (one wait, in a
-        worker thread, shared by the calls that come within :data:`CATCH_UP_SHARED_S`)."""
-        now = time.monotonic()
-        entry = self._catching_up.get(jpart)
-        if entry is None or now - entry[0] > CATCH_UP_SHARED_S:
-            task = asyncio.ensure_future(asyncio.to_thread(self.tail.caught_up, jpart, CATCH_UP_TIMEOUT_S))
-            entry = self._catching_up[jpart] = (now, task)
-        await asyncio.shield(entry[1])
 
     async def _made(self, request: AgentEvent, req: DurableCallRequest, call: LoopCall,
                     hold: Callable[[float], None], waited: float) -> tuple[AgentEvent, Any]:

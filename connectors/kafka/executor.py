@@ -185,8 +185,8 @@ class KafkaExecutor:
         with self._lock:
             self.owned |= partitions
             # Only where another process worked may an outcome still come from it.
-            self.calls.gained({p for p in partitions if view.written_by_others(p, self.claimant)})
-            self.calls.recut(len(self.owned) / self.settings.partitions)
+            self.calls.catch_up.gained({p for p in partitions if view.written_by_others(p, self.claimant)})
+            self._recut()
         return view
 
     def release(self, partitions: set[int]) -> None:
@@ -195,11 +195,15 @@ class KafkaExecutor:
         with self._lock:
             self.owned -= partitions
             self.claims.release(partitions)
-            self.calls.recut(len(self.owned) / self.settings.partitions)
+            self._recut()
         left = self.tail.release(partitions)
         if left:
             log.info("left %d calls started elsewhere to the new owner of partitions %s",
                      len(left), sorted(partitions))
+
+    def _recut(self) -> None:
+        # The share of every provider's limits this executor takes: what it owns of the app.
+        self.calls.recut(len(self.owned) / self.settings.partitions)
 
     def _owns(self, jpart: int) -> bool:
         return jpart in self.owned

@@ -6,9 +6,7 @@ runs as the real command, in a subprocess, against a worker on the broker."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 
@@ -21,18 +19,16 @@ from eddies.connectors.runtime.settings import Settings
 from eddies.connectors.runtime.topics import TopicNames
 from eddies.events import ApprovalRequestEvent, SignalEvent
 from tests.agents import shop_agent
-from tests.integration.workers import ROOT
+from tests.integration.workers import eddies_command
 
 pytestmark = pytest.mark.integration
 
 
 def _eddies(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("EDDIES_") or k == "EDDIES_RESULT_KEY"}  # a key, no setting
-    env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true")
-    return subprocess.run(
-        [sys.executable, "-m", "eddies", *args, "--app", settings.app, "--bootstrap-servers",
-         settings.bootstrap_servers], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    # No setting from this environment; the result key is a key, not a setting.
+    return eddies_command(settings, *args, env={"LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                                                "LITELLM_OFFLINE_MODE": "true"},
+                          drop=lambda k: k.startswith("EDDIES_") and k != "EDDIES_RESULT_KEY")
 
 
 def _refused(proc: subprocess.CompletedProcess[str], *expected: str) -> None:

@@ -26,7 +26,7 @@ from eddies.connectors.runtime.topics import TopicNames, ensure_topics
 from eddies.engine import AgentPlan, ResourceType
 from eddies.events import AgentEvent, CallKind, DurableCallRequest, InputEvent, OutputEvent, partition_for
 from tests.integration.agents import http_calculator, worded_http_calculator
-from tests.integration.workers import ROOT, answers, start_worker, stop_worker, wait_until
+from tests.integration.workers import ROOT, answers, eddies_command, start_worker, stop_worker, wait_until
 from tests.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.integration
@@ -214,10 +214,7 @@ def test_reprocess_runs_an_offset_range_into_another_app_reusing_the_calls_that_
 
 
 def _eddies(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "eddies", *args, "--app", settings.app,
-         "--bootstrap-servers", settings.bootstrap_servers],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="200"))
+    return eddies_command(settings, *args, env={"COLUMNS": "200"})  # tables not cut
 
 
 def test_the_fork_and_reprocess_commands_say_which_calls_were_reused_and_which_made_live(

@@ -66,10 +66,12 @@ def wait_until(what: str, check: Callable[[], Any], proc: subprocess.Popen[bytes
     raise AssertionError(f"waited {timeout} s for: {what}; worker log: {log.read_text()[-3000:]}")
 
 
-def eddies_command(settings: Settings, *args: str, env: dict[str, str] | None = None
-                   ) -> subprocess.CompletedProcess[str]:
+def eddies_command(settings: Settings, *args: str, env: dict[str, str] | None = None,
+                   drop: Callable[[str], bool] = lambda name: False) -> subprocess.CompletedProcess[str]:
     """``eddies ARGS --app APP -b BOOTSTRAP`` run from the project's root, with ``env``
-    added to this process's environment; what it printed."""
+    added to this process's environment and the variables ``drop`` names left out; what
+    it printed."""
+    kept = {k: v for k, v in os.environ.items() if not drop(k)}
     return subprocess.run([sys.executable, "-m", "eddies", *args, "--app", settings.app,
                            "-b", settings.bootstrap_servers], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env=dict(os.environ, **(env or {})))
+                          timeout=120, cwd=ROOT, env=dict(kept, **(env or {})))

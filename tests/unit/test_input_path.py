@@ -10,7 +10,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Files one one-turn input touches today; a change that adds one updates this number and
-#: the walk in docs/architecture.md in the same commit (and says why). 43: the executor's
+#: the walk in docs/architecture.md in the same commit (and says why). 44: whether a call
+#: catches up with a partition's journal after a gain (kafka/catching_up.py, one concept
+#: the loop's and the threads' calls share, out of call_running.py). 43: the executor's
 #: making of calls (threads, the call loop, provider gates) left executor.py, 642 lines,
 #: for kafka/call_running.py. 42: each record is
 #: noted for the session's last trusted state (runtime/isolation.py: one session's error
@@ -18,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: (617 lines) split into the bytes (codec.py) and the payloads' fields (records.py); 42:
 #: the orchestrator keeps each partition's next offset itself (positions.py: gaps only);
 #: 41: the chat action takes its sensory memory only when a request goes round (memory.py).
-MOST_FILES = 43
+MOST_FILES = 44
 
 
 def _traced() -> set[str]:
