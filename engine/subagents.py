@@ -60,11 +60,16 @@ class SubagentSetup:
     gives instead of one ``prompt``), whether a call made again after a crash is safe
     (``idempotent``: the call id travels as an idempotency key the far side honours), and
     whether an unknown outcome can be looked up (``reconciles``: :meth:`reconcile`).
-    Example (a subclass)::
+    A subclass whose client is asynchronous may also define ``async def perform_async``
+    (same arguments): an executor then awaits it on its call loop, and thousands of such
+    calls wait at once without a thread each. Example (a subclass)::
 
         class Translator(SubagentSetup):
             def perform(self, prompt, *, session_id, call_id, timeout_s):
                 return my_client.translate(prompt, request_id=call_id, timeout=timeout_s)
+
+            async def perform_async(self, prompt, *, session_id, call_id, timeout_s):
+                return await my_async_client.translate(prompt, request_id=call_id)
     """
 
     description: str = ""

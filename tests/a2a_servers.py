@@ -2,9 +2,10 @@
 
 ``python -m tests.a2a_servers echo PORT LOG``: the agent "Echo Agent" (card at
 ``/.well-known/agent-card.json``). Each message is a task: it appends ``<idempotency key
-from the message metadata> <text>`` to LOG, and a JSON line of the request's
-Idempotency-Key, Authorization and X-Token headers to LOG.headers; then it completes the
-task with one artifact of text ``echo: <text>``, or, when the text contains "fail",
+from the message metadata> <text>`` to LOG, a JSON line of the request's Idempotency-Key,
+Authorization and X-Token headers to LOG.headers, and its arrival time (seconds since the
+epoch) to LOG.times; then it completes the task with one artifact of text ``echo:
+<text>``, or, when the text contains "fail",
 fails it with the status message ``cannot do: <text>``; "data" completes it with one
 data part ``{"echo": <text>, "n": 1}``; "slow" sleeps 3 s first, on a key's first call
 only. With ``A2A_TEST_TOKEN`` set, a request without ``Authorization: Bearer <token>``
@@ -17,6 +18,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,8 @@ def echo(port: int, log: Path) -> None:
             headers = context.call_context.state.get("headers", {})
             with log.open("a") as fh:
                 fh.write(f"{key} {text}\n")
+            with Path(f"{log}.times").open("a") as fh:
+                fh.write(f"{time.time():.3f}\n")
             with Path(f"{log}.headers").open("a") as fh:
                 fh.write(json.dumps({h: headers.get(h) for h in ("idempotency-key", "authorization",
                                                                  "x-token")}) + "\n")

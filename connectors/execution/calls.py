@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import importlib
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, NamedTuple
 
 from eddies.connectors.execution.store_calls import embed, vector_store_call
@@ -177,16 +177,50 @@ class CallPerformer:
 
     def asynchronous(self, req: DurableCallRequest, scope: tuple[str, ...] = ()) -> LoopCall | None:
         """The call as a coroutine performing it as :meth:`perform` does, when its client
-        is asynchronous (a model connection with ``chat_async``), for an executor's event
-        loop: a provider's seconds then hold no thread. None: :meth:`perform` it on a thread."""
-        if req.kind is not CallKind.CHAT_MODEL:
+        is asynchronous, for an executor's event loop: a model connection with
+        ``chat_async``, an MCP or A2A tool, an external sub-agent with ``perform_async``.
+        A provider's seconds then hold no thread. None: :meth:`perform` it on a thread."""
+        if req.kind not in _MAYBE_ASYNC:
             return None
+        try:
+            return self._on_loop(req, scope)
+        except KeyError:  # no such resource: the call fails on a thread, as a call does
+            return None
+
+    def _on_loop(self, req: DurableCallRequest, scope: tuple[str, ...]) -> LoopCall | None:
+        kind = req.kind
         plan = self.plan.for_scope(scope) if scope else self.plan
-        setup = plan.chat_model(req.target)
-        conn = plan.resource(setup.connection)
-        if not callable(getattr(conn, "chat_async", None)):
+        if kind is CallKind.CHAT_MODEL:
+            setup = plan.chat_model(req.target)
+            conn = plan.resource(setup.connection)
+            if not callable(getattr(conn, "chat_async", None)):
+                return None
+            return LoopCall(setup.connection, self._chat_async(plan, req), limits_of(conn))
+        if kind is CallKind.TOOL:
+            tool = plan.tool(req.target)
+            if not isinstance(tool, RemoteTool):
+                return None
+            return LoopCall(tool.server, self._remote_tool_async(plan, tool, req))
+        agent = plan.resource(req.target, ResourceType.AGENT)
+        if not isinstance(agent, SubagentSetup) or not callable(getattr(agent, "perform_async", None)):
             return None
-        return LoopCall(setup.connection, self._chat_async(plan, req), limits_of(conn))
+        return LoopCall(req.target, self._subagent_async(agent, req))
+
+    async def _remote_tool_async(self, plan: AgentPlan, tool: RemoteTool, req: DurableCallRequest) -> Any:
+        kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
+        if tool.protocol == "a2a":
+            from eddies.connectors.remote.a2a import call_tool_async as call_agent
+
+            return await call_agent(plan, tool, kwargs, req.call_id)
+        from eddies.connectors.remote.mcp import call_tool_async
+
+        return await call_tool_async(plan, tool, kwargs, req.call_id)
+
+    async def _subagent_async(self, setup: SubagentSetup, req: DurableCallRequest) -> Any:
+        kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
+        perform: Callable[..., Awaitable[Any]] = setup.perform_async  # type: ignore[attr-defined]
+        return await perform(kwargs.get("prompt"), session_id=kwargs.get("session_id"),
+                             call_id=req.call_id, timeout_s=setup.timeout_of(kwargs))
 
     async def _chat_async(self, plan: AgentPlan, req: DurableCallRequest) -> Any:
         kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
@@ -210,6 +244,10 @@ class CallPerformer:
         if self._loop is not None:
             self._loop.close()
             self._loop = None
+
+
+#: The kinds of call whose client may be asynchronous (see CallPerformer.asynchronous).
+_MAYBE_ASYNC = frozenset({CallKind.CHAT_MODEL, CallKind.TOOL, CallKind.SUBAGENT})
 
 
 class LoopCall(NamedTuple):

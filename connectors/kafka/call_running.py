@@ -25,6 +25,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.execution.call_deadlines import CallDeadlines, timed_out
@@ -79,6 +80,7 @@ class CallRunner:
         self._spare = 0  # call threads started in place of ones held by abandoned calls
         self._loop: CallLoop | None = None  # made at the first call with an async client
         self._async_performer = CallPerformer(ctx.plan, resolver)
+        self._claimers: ThreadPoolExecutor | None = None  # made at the loop's first claim
         #: Each provider's limits and Retry-After, on the call loop.
         self.gates = ProviderGates()
         #: Idempotent calls of partitions gained from another process catch up first.
@@ -90,7 +92,7 @@ class CallRunner:
         return self._async_performer.asynchronous(req, scope)
 
     def on_loop(self, request: AgentEvent, part: int | None, offset: int, call: LoopCall) -> None:
-        """Make an idempotent call on the call loop (no claim to make first)."""
+        """Make the call on the call loop."""
         self._call_loop().submit(lambda: self._perform_async(request, part, offset, call))
 
     def on_thread(self, request: AgentEvent, part: int | None, offset: int) -> None:
@@ -127,6 +129,8 @@ class CallRunner:
         if self._loop is not None:
             self._loop.call(lambda: self.gates.recut(0.0))  # the waiting find they are not wanted
             self._loop.close()
+        if self._claimers is not None:
+            self._claimers.shutdown()
 
     def _call_loop(self) -> CallLoop:
         if self._loop is None:
@@ -238,9 +242,11 @@ class CallRunner:
     async def _perform_async(self, request: AgentEvent, part: int | None, offset: int,
                              call: LoopCall) -> None:
         """:meth:`perform` for a coroutine, on the call loop. It waits, not started yet, for
-        its provider's gate (limits, Retry-After), then for a place on the loop; its
-        timeout_ms counts from its start and cancels it (a task, unlike a thread, can be
-        stopped), answered as the Timekeeper answers a thread's call past its timeout."""
+        its provider's gate (limits, Retry-After), then for a place on the loop; a
+        non-idempotent call is claimed then (on a claim thread: a claim reads the journal
+        back), so a crash while it waits leaves no started mark. Its timeout_ms counts
+        from its start and cancels it (a task, unlike a thread, can be stopped), answered
+        as the Timekeeper answers a thread's call past its timeout."""
         req = request.payload
         assert isinstance(req, DurableCallRequest)
         ref = (req.call_id, req.attempt)
@@ -249,7 +255,7 @@ class CallRunner:
         tokens = estimated_tokens(req.args) if gate.limits.tokens_per_minute else 0
         claims = self.claims
         settled = entered = False
-        returned = None
+        returned = again = None
         try:
             if gate.held():
                 self.counters.inc("calls_held_by_provider")
@@ -275,12 +281,21 @@ class CallRunner:
                 self.counters.inc("calls_over_provider_wait")
             else:
                 async with self._call_loop().place():
-                    if self.catch_up.needed(jpart):
-                        await self.catch_up.wait_async(jpart)
-                    if self._answered_meanwhile(request, ref):  # checked as late as it can be
-                        call.call.close()
-                        settled = True
-                        return
+                    if not req.idempotent:
+                        verdict = await asyncio.get_running_loop().run_in_executor(
+                            self._claim_threads(), claims.claim, request, jpart, part, offset)
+                        if verdict != "perform":
+                            call.call.close()
+                            again = request if verdict == "unknown" else None
+                            settled = verdict == "answered"
+                            return
+                    else:
+                        if self.catch_up.needed(jpart):
+                            await self.catch_up.wait_async(jpart)
+                        if self._answered_meanwhile(request, ref):  # checked as late as it can be
+                            call.call.close()
+                            settled = True
+                            return
                     began = time.perf_counter()
                     result, returned = await self._made(request, req, call, gate.hold, waited)
             if self.metrics is not None:
@@ -292,7 +307,15 @@ class CallRunner:
         finally:
             if entered:
                 gate.leave(tokens, _tokens_used(returned) if settled else None)
-            self._done.put((part, offset, ref, settled, None))
+            self._done.put((part, offset, ref, settled, again))
+
+    def _claim_threads(self) -> ThreadPoolExecutor:
+        """The threads that claim the call loop's non-idempotent calls: as many as the
+        call threads, which claimed them before they were the loop's."""
+        if self._claimers is None:
+            self._claimers = ThreadPoolExecutor(self.settings.executor_concurrency,
+                                                thread_name_prefix="eddies-claim")
+        return self._claimers
 
     async def _made(self, request: AgentEvent, req: DurableCallRequest, call: LoopCall,
                     hold: Callable[[float], None], waited: float) -> tuple[AgentEvent, Any]:

@@ -386,8 +386,8 @@ class KafkaExecutor:
             self.claims.decide_unknown(request, part, offset, time.monotonic())
             return
         self.inflight.add(ref)
-        if req.idempotent and (call := self.calls.asynchronous(req, request.scope)) is not None:
-            self._on_loop.add(ref)  # no claim to make first: straight to the loop
+        if (call := self.calls.asynchronous(req, request.scope)) is not None:
+            self._on_loop.add(ref)
             self.calls.on_loop(request, part, offset, call)
             return
         self.calls.on_thread(request, part, offset)

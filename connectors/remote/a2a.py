@@ -15,13 +15,15 @@ whose task is followed to its end. Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from typing import Any
 
+from eddies.connectors.remote.a2a_parts import parts_value, task_state
 from eddies.connectors.remote.configuration import ConfigurationError, resolve_env, secret
 from eddies.connectors.remote.error_classes import TRANSIENT_STATUS
 from eddies.connectors.remote.loop_thread import LoopThread
@@ -246,27 +248,59 @@ def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], k
     ``key`` in the message metadata and the Idempotency-Key header, and follow its task
     to the end: the text of the completed task's artifacts (a lone data part: its JSON
     value). A task that ends otherwise raises A2aTaskError with its status message."""
+    server, path, timeout, call = _tool_call(plan, tool, arguments, key)
+    with _call_errors(server, path, f"{tool.name}: ", timeout):
+        return _POOL.loop.run(call, timeout)
+
+
+async def call_tool_async(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any],
+                          key: str) -> Any:
+    """:func:`call_tool` awaited from another event loop (an executor's call loop): the
+    call holds no thread while the agent works."""
+    server, path, timeout, call = _tool_call(plan, tool, arguments, key)
+    with _call_errors(server, path, f"{tool.name}: ", timeout):
+        return await _POOL.loop.run_async(call, timeout)
+
+
+def _tool_call(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any],
+               key: str) -> tuple[A2aServer, str, float, Coroutine[Any, Any, Any]]:
+    """The server, card path and timeout of a call of ``tool``, and the call to run."""
     server: A2aServer = plan.resource(tool.server, ResourceType.A2A_SERVER)
     a2a_tool: A2aTool = plan.resource(tool.resource, ResourceType.TOOL)
+    prompt = _prompt_of(tool, arguments)
+    path = a2a_tool.agent_card_path
+    timeout = tool.timeout_ms / 1000
+    return server, path, timeout, _call(server, path, prompt, key, timeout)
+
+
+def _prompt_of(tool: RemoteTool, arguments: Mapping[str, Any]) -> str:
     prompt = arguments.get("prompt")
     extra = set(arguments) - {"prompt"}
     if not isinstance(prompt, str) or extra:
         raise ValueError(f"A2A tool {tool.name}: expected one string argument 'prompt', got "
                          f"{', '.join(sorted(arguments)) or 'none'}")
-    path = a2a_tool.agent_card_path
-    timeout = tool.timeout_ms / 1000
+    return prompt
+
+
+@contextlib.contextmanager
+def _call_errors(server: A2aServer, path: str, what: str, timeout: float | None) -> Iterator[None]:
+    """A call's failure as its error names it (``what``: the tool's name, to start with;
+    ``timeout``: None where the call's own deadline names the timeout); a client that
+    may be broken is made again next time."""
     try:
-        return _POOL.loop.run(_call(server, path, prompt, key, timeout), timeout)
+        yield
     except (A2aTaskError, A2aRequestError, ConfigurationError):
         raise
     except TimeoutError:
-        raise TimeoutError(f"A2A server {server.where}: {tool.name}: no answer within "
+        if timeout is None:
+            raise
+        raise TimeoutError(f"A2A server {server.where}: {what}no answer within "
                            f"{timeout:g} s") from None
-    except Exception as err:  # the client may be broken: make one again next time
+    except Exception as err:
         _POOL.drop(server, path)
         if isinstance(err, A2aConnectionError):
             raise
-        raise A2aConnectionError(f"A2A server {server.where}: {tool.name}: {_reason(err, server)}") from None
+        raise A2aConnectionError(f"A2A server {server.where}: {what}{_reason(err, server)}") from None
 
 
 async def _call(server: A2aServer, path: str, prompt: str, key: str, timeout: float) -> Any:
@@ -283,7 +317,7 @@ async def _call(server: A2aServer, path: str, prompt: str, key: str, timeout: fl
         if answered:  # the agent answered without a task
             return task
         for delay in _polls():
-            if _state(task) not in ("submitted", "working", "unspecified"):
+            if task_state(task) not in ("submitted", "working", "unspecified"):
                 break
             await asyncio.sleep(delay)
             task = await client.get_task(GetTaskRequest(id=task.id), context=context)
@@ -298,16 +332,17 @@ def call_subagent(server: A2aServer, path: str, prompt: Any, *, key: str, sessio
     whose id derives from the call id ``key`` and whose context from the sub-session (or the
     call), its task followed to its end, canceled at ``timeout_s``; with ``look_up``, the
     task of an earlier attempt is found in that context first."""
-    try:
+    with _call_errors(server, path, "", None):
         return _POOL.loop.run(_subagent(server, path, prompt, key, session_id, timeout_s, look_up),
                               timeout_s + 10)
-    except (A2aTaskError, A2aRequestError, ConfigurationError, TimeoutError):
-        raise
-    except Exception as err:  # the client may be broken: make one again next time
-        _POOL.drop(server, path)
-        if isinstance(err, A2aConnectionError):
-            raise
-        raise A2aConnectionError(f"A2A server {server.where}: {_reason(err, server)}") from None
+
+
+async def call_subagent_async(server: A2aServer, path: str, prompt: Any, *, key: str,
+                              session_id: str | None, timeout_s: float, look_up: bool) -> Any:
+    """:func:`call_subagent` awaited from another event loop (an executor's call loop)."""
+    with _call_errors(server, path, "", None):
+        return await _POOL.loop.run_async(
+            _subagent(server, path, prompt, key, session_id, timeout_s, look_up), timeout_s + 10)
 
 
 async def _subagent(server: A2aServer, path: str, prompt: Any, key: str, session_id: str | None,
@@ -353,7 +388,7 @@ async def _subagent(server: A2aServer, path: str, prompt: Any, key: str, session
             if answered:  # the agent answered without a task
                 return task
         for delay in _polls():
-            if _state(task) not in ("submitted", "working", "unspecified"):
+            if task_state(task) not in ("submitted", "working", "unspecified"):
                 break
             if loop.time() + delay > deadline:
                 raise TimeoutError
@@ -382,7 +417,7 @@ async def _send(client: Any, ask: Any, context: Any, server: A2aServer) -> tuple
     task = None
     async for response in client.send_message(ask, context=context):
         if response.HasField("message"):
-            return True, _content([response.message.parts])
+            return True, parts_value([response.message.parts])
         if response.HasField("task"):
             task = response.task
     if task is None:
@@ -397,54 +432,13 @@ def _polls() -> Iterator[float]:
         yield _POLL_S[-1]
 
 
-def _state(task: Any) -> str:
-    from a2a.types import TaskState
-
-    return str(TaskState.Name(task.status.state)).removeprefix("TASK_STATE_").lower()
-
-
 def _result(task: Any) -> Any:
-    state = _state(task)
+    state = task_state(task)
     if state == "completed":
-        return _content([a.parts for a in task.artifacts] or [task.status.message.parts])
-    said = _content([task.status.message.parts])
+        return parts_value([a.parts for a in task.artifacts] or [task.status.message.parts])
+    said = parts_value([task.status.message.parts])
     said = said if isinstance(said, str) else json.dumps(said)
     raise A2aTaskError(f"task {state.replace('_', ' ')}: {said or '(no message)'}")
-
-
-def _content(groups: list[Any]) -> Any:
-    """The text of the parts (several joined with newlines; one data part alone: its JSON
-    value)."""
-    from a2a.helpers import get_data_parts
-
-    parts = [p for group in groups for p in group]
-    if len(parts) == 1 and parts[0].HasField("data"):
-        return _whole(get_data_parts(parts)[0])
-    out = []
-    for p in parts:
-        kind = p.WhichOneof("content")
-        if kind == "text":
-            out.append(p.text)
-        elif kind == "data":
-            out.append(json.dumps(_whole(get_data_parts([p])[0])))
-        elif kind == "url":
-            out.append(p.url)
-        elif kind == "raw":
-            name = f" {p.filename}" if p.filename else ""
-            out.append(f"[{p.media_type or 'file'}{name}: {len(p.raw)} bytes]")
-    return "\n".join(out)
-
-
-def _whole(value: Any) -> Any:
-    """``value`` with whole floats as ints (a protobuf Value holds every number as a
-    double)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [_whole(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _whole(v) for k, v in value.items()}
-    return value
 
 
 def _failure(err: Exception, server: A2aServer) -> Exception:

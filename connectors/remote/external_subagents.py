@@ -20,7 +20,8 @@ never arrived; if the lookup cannot be made, the call fails closed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from eddies.connectors.remote.configuration import resolve_env, secret
@@ -64,19 +65,44 @@ class HttpSubagentSetup(SubagentSetup):
         """POST the prompt; the answer's ``output``."""
         import httpx
 
+        headers, body = self._request(prompt, session_id, call_id)
+        with self._transport_errors(call_id, timeout_s):
+            reply = httpx.post(self.endpoint, json=body, headers=headers, timeout=timeout_s)
+        return self._answer(reply)
+
+    async def perform_async(self, prompt: Any, *, session_id: str | None, call_id: str,
+                            timeout_s: float) -> Any:
+        """:meth:`perform` on an event loop (an executor's call loop): no thread waits."""
+        import httpx
+
+        headers, body = self._request(prompt, session_id, call_id)
+        with self._transport_errors(call_id, timeout_s):
+            async with httpx.AsyncClient(timeout=timeout_s) as client:
+                reply = await client.post(self.endpoint, json=body, headers=headers)
+        return self._answer(reply)
+
+    def _request(self, prompt: Any, session_id: str | None,
+                 call_id: str) -> tuple[dict[str, str], dict[str, Any]]:
         headers = {k: resolve_env(v, f"HTTP sub-agent header {k}") for k, v in self.headers.items()}
         headers[IDEMPOTENCY_HEADER] = call_id
         if self.api_key_env:
             key = secret(self.api_key_env, "HTTP sub-agent api_key_env")
             headers.setdefault("Authorization", f"Bearer {key}")
-        body = {"prompt": prompt, "session_id": session_id, "call_id": call_id}
+        return headers, {"prompt": prompt, "session_id": session_id, "call_id": call_id}
+
+    @contextlib.contextmanager
+    def _transport_errors(self, call_id: str, timeout_s: float) -> Iterator[None]:
+        import httpx
+
         try:
-            reply = httpx.post(self.endpoint, json=body, headers=headers, timeout=timeout_s)
+            yield
         except httpx.TimeoutException:
             raise subagent_timeout(call_id, f"HTTP sub-agent {self.where}: no answer within "
                                             f"{timeout_s:g} s") from None
         except httpx.TransportError as err:
             raise ConnectionError(f"HTTP sub-agent {self.where}: {type(err).__name__}") from None
+
+    def _answer(self, reply: Any) -> Any:
         if reply.status_code >= 400:
             raise HttpSubagentError(f"HTTP sub-agent {self.where}: HTTP {reply.status_code}",
                                     reply.status_code)
@@ -112,6 +138,14 @@ class A2ASubagentSetup(SubagentSetup):
         """Find the call's task by its message id, and follow it to its end (or send the
         message now, if the agent never got it)."""
         return self._call(prompt, session_id, call_id, timeout_s, look_up=True)
+
+    async def perform_async(self, prompt: Any, *, session_id: str | None, call_id: str,
+                            timeout_s: float) -> Any:
+        """:meth:`perform` on an event loop (an executor's call loop): no thread waits."""
+        from eddies.connectors.remote.a2a import call_subagent_async
+
+        return await call_subagent_async(self.server, self.agent_card_path, prompt, key=call_id,
+                                         session_id=session_id, timeout_s=timeout_s, look_up=False)
 
     def _call(self, prompt: Any, session_id: str | None, call_id: str, timeout_s: float, *,
               look_up: bool) -> Any:

@@ -1,8 +1,10 @@
 """An asyncio event loop on a daemon thread of its own, started on first use: where the
-MCP and A2A clients (async SDKs) live, called from any executor thread. Example::
+MCP and A2A clients (async SDKs) live, called from any executor thread, or awaited from
+another event loop (an executor's call loop) without holding a thread. Example::
 
     loop = LoopThread("eddies-mcp")
     value = loop.run(session.call_tool(...), timeout=20)   # TimeoutError after 20 s
+    value = await loop.run_async(session.call_tool(...), timeout=20)  # from another loop
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ class LoopThread:
         except TimeoutError:
             future.cancel()
             raise
+
+    async def run_async(self, coro: Coroutine[Any, Any, Any], timeout: float | None) -> Any:
+        """:meth:`run` awaited from another event loop: the awaiting task waits, no thread
+        does (``coro`` is cancelled with it, or after ``timeout`` s)."""
+        future = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._running()))
+        return await asyncio.wait_for(future, timeout)
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Call ``fn(*args)`` on the loop, if it runs (else there is nothing to act on)."""

@@ -20,7 +20,6 @@ server did not start, or stopped in the middle of a call.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import os
@@ -35,12 +34,13 @@ from typing import Any, TextIO, TypeVar
 
 from eddies.connectors.remote.configuration import ConfigurationError, resolve_env, secret
 from eddies.connectors.remote.loop_thread import LoopThread
+from eddies.connectors.remote.mcp_content import content_block, content_text
 from eddies.connectors.remote.secrets import redact
 from eddies.engine import Agent, AgentPlan, ResourceType
-from eddies.engine.content import MAX_INLINE_BYTES, BlobStore, inline_block, with_blocks
+from eddies.engine.content import with_blocks
 from eddies.engine.prompts import McpPrompt
 from eddies.engine.remote_tools import IDEMPOTENCY_META, McpServer, McpTool, RemoteTool, spec_from_listing
-from eddies.events import ChatMessage, ContentBlock, ContentKind, MessageRole
+from eddies.events import ChatMessage, MessageRole
 
 log = logging.getLogger("eddies.mcp")
 server_log = logging.getLogger("eddies.mcp.server")
@@ -394,12 +394,29 @@ def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], k
     result if the server gives one, else its text content (parsed when it is JSON)."""
     server: McpServer = plan.resource(tool.server, ResourceType.MCP_SERVER)
     timeout = tool.timeout_ms / 1000
-    try:
+    with _call_errors(server, tool.name, timeout):
         return _POOL.loop.run(_call(server, tool.name, dict(arguments), key), timeout)
+
+
+async def call_tool_async(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any],
+                          key: str) -> Any:
+    """:func:`call_tool` awaited from another event loop (an executor's call loop): the
+    call holds no thread while the server works."""
+    server: McpServer = plan.resource(tool.server, ResourceType.MCP_SERVER)
+    timeout = tool.timeout_ms / 1000
+    with _call_errors(server, tool.name, timeout):
+        return await _POOL.loop.run_async(_call(server, tool.name, dict(arguments), key), timeout)
+
+
+@contextlib.contextmanager
+def _call_errors(server: McpServer, name: str, timeout: float) -> Iterator[None]:
+    """A tool call's failure as the call's error names it (the session dropped if broken)."""
+    try:
+        yield
     except (McpToolError, ConfigurationError):
         raise
     except TimeoutError:  # the bare one says nothing: which call, after how long
-        raise TimeoutError(f"MCP server {server.where}: {tool.name}: no answer within "
+        raise TimeoutError(f"MCP server {server.where}: {name}: no answer within "
                            f"{timeout:g} s") from None
     except Exception as err:  # the session is broken: connect again next time
         if isinstance(err, McpConnectionError):
@@ -408,7 +425,7 @@ def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], k
         # A server that died in the call: its stderr closes with its stdout, if not already.
         tail = _POOL.stderr_tail(server, wait=0.25)
         _POOL.drop(server)
-        raise _connection_error(server, f"{tool.name}: {_reason(err)}{tail}") from None
+        raise _connection_error(server, f"{name}: {_reason(err)}{tail}") from None
 
 
 async def _call(server: McpServer, name: str, arguments: dict[str, Any], key: str) -> Any:
@@ -427,57 +444,6 @@ async def _call(server: McpServer, name: str, arguments: dict[str, Any], key: st
         return with_blocks(json.loads(text), blocks)
     except ValueError:
         return with_blocks(text, blocks)
-
-
-def content_block(block: Any, blobs: BlobStore | None = None) -> ContentBlock | None:
-    """What of one content block of a tool's result goes to the model beside its text: an
-    image, audio or binary resource (its bytes within the size limit, else a reference to
-    them in ``blobs``), a link; None for a text (the result's text holds it)."""
-    kind = getattr(block, "type", None)
-    if kind in ("image", "audio"):
-        return inline_block(ContentKind.IMAGE if kind == "image" else ContentKind.AUDIO,
-                            base64.b64decode(block.data), mime_type=block.mime_type, blobs=blobs)
-    if kind == "resource" and getattr(block.resource, "blob", None) is not None:
-        res = block.resource
-        return inline_block(ContentKind.FILE, base64.b64decode(res.blob), mime_type=res.mime_type,
-                            uri=str(res.uri), blobs=blobs)
-    if kind == "resource_link":
-        return ContentBlock(ContentKind.RESOURCE, "", getattr(block, "mime_type", None), None,
-                            str(block.uri), block.name)
-    return None
-
-
-def content_text(block: Any, stored: bool = False) -> str:
-    """One content block of a tool's result as the text a session keeps: a text as it is,
-    an embedded text resource under its uri, and what is not text (an image, audio, a
-    binary resource, a link) as a line that says what it was, so that nothing the server
-    sent vanishes without a word, for models that take text only (the bytes themselves go
-    as :func:`content_block`). Example: ``[image image/png, 95 bytes]``."""
-    kind = getattr(block, "type", None)
-    if kind == "text":
-        return str(block.text)
-    if kind in ("image", "audio"):
-        return f"[{kind} {block.mime_type}, {_sized(_decoded_size(block.data), stored)}]"
-    if kind == "resource":
-        res = block.resource
-        text = getattr(res, "text", None)
-        if text is not None:
-            return f"[resource {res.uri}]\n{text}"
-        return (f"[resource {res.uri} ({res.mime_type or 'binary'}), "
-                f"{_sized(_decoded_size(getattr(res, 'blob', '')), stored)}]")
-    if kind == "resource_link":
-        return f"[resource link {block.name}: {block.uri}]"
-    return f"[{kind} content: not passed on]"
-
-
-def _sized(size: int, stored: bool) -> str:
-    if size <= MAX_INLINE_BYTES or stored:  # carried, inline or by reference
-        return f"{size} bytes"
-    return f"{size} bytes: over the {MAX_INLINE_BYTES}-byte limit, not passed on"
-
-
-def _decoded_size(base64_text: str) -> int:
-    return len(base64_text) * 3 // 4 - base64_text[-2:].count("=")
 
 
 def close() -> None:

@@ -93,6 +93,31 @@ def test_a_completed_task_is_the_answer_and_a_replay_calls_nothing(echo_agent: t
     assert len(_lines(log)) == before + 1 and len(llm.requests) == asked
 
 
+def test_the_call_loop_makes_an_a2a_tool_call_as_a_call_thread_does(echo_agent: tuple[str, Path]) -> None:
+    """A worker awaits an A2A tool call on its call loop (no thread waits on the agent):
+    the same answer, the same errors, the same key, as the call made on a thread."""
+    import asyncio
+    import dataclasses
+
+    from eddies.connectors.execution.calls import CallPerformer
+    from eddies.connectors.remote.a2a import A2aTaskError
+
+    url, log = echo_agent
+    runner, _, _ = _ask(url, "hello loop")
+    [call] = _tool_calls(runner)
+    performer = CallPerformer(runner.plan)
+    on_loop = performer.asynchronous(call)
+    assert on_loop is not None and on_loop.provider == "helper"
+    before = len(_lines(log))
+    assert asyncio.run(on_loop.call) == performer.perform(call) == "echo: hello loop"
+    assert _lines(log)[before:] == [f"{call.call_id} hello loop"] * 2
+    failing = dataclasses.replace(call, args=json.dumps({"args": [], "kwargs": {"prompt": "please fail"}}))
+    failed = performer.asynchronous(failing)
+    assert failed is not None
+    with pytest.raises(A2aTaskError, match="cannot do: please fail"):
+        asyncio.run(failed.call)
+
+
 def test_a_data_part_is_its_json_value(echo_agent: tuple[str, Path]) -> None:
     _, _, answers = _ask(echo_agent[0], "some data")
     [answer] = answers  # a data part travels as a protobuf Struct: its keys keep no order

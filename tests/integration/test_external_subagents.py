@@ -164,3 +164,32 @@ def test_a_worker_killed_between_send_and_answer_reconciles_by_task(settings: An
     assert len(echo_log.read_text().splitlines()) == 1  # looked up, not sent again
     worker_log = log.read_text()
     assert "the task of call s1:r1:i1:c0 found" in worker_log and "not found" not in worker_log
+
+
+def test_a_workers_a2a_calls_wait_on_its_call_loop_not_a_thread_each(settings: Any, tmp_path: Path) -> None:
+    """24 sessions each send the echo agent a message it takes 3 s over: the worker's 8
+    call threads would send them in three waves, 3 s apart; on the call loop (each claimed
+    first: an A2A call is not idempotent) they are all at the agent at once."""
+    from eddies.connectors.runtime.client import producer, send_input
+    from tests.integration.workers import answers, start_worker, stop_worker, wait_until
+
+    sessions = 24
+    echo_log = tmp_path / "echo.log"
+    proc, port = start_server("tests.a2a_servers", "echo", str(echo_log))
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, "tests.integration.agents:a2a_asker", log,
+                          TEST_A2A_URL=f"http://127.0.0.1:{port}", EDDIES_EXECUTOR_CONCURRENCY="8")
+    try:
+        prod = producer(settings)
+        for n in range(sessions):
+            send_input(settings, f"s{n}", f"slow {n}", prod=prod)
+        prod.flush(30)
+        said = wait_until("every answer", lambda: len(answers(settings)) >= sessions and answers(settings),
+                          worker, log, timeout=120)
+    finally:
+        stop_worker(worker)
+        stop(proc)
+    assert sorted(a.payload.output for a in said) == sorted(f"echo: slow {n}" for n in range(sessions))
+    arrived = [float(t) for t in Path(f"{echo_log}.times").read_text().split()]
+    assert len(arrived) == sessions  # each message sent once
+    assert max(arrived) - min(arrived) < 4.0, sorted(round(t - min(arrived), 2) for t in arrived)

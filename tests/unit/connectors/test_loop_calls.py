@@ -1,0 +1,90 @@
+"""Which calls an executor makes on its call loop (their clients are asynchronous) and
+which on a call thread; a sub-agent's own ``perform_async`` is awaited there with the
+arguments ``perform`` gets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from eddies import Agent
+from eddies.connectors.execution.calls import CallPerformer
+from eddies.connectors.models.scripted import ScriptedChatModel
+from eddies.engine import AgentPlan, ChatModelSetup, ResourceType
+from eddies.engine.subagents import SubagentSetup
+from eddies.events import CallKind, ChatMessage, DurableCallRequest, MessageRole
+
+
+class _AsyncModel(ScriptedChatModel):
+    async def chat_async(self, messages: list[ChatMessage], **kwargs: Any) -> ChatMessage:
+        return ChatMessage(MessageRole.ASSISTANT, "async")
+
+
+class _Translator(SubagentSetup):
+    def perform(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float) -> Any:
+        return f"sync {prompt}"
+
+    async def perform_async(self, prompt: Any, *, session_id: str | None, call_id: str,
+                            timeout_s: float) -> Any:
+        await asyncio.sleep(0)
+        return f"async {prompt} {session_id} {call_id} {timeout_s:g}"
+
+
+class _SyncOnly(SubagentSetup):
+    def perform(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float) -> Any:
+        return prompt
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def _performer() -> CallPerformer:
+    agent = Agent("loop")
+    agent.add_resource("add", ResourceType.TOOL, add)
+    reply = ChatMessage(MessageRole.ASSISTANT, "sync")
+    agent.add_resource("sync_conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModel(lambda m, t: reply))
+    agent.add_resource("async_conn", ResourceType.CHAT_MODEL_CONNECTION, _AsyncModel(lambda m, t: reply))
+    agent.add_resource("sync_llm", ResourceType.CHAT_MODEL, ChatModelSetup("sync_conn"))
+    agent.add_resource("async_llm", ResourceType.CHAT_MODEL, ChatModelSetup("async_conn"))
+    agent.add_resource("translator", ResourceType.AGENT, _Translator())
+    agent.add_resource("plain", ResourceType.AGENT, _SyncOnly())
+    return CallPerformer(AgentPlan.compile(agent))
+
+
+def _req(kind: CallKind, target: str, **kwargs: Any) -> DurableCallRequest:
+    return DurableCallRequest("s1:r1:i1:c0", kind, target, json.dumps({"args": [], "kwargs": kwargs}))
+
+
+def _goes_to_the_loop(performer: CallPerformer, req: DurableCallRequest) -> bool:
+    call = performer.asynchronous(req)
+    if call is None:
+        return False
+    call.call.close()  # (not made here)
+    return True
+
+
+def test_calls_with_asynchronous_clients_go_to_the_loop_and_the_others_to_threads() -> None:
+    performer = _performer()
+    on_loop = {target: _goes_to_the_loop(performer, _req(kind, target)) for kind, target in [
+        (CallKind.CHAT_MODEL, "async_llm"), (CallKind.CHAT_MODEL, "sync_llm"),
+        (CallKind.SUBAGENT, "translator"), (CallKind.SUBAGENT, "plain"), (CallKind.TOOL, "add"),
+        (CallKind.FUNCTION, "builtins:abs")]}
+    assert on_loop == {"async_llm": True, "sync_llm": False, "translator": True, "plain": False,
+                       "add": False, "builtins:abs": False}
+
+
+def test_a_call_naming_what_the_plan_lacks_fails_on_a_thread_as_a_call_not_in_the_executor() -> None:
+    performer = _performer()
+    for kind in (CallKind.CHAT_MODEL, CallKind.TOOL, CallKind.SUBAGENT):
+        assert performer.asynchronous(_req(kind, "nowhere")) is None
+    assert performer.asynchronous(_req(CallKind.TOOL, "add"), scope=("gone@c1",)) is None
+
+
+def test_a_sub_agents_perform_async_gets_what_perform_gets() -> None:
+    call = _performer().asynchronous(_req(CallKind.SUBAGENT, "translator", prompt="hi",
+                                          session_id="sub-1", timeout_ms=1500))
+    assert call is not None and call.provider == "translator" and call.limits is None
+    assert asyncio.run(call.call) == "async hi sub-1 s1:r1:i1:c0 1.5"
