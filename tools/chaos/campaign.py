@@ -24,7 +24,7 @@ from .fleet import ROOT, Fleet, Proc
 from .netcut import Relay
 from .provider import PROVIDER_ENV, SlowProvider
 from .timing import Kill
-from .traffic import Feeder, OutputMonitor, Waves
+from .traffic import Feeder, JournalWatch, OutputMonitor, Waves
 
 MIX = {"effects": 0.4, "react": 0.4, "sub": 0.2}
 RESTARTS = {"same-now": 0.35, "same-later": 0.35, "fresh-later": 0.3}
@@ -236,6 +236,8 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
             fleet.start(slot, role)
         monitor = OutputMonitor(settings)
         monitor.start()
+        journal = JournalWatch(settings)
+        journal.start()
         waves = None if provider is None else Waves(
             [f"k{k}p{i}" for i in range(args.slow_sessions)], args.slow_wave, args.slow_every)
         feeder = Feeder(settings, [f"k{k}s{i}" for i in range(args.sessions)],
@@ -276,11 +278,13 @@ def run_round(k: int, layout: str, args: argparse.Namespace, rundir: Path,
         fleet.stop_all()
         time.sleep(1)
         monitor.halt.set()
+        journal.halt.set()
         monitor.join(10)
+        journal.join(10)
         provider_stats = {} if provider is None else provider.stats()
         evidence = gather(settings, {(s.session, s.run): s.body for s in feeder.sent}, effects,
                           fleet.procs, chaos.crashes, missing,
-                          None if provider is None else arrivals)
+                          None if provider is None else arrivals, journal.readable)
         if missing:  # the broker goes with the round: keep the stuck sessions' story
             write_trail(settings, {session for session, _ in missing}, rdir / "stuck-trail.txt")
     finally:

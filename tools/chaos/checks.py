@@ -166,7 +166,9 @@ WOKEN_ASK_S = 2.0
 
 def model_calls_not_asked_after_outcome(ev: Evidence) -> dict[str, Any]:
     """In a ``+slow`` round, against the slow provider's log of requests: no model call was
-    asked after its OK outcome was journaled (a call without one may be asked again, by
+    asked after its OK outcome could be read in the journal (when the campaign's own tail of
+    the journal first read it: a record's timestamp is when its producer took it, seconds
+    before the brokers had it if that worker was cut off; a call without one may be asked again, by
     whoever took it over from a worker killed, paused or cut off while it waited: model
     calls are idempotent; a call with one is answered from the journal), and every slow
     input answered as expected was asked at least once (the answer came from the provider).

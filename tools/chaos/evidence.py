@@ -56,7 +56,8 @@ class Call:
     sent: list[str] = field(default_factory=list)
     #: Its started marks on APP.journal, in order: (claimant "instance|incarnation", record time).
     marks: list[tuple[str, float]] = field(default_factory=list)
-    #: Its journaled outcomes' statuses, and their record times.
+    #: Its journaled outcomes' statuses, and when each could first be read (else its
+    #: record's timestamp).
     outcomes: list[str] = field(default_factory=list)
     outcome_times: list[float] = field(default_factory=list)
     #: What it calls (the request's CallKind: FUNCTION, TOOL, CHAT_MODEL, ...).
@@ -105,9 +106,12 @@ def read_effects(path: Path) -> list[Effect]:
 
 def gather(settings: Settings, inputs: dict[Run, dict[str, Any]], effects_file: Path,
            procs: list[Proc], crashes: list[dict[str, Any]],
-           missing_after_drain: list[Run], provider_arrivals: Path | None = None) -> Evidence:
+           missing_after_drain: list[Run], provider_arrivals: Path | None = None,
+           readable: dict[bytes, float] | None = None) -> Evidence:
     """Read the round's topics, effects and logs (every worker has stopped), and the slow
-    provider's log of requests (``provider_arrivals``) in a ``+slow`` round."""
+    provider's log of requests (``provider_arrivals``) in a ``+slow`` round. An outcome's
+    time is when it could first be read (``readable``, by outcome key: see
+    :class:`.traffic.JournalWatch`), else its record's timestamp."""
     names = TopicNames(settings.app)
     answers: dict[Run, dict[str, Answer]] = defaultdict(dict)
     records: Counter[Run] = Counter()
@@ -166,7 +170,7 @@ def gather(settings: Settings, inputs: dict[Run, dict[str, Any]], effects_file: 
         if kind == "start":
             call.marks.append((value.decode(errors="replace"), m.timestamp()[1] / 1000))
         else:
-            call.outcome_times.append(m.timestamp()[1] / 1000)
+            call.outcome_times.append((readable or {}).get(m.key() or b"", m.timestamp()[1] / 1000))
             try:
                 result = decode(value).payload
                 call.outcomes.append(result.status.value if isinstance(result, DurableCallResult)

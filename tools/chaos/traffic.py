@@ -1,4 +1,5 @@
-"""The campaign's traffic: a feeder producing inputs, a monitor reading answers as they come."""
+"""The campaign's traffic: a feeder producing inputs, a monitor reading answers as they come,
+and a watch noting when call outcomes become readable in the journal."""
 
 from __future__ import annotations
 
@@ -126,38 +127,51 @@ class Seen:
     final: bool  # an OutputEvent (not some other record of the output topic)
 
 
-class OutputMonitor(threading.Thread):
-    """Reads the output topic from the start, noting when each answer arrived."""
+class _TopicWatch(threading.Thread):
+    """Reads every partition of ``topic`` from the start while the round runs, handing each
+    record to :meth:`took` with the time it was read."""
 
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(daemon=True, name="outputs")
+    def __init__(self, settings: Settings, topic: str, name: str) -> None:
+        super().__init__(daemon=True, name=name)
         self.settings = settings
+        self.topic = topic
         self.halt = threading.Event()
-        self.seen: list[Seen] = []
         self.lock = threading.Lock()
 
     def run(self) -> None:
         s = self.settings
         consumer = Consumer(s.client_config(**{
-            "group.id": f"{s.app}.monitor.{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
+            "group.id": f"{s.app}.{self.name}.{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
             "fetch.wait.max.ms": 50, "auto.offset.reset": "earliest"}))
-        topic = TopicNames(s.app).output
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(s.partitions)])
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(s.partitions)])
         try:
             while not self.halt.is_set():
                 msg = consumer.poll(0.2)
                 if msg is None or msg.error():
                     continue
-                try:
-                    e = decode(msg.value() or b"")
-                except DecodeError:
-                    continue
-                seen = Seen(time.time(), msg.partition() or 0, e.session_id, e.run,
-                            isinstance(e.payload, OutputEvent))
-                with self.lock:
-                    self.seen.append(seen)
+                self.took(msg, time.time())
         finally:
             consumer.close()
+
+    def took(self, msg: Message, now: float) -> None:
+        raise NotImplementedError
+
+
+class OutputMonitor(_TopicWatch):
+    """Reads the output topic from the start, noting when each answer arrived."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings, TopicNames(settings.app).output, "outputs")
+        self.seen: list[Seen] = []
+
+    def took(self, msg: Message, now: float) -> None:
+        try:
+            e = decode(msg.value() or b"")
+        except DecodeError:
+            return
+        seen = Seen(now, msg.partition() or 0, e.session_id, e.run, isinstance(e.payload, OutputEvent))
+        with self.lock:
+            self.seen.append(seen)
 
     def answered(self) -> set[tuple[str, int]]:
         """The (session, run) pairs answered so far."""
@@ -172,3 +186,21 @@ class OutputMonitor(threading.Thread):
                 if o.final:
                     firsts.setdefault((o.session, o.run), o.t)
         return firsts
+
+
+class JournalWatch(_TopicWatch):
+    """Reads the journal from the start, noting when each call outcome could first be read.
+    A record's own timestamp is when its producer took it (CreateTime): a worker cut off
+    from the brokers delivers its outcomes seconds after it stamped them, and the embedded
+    broker keeps no append time. Read here up to ``fetch.wait.max.ms`` (50 ms) late."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings, TopicNames(settings.app).journal, "journal")
+        #: Each outcome key (``out/CALL/ATTEMPT``), and when it was first read.
+        self.readable: dict[bytes, float] = {}
+
+    def took(self, msg: Message, now: float) -> None:
+        key = msg.key() or b""
+        if key.startswith(b"out/") and msg.value() is not None:
+            with self.lock:
+                self.readable.setdefault(key, now)
