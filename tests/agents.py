@@ -252,9 +252,20 @@ def boss_model(messages: list[Any], tools: list[Any]) -> Any:
         ToolCall("g", "general-purpose", {"prompt": task})])
 
 
+#: Seconds the reviewer's model takes, when a test needs the boss's two sub-agents to
+#: finish in one order (general-purpose first): they run at once, and which result reaches
+#: the session first is otherwise the call threads' race.
+REVIEWER_DELAY_ENV = "TEST_REVIEWER_DELAY_S"
+
+
 def reviewer_model(messages: list[Any], tools: list[Any]) -> Any:
     """The reviewer adds the letters of what it reviews with its caller's ``add`` tool."""
+    import os
+    import time
+
     from eddies.events import ChatMessage, MessageRole, ToolCall
+
+    time.sleep(float(os.environ.get(REVIEWER_DELAY_ENV, "0")))
 
     if messages[-1].role is MessageRole.TOOL:
         return ChatMessage(MessageRole.ASSISTANT, f"reviewed, score {messages[-1].content}")

@@ -152,11 +152,16 @@ def _comparable(e: AgentEvent) -> str:
 
 @pytest.mark.parametrize(("agent", "sessions"), CONFORMANCE, ids=[a for a, _ in CONFORMANCE])
 def test_flink_job_writes_the_history_the_worker_writes(
-        settings: Settings, tmp_path: Path, agent: str, sessions: list[tuple[str, list[object]]]
-) -> None:
+        settings: Settings, tmp_path: Path, agent: str, sessions: list[tuple[str, list[object]]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
     from eddies.connectors.runtime.settings import load_agent
+    from tests.agents import REVIEWER_DELAY_ENV
+
+    # Sub-agents that run at once answer in the order their calls return: the same order
+    # in both runners, so that their histories can be compared event by event.
+    monkeypatch.setenv(REVIEWER_DELAY_ENV, "0.5")
 
     worker_app = replace(settings, app=settings.app + "w", agent=agent)
     flink_app = replace(settings, app=settings.app + "f", agent=agent)
