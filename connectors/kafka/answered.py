@@ -33,9 +33,6 @@ class AnsweredHere:
     def __contains__(self, ref: object) -> bool:
         return ref in self._at
 
-    def __len__(self) -> int:
-        return len(self._at)
-
     def add(self, ref: CallRef, now: float) -> None:
         """``ref`` was answered (its result sent) at ``now`` (``time.monotonic()``); those
         answered more than ``keep_s`` before are forgotten."""

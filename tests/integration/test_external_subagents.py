@@ -95,6 +95,37 @@ def test_an_http_sub_agent(monkeypatch: pytest.MonkeyPatch) -> None:
                                  "authorization": "Bearer sk-helper-1234"}
 
 
+def test_an_http_sub_agent_on_the_call_loop_answers_and_fails_as_on_a_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker awaits perform_async on its call loop: the same request (body, key, bearer
+    token), the same answer, the same errors as perform."""
+    import asyncio
+
+    from eddies.connectors.remote.external_subagents import HttpSubagentError
+    from eddies.engine.durable import SubagentTimeoutError
+
+    monkeypatch.setenv("HELPER_KEY", "sk-helper-1234")
+    server = _Agents()
+    setup = HttpSubagentSetup(server.url, api_key_env="HELPER_KEY")
+
+    async def ask(prompt: str, call_id: str, timeout_s: float = 5.0) -> Any:
+        return await setup.perform_async(prompt, session_id="sub-1", call_id=call_id, timeout_s=timeout_s)
+
+    try:
+        assert asyncio.run(ask("one", "c1")) == "done: one" == setup.perform(
+            "one", session_id="sub-1", call_id="c1", timeout_s=5.0)
+        with pytest.raises(HttpSubagentError, match="cannot do that"):
+            asyncio.run(ask("fail", "c2"))
+        with pytest.raises(SubagentTimeoutError, match="no answer within 1 s"):
+            asyncio.run(ask("slow", "c3", timeout_s=1.0))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert server.seen[0] == ("c1", {"prompt": "one", "session_id": "sub-1", "call_id": "c1",
+                                     "authorization": "Bearer sk-helper-1234"})
+    assert server.seen[1] == server.seen[0]  # perform sent the same
+
+
 def test_an_a2a_sub_agent_served_by_a2a_sdk(tmp_path: Path) -> None:
     proc, port = start_server("tests.a2a_servers", "echo", str(tmp_path / "echo.log"))
     try:
