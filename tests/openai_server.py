@@ -62,7 +62,8 @@ class OpenAIServer:
     def __init__(self, port: int = 0, delay: float = 0.0, log_path: str | None = None, *,
                  responder: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                  context_chars: int | None = None, delay_range: tuple[float, float] | None = None,
-                 seed: int | None = None, arrivals_path: str | None = None) -> None:
+                 seed: int | None = None, arrivals_path: str | None = None,
+                 caller_header: str | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
         self.delay = delay
         # Each request waits a time drawn from this range instead (from ``seed``: a run's
@@ -70,9 +71,12 @@ class OpenAIServer:
         # answers take longer or shorter does.
         self.delay_range = delay_range
         self._rng = random.Random(seed)
-        # Each request's arrival time and messages, one JSON line each: what a check reads
-        # to tell when a request was asked (``log_path`` keeps the messages alone).
+        # Each request's arrival time, caller (its ``caller_header``: a chaos round's workers
+        # name their process in one) and messages, one JSON line each: what a check reads to
+        # tell when a request was asked and by which process (``log_path`` keeps the
+        # messages alone).
         self.arrivals_path = arrivals_path
+        self.caller_header = caller_header
         # The assistant message of a request body, instead of the default policy.
         self.responder = responder
         # A request whose messages' contents are longer than this is refused as a
@@ -115,7 +119,7 @@ class OpenAIServer:
 
             def _answer(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.record(body)
+                server.record(body, self.headers.get(server.caller_header) if server.caller_header else None)
                 server.authorizations.append(self.headers.get("Authorization"))
                 delay = server.next_delay()
                 if delay:
@@ -192,7 +196,7 @@ class OpenAIServer:
             self.in_flight += change
             self.peak = max(self.peak, self.in_flight)
 
-    def record(self, body: dict[str, Any]) -> None:
+    def record(self, body: dict[str, Any], caller: str | None = None) -> None:
         arrived = time.time()
         with self._lock:
             self.requests.append(body)
@@ -202,7 +206,8 @@ class OpenAIServer:
                     fh.write(json.dumps(body["messages"], sort_keys=True) + "\n")
             if self.arrivals_path and "messages" in body:
                 with open(self.arrivals_path, "a") as fh:
-                    fh.write(json.dumps({"t": round(arrived, 4), "messages": body["messages"]}) + "\n")
+                    fh.write(json.dumps({"t": round(arrived, 4), "caller": caller,
+                                         "messages": body["messages"]}) + "\n")
 
     def too_long(self, body: dict[str, Any]) -> bool:
         limit = self.context_chars
@@ -253,8 +258,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=None, help="of the random delays")
     ap.add_argument("--arrivals", default=None,
                     help="each request's arrival time and messages, a JSON line each")
+    ap.add_argument("--caller-header", default=None,
+                    help="the request header whose value --arrivals writes as its caller")
     args = ap.parse_args(argv)
     srv = OpenAIServer(args.port, args.delay, args.log, seed=args.seed, arrivals_path=args.arrivals,
+                       caller_header=args.caller_header,
                        delay_range=None if args.delay_range is None
                        else (args.delay_range[0], args.delay_range[1]))
     srv.start()

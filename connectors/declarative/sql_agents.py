@@ -28,25 +28,21 @@ from typing import Any
 
 from eddies.connectors.declarative.located import DefinitionError, read_definition
 from eddies.connectors.declarative.references import import_target
+from eddies.connectors.declarative.sql_models import ChatModel, model
 from eddies.connectors.declarative.sql_options import With, checked_options, option_at
 from eddies.connectors.declarative.sql_parse import Name, Option, Statement, parse_sql
 from eddies.connectors.declarative.sql_resources import (
-    SCRIPTED,
     EmbeddingModel,
     Tool,
     connection,
-    embedding_model,
     function,
-    implicit_connection,
     mcp_prompt,
-    model_connection,
     prompt,
 )
 from eddies.connectors.declarative.sql_resources import tool as made_tool
 from eddies.connectors.declarative.sql_subagents import external_agent
 from eddies.engine import (
     Agent,
-    ChatModelSetup,
     RagAgent,
     RagOptions,
     ReActAgent,
@@ -60,7 +56,6 @@ from eddies.engine.options import did_you_mean
 from eddies.engine.prompts import McpPrompt, Prompt
 from eddies.engine.react import GENERAL_PURPOSE
 
-_MODEL_ARGUMENTS = ("temperature", "max_tokens", "top_p", "seed", "stop")
 #: Which clauses each statement takes.
 _CLAUSES = {
     "CONNECTION": {"WITH", "COMMENT"},
@@ -95,17 +90,10 @@ def load_sql_all(path: str | Path) -> list[Agent]:
 
 
 @dataclass(frozen=True)
-class _Model:
-    setup: ChatModelSetup  # without the tools: an agent gives those
-    connection: str  # the connection resource's name
-    statement: Statement
-
-
-@dataclass(frozen=True)
 class _Standard:
     """A standard agent, before it is an Agent (it may be a reflection's drafter or critic)."""
 
-    model: _Model
+    model: ChatModel
     prompt: str | None
     tools: tuple[str, ...]
     options: dict[str, Option]
@@ -174,59 +162,8 @@ class _Script:
             raise DefinitionError(f"{uses[0].at}: connection {uses[0].text!r} is not of type mcp_server")
         return mcp_prompt(stmt, uses[0].text)
 
-    def _model(self, stmt: Statement) -> _Model | EmbeddingModel:
-        probe = With(stmt)
-        provider = (probe.text("provider") or "").lower()
-        opts = With(stmt, provider)
-        opts.pop("provider")
-        task = (opts.text("task") or "text_generation").lower()
-        if task not in ("text_generation", "embedding"):
-            raise DefinitionError(f"{option_at(stmt, 'task')}: task {task!r}: a model's task is "
-                                  "text_generation or embedding")
-        conn_ref = opts.pop("connection")
-        if task == "embedding":
-            if conn_ref is None and not provider:
-                opts.misspelt("provider", "connection")
-                raise DefinitionError(f"{stmt.with_at or stmt.at}: CREATE MODEL {stmt.name}: give "
-                                      "'provider' (offline, or a provider with a connection)")
-            named = None
-            if conn_ref is not None:
-                kind, _conn = self.ref("CONNECTION", Name(str(conn_ref.value), conn_ref.at))
-                if kind is not ResourceType.CHAT_MODEL_CONNECTION:
-                    raise DefinitionError(f"{conn_ref.at}: connection {conn_ref.value!r} is not a model "
-                                          "provider's")
-                named = (str(conn_ref.value), self.by_kind["CONNECTION"][str(conn_ref.value)])
-            return embedding_model(stmt, opts, provider, named)
-        if conn_ref is not None:
-            kind, _conn = self.ref("CONNECTION", Name(str(conn_ref.value), conn_ref.at))
-            if kind is not ResourceType.CHAT_MODEL_CONNECTION:
-                raise DefinitionError(f"{conn_ref.at}: connection {conn_ref.value!r} is not a model "
-                                      "provider's")
-            connection = str(conn_ref.value)
-            types = {k.lower(): o.value for k, o in self.by_kind["CONNECTION"][connection].options.items()}
-            provider = provider or str(types.get("type", "")).lower()
-        elif not provider:
-            opts.misspelt("provider", "connection")
-            raise DefinitionError(f"{stmt.with_at or stmt.at}: CREATE MODEL {stmt.name}: give 'provider' "
-                                  "(and a connection, or its endpoint and api-key)")
-        else:  # the connection is written in the model: it becomes one of its own
-            connection, implicit = implicit_connection(stmt, opts, provider)
-            self.objects[("CONNECTION", connection)] = (
-                ResourceType.CHAT_MODEL_CONNECTION, model_connection(stmt, implicit, provider))
-        model = opts.text("model", "model_version") or ""
-        if model and provider not in (SCRIPTED, "litellm") and not model.startswith(provider + "/"):
-            model = f"{provider}/{model}"  # litellm's provider/model form
-        params = {k: o.value for k, o in opts.prefixed("params").items()}
-        for key in _MODEL_ARGUMENTS:
-            option = opts.pop(key)
-            if option is not None:
-                params[key] = option.value
-        setup = ChatModelSetup(connection, model=model, prompt=opts.text("system_prompt"),
-                               arguments=params, idempotent=opts.flag("idempotent", True),
-                               timeout_ms=opts.whole("timeout_ms"))
-        opts.finish("provider, connection, model (or model_version), endpoint, api-key, task, "
-                    f"system_prompt, params.NAME, {', '.join(_MODEL_ARGUMENTS)}, idempotent, timeout_ms")
-        return _Model(setup, connection, stmt)
+    def _model(self, stmt: Statement) -> ChatModel | EmbeddingModel:
+        return model(stmt, self.ref, self.by_kind.get("CONNECTION", {}), self.objects)
 
     def _tool(self, stmt: Statement) -> Tool:
         return made_tool(stmt, self.ref)
@@ -265,7 +202,7 @@ class _Script:
             raise DefinitionError(f"{stmt.at}: CREATE AGENT {stmt.name}: USING MODEL m (or USING AGENTS "
                                   "drafter, critic, or USING CONNECTION c) is required")
         model = self.ref("MODEL", stmt.using["MODEL"][0])
-        if not isinstance(model, _Model):
+        if not isinstance(model, ChatModel):
             raise DefinitionError(f"{stmt.using['MODEL'][0].at}: model {stmt.using['MODEL'][0].text!r} is an "
                                   "embedding model: an agent is USING MODEL a text_generation one")
         tools = stmt.using.get("TOOLS", [])
@@ -418,11 +355,24 @@ class _Script:
         """A memory set's compaction model (its MODEL ``tool.chat_model``) and connection."""
         name = Name(str(tool.chat_model), option_at(stmt, "compaction_model"))
         model = self.ref("MODEL", name)
-        if not isinstance(model, _Model):
+        if not isinstance(model, ChatModel):
             raise DefinitionError(f"{name.at}: model {name.text!r} is not a chat model")
         add(str(tool.obj.compaction_model), ResourceType.CHAT_MODEL, model.setup, stmt.at)
         kind, conn = self.objects[("CONNECTION", model.connection)]
         add(model.connection, kind, conn, model.statement.at)
+
+    def _add_fallbacks(self, model: ChatModel, tools: tuple[str, ...] | list[str],
+                       add: Callable[[str, ResourceType, Any, str], None], have: dict[str, Any]) -> None:
+        """The fallbacks of ``model`` (and theirs), each offered the same ``tools``, and
+        their connections (a fallback already added for another setup stays as it is)."""
+        for name in model.fallbacks:
+            if name.text in have and have[name.text].type is ResourceType.CHAT_MODEL:
+                continue
+            fallback: ChatModel = self.build("MODEL", name.text)
+            add(name.text, ResourceType.CHAT_MODEL, replace(fallback.setup, tools=tools), name.at)
+            kind, conn = self.objects[("CONNECTION", fallback.connection)]
+            add(fallback.connection, kind, conn, fallback.statement.at)
+            self._add_fallbacks(fallback, tools, add, have)
 
     def _add(self, agent: Agent, setup_name: str, standard: _Standard, offered: bool = True) -> None:
         """The model setup ``setup_name`` with the agent's tools (``offered``: offered to its
@@ -450,6 +400,7 @@ class _Script:
                 add(made.server, server_kind, obj, self.by_kind["CONNECTION"][made.server].at)
         kind, conn = self.objects[("CONNECTION", model.connection)]
         add(model.connection, kind, conn, model.statement.at)
+        self._add_fallbacks(model, setup.tools, add, have)
         for tool_name in standard.tools:
             if tool_name == GENERAL_PURPOSE and tool_name not in self.by_kind.get("AGENT", {}):
                 continue  # the built-in one: the plan adds it

@@ -15,7 +15,12 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, NamedTuple
 
-from eddies.connectors.execution.store_calls import embed, vector_store_call
+from eddies.connectors.execution.store_calls import (
+    embed,
+    embed_async,
+    embedding_connection,
+    vector_store_call,
+)
 from eddies.connectors.execution.token_budget import fit
 from eddies.connectors.models.provider_limits import ProviderLimits, limits_of
 from eddies.connectors.remote import secrets
@@ -178,8 +183,9 @@ class CallPerformer:
     def asynchronous(self, req: DurableCallRequest, scope: tuple[str, ...] = ()) -> LoopCall | None:
         """The call as a coroutine performing it as :meth:`perform` does, when its client
         is asynchronous, for an executor's event loop: a model connection with
-        ``chat_async``, an MCP or A2A tool, an external sub-agent with ``perform_async``.
-        A provider's seconds then hold no thread. None: :meth:`perform` it on a thread."""
+        ``chat_async``, an embedding connection with ``embed_async``, an MCP or A2A
+        tool, an external sub-agent with ``perform_async``. A provider's seconds then hold
+        no thread. None: :meth:`perform` it on a thread."""
         if req.kind not in _MAYBE_ASYNC:
             return None
         try:
@@ -196,6 +202,11 @@ class CallPerformer:
             if not callable(getattr(conn, "chat_async", None)):
                 return None
             return LoopCall(setup.connection, self._chat_async(plan, req), limits_of(conn))
+        if kind is CallKind.EMBEDDING:
+            embedding, conn = embedding_connection(plan, req.target)
+            if not callable(getattr(conn, "embed_async", None)):
+                return None
+            return LoopCall(embedding.connection, self._embed_async(plan, req), limits_of(conn))
         if kind is CallKind.TOOL:
             tool = plan.tool(req.target)
             if not isinstance(tool, RemoteTool):
@@ -222,6 +233,10 @@ class CallPerformer:
         return await perform(kwargs.get("prompt"), session_id=kwargs.get("session_id"),
                              call_id=req.call_id, timeout_s=setup.timeout_of(kwargs))
 
+    async def _embed_async(self, plan: AgentPlan, req: DurableCallRequest) -> Any:
+        kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
+        return embedding_value(*await embed_async(plan, req.target, kwargs["texts"]))
+
     async def _chat_async(self, plan: AgentPlan, req: DurableCallRequest) -> Any:
         kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
         asked = _ModelCall(plan, req.target, kwargs)
@@ -247,7 +262,7 @@ class CallPerformer:
 
 
 #: The kinds of call whose client may be asynchronous (see CallPerformer.asynchronous).
-_MAYBE_ASYNC = frozenset({CallKind.CHAT_MODEL, CallKind.TOOL, CallKind.SUBAGENT})
+_MAYBE_ASYNC = frozenset({CallKind.CHAT_MODEL, CallKind.EMBEDDING, CallKind.TOOL, CallKind.SUBAGENT})
 
 
 class LoopCall(NamedTuple):

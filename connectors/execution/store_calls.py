@@ -7,6 +7,7 @@ call), the same on every attempt of the call, so a repeated attempt replaces wha
 interrupted one wrote instead of adding it again. Example::
 
     vectors, usage = embed(plan, "emb", ["a text"])
+    vectors, usage = await embed_async(plan, "emb", ["a text"])  # a connection's embed_async
     value = vector_store_call(plan, request, {"op": "query", "text": "a bed", "limit": 3, ...})
 """
 
@@ -23,13 +24,29 @@ from eddies.events import DurableCallRequest
 
 def embed(plan: AgentPlan, setup_name: str, texts: list[str]) -> tuple[list[list[float]], dict[str, Any]]:
     """The vectors of ``texts`` by EMBEDDING_MODEL ``setup_name``, and their usage."""
-    setup: EmbeddingModelSetup = plan.resource(setup_name, ResourceType.EMBEDDING_MODEL)
-    conn = plan.resource(setup.connection, ResourceType.EMBEDDING_MODEL_CONNECTION)
+    setup, conn = embedding_connection(plan, setup_name)
     if not texts:
         return [], {}
     vectors, usage = conn.embed(texts, model=setup.model, dimensions=setup.dimensions,
                                 **setup.arguments)
     return vectors, dict(usage or {})
+
+
+async def embed_async(plan: AgentPlan, setup_name: str,
+                      texts: list[str]) -> tuple[list[list[float]], dict[str, Any]]:
+    """:func:`embed` by the connection's ``embed_async`` (its asynchronous client)."""
+    setup, conn = embedding_connection(plan, setup_name)
+    if not texts:
+        return [], {}
+    vectors, usage = await conn.embed_async(texts, model=setup.model, dimensions=setup.dimensions,
+                                            **setup.arguments)
+    return vectors, dict(usage or {})
+
+
+def embedding_connection(plan: AgentPlan, setup_name: str) -> tuple[EmbeddingModelSetup, Any]:
+    """EMBEDDING_MODEL ``setup_name`` and its connection."""
+    setup: EmbeddingModelSetup = plan.resource(setup_name, ResourceType.EMBEDDING_MODEL)
+    return setup, plan.resource(setup.connection, ResourceType.EMBEDDING_MODEL_CONNECTION)
 
 
 def vector_store_call(plan: AgentPlan, req: DurableCallRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -73,4 +90,4 @@ def _performed(plan: AgentPlan, req: DurableCallRequest, store: Any, op: str, co
     return store_value(store.delete(collection, kwargs.get("ids"), kwargs.get("filters") or None), usage)
 
 
-__all__ = ["embed", "vector_store_call"]
+__all__ = ["embed", "embed_async", "embedding_connection", "vector_store_call"]

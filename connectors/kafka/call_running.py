@@ -85,6 +85,9 @@ class CallRunner:
         self.gates = ProviderGates()
         #: Idempotent calls of partitions gained from another process catch up first.
         self.catch_up = CatchUp(tail)
+        #: The idempotent calls being made now, and their journal partitions: those of a
+        #: partition revoked are handed over to its new owner (CallClaims.hand_over).
+        self._asking: dict[CallRef, int] = {}
 
     # --- handing calls over -------------------------------------------------------------
     def asynchronous(self, req: DurableCallRequest, scope: tuple[str, ...]) -> LoopCall | None:
@@ -113,6 +116,10 @@ class CallRunner:
         """(Under the executor's lock.) A call thread in place of one an abandoned call holds."""
         self._spare += 1
         self._start_thread()
+
+    def asking_in(self, partitions: set[int]) -> list[tuple[CallRef, int]]:
+        """The idempotent calls being made now of journal ``partitions`` (with theirs)."""
+        return [(ref, jpart) for ref, jpart in list(self._asking.items()) if jpart in partitions]
 
     @property
     def running(self) -> int:
@@ -189,15 +196,20 @@ class CallRunner:
                 if verdict != "perform":
                     settled = verdict == "answered"
                     return
-            else:
-                if self.catch_up.needed(jpart):
-                    self.catch_up.wait(jpart)
+            elif self.catch_up.needed(jpart):
+                self.catch_up.wait(jpart)
+                if not self.claims.may_start(jpart):  # revoked while it caught up
+                    self.counters.inc("calls_dropped")
+                    return
+            if req.idempotent:
                 if self._answered_meanwhile(request, ref):
                     settled = True
                     return
+                self._asking[ref] = jpart
             self._make(request, req, ref, part, offset)
             settled = True
         finally:
+            self._asking.pop(ref, None)
             self._done.put((part, offset, ref, settled, again))
 
     def _answered_meanwhile(self, request: AgentEvent, ref: CallRef) -> bool:
@@ -290,12 +302,19 @@ class CallRunner:
                             settled = verdict == "answered"
                             return
                     else:
+                        # Revoked while it waited for its place or caught up: the new owner
+                        # makes it (the old one would ask the provider beside it).
                         if self.catch_up.needed(jpart):
                             await self.catch_up.wait_async(jpart)
+                        if not await claims.may_start_soon(jpart):
+                            call.call.close()
+                            self.counters.inc("calls_dropped")
+                            return
                         if self._answered_meanwhile(request, ref):  # checked as late as it can be
                             call.call.close()
                             settled = True
                             return
+                        self._asking[ref] = jpart
                     began = time.perf_counter()
                     result, returned = await self._made(request, req, call, gate.hold, waited)
             if self.metrics is not None:
@@ -305,6 +324,7 @@ class CallRunner:
             claims.outcome(request, ref, result, data)
             settled = True
         finally:
+            self._asking.pop(ref, None)
             if entered:
                 gate.leave(tokens, _tokens_used(returned) if settled else None)
             self._done.put((part, offset, ref, settled, again))

@@ -43,6 +43,8 @@ OUTCOME_MARGIN_S = 5.0
 #: How long an UNKNOWN journaled for another worker's call waits for the tail to read which
 #: outcome is first (it reads one back within a fetch or two) before it is answered as is.
 DECIDE_READ_TIMEOUT = 10.0
+#: How long a revoke may wait for the started marks of the calls it hands over.
+HAND_OVER_FLUSH_S = 2.0
 
 
 def outcome_wait_left(wait_s: float, started_ms: int, now_s: float) -> float:
@@ -342,6 +344,23 @@ class CallClaims:
         self._deciding[ref] = jpart
         self.unknown(request)
         return True
+
+    def hand_over(self, calls: list[tuple[tuple[str, int], int]]) -> int:
+        """Idempotent ``calls`` (ref, journal partition) still being made here when their
+        partitions are revoked: journal a started mark naming this process for each, before
+        the partitions move, so their new owner waits for the outcome this process
+        journals (a call of a mark whose claimant is alive is watched, see
+        :meth:`verdict`) instead of asking the provider beside it. If this process dies
+        first, they are UNKNOWN to the new owner, and asked again (they are idempotent).
+        How many marks were delivered within :data:`HAND_OVER_FLUSH_S`."""
+        if not calls:
+            return 0
+        for (call_id, attempt), jpart in calls:
+            produce(self.marks, self.names.journal, self.claimant.token, started_key(call_id, attempt),
+                    partition=jpart)
+        left: int = self.marks.flush(HAND_OVER_FLUSH_S)
+        self.counters.inc("calls_handed_over", len(calls) - left)
+        return len(calls) - left
 
     def release(self, partitions: set[int]) -> None:
         """``partitions`` are lost: their calls' decisions are the new owner's (the watches

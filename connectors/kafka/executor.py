@@ -19,7 +19,9 @@ call is about to run (a :class:`.journal_tail.JournalTail` follows the owned par
   (:mod:`.claiming`). A crash from then on leaves the outcome unknown, never repeated.
 
 Calls already running when their partition is revoked finish and journal their outcome;
-the new owner waits for it. A request due later (a timer, a deadline, a retry's back-off)
+the new owner waits for it: a non-idempotent call has its started mark, and an idempotent
+one gets one as its partition is revoked in order (``CallClaims.hand_over``), so the new
+owner does not ask the provider beside it. A request due later (a timer, a deadline, a retry's back-off)
 is held until then, and one whose run ended is dropped (:mod:`.timekeeping`).
 """
 
@@ -189,9 +191,15 @@ class KafkaExecutor:
             self._recut()
         return view
 
-    def release(self, partitions: set[int]) -> None:
+    def release(self, partitions: set[int], *, revoked: bool = False) -> None:
         """Partitions lost: their queued calls are dropped before they start, their
-        watched calls left to the new owner; calls already running finish."""
+        watched calls left to the new owner; calls already running finish. ``revoked``
+        (handed to another member in order, not taken from a process that stood still):
+        the idempotent calls running are handed over (CallClaims.hand_over)."""
+        if revoked and (running := self.calls.asking_in(partitions)):
+            marked = self.claims.hand_over(running)
+            log.info("handed %d calls being made to the next owner of partitions %s",
+                     marked, sorted(partitions))
         with self._lock:
             self.owned -= partitions
             self.claims.release(partitions)
@@ -229,7 +237,7 @@ class KafkaExecutor:
             self.assigned.set()
         else:
             consumer.subscribe([self.names.requests], on_assign=self._on_assign,
-                               on_revoke=self._on_revoke, on_lost=self._on_revoke)
+                               on_revoke=self._on_revoke, on_lost=self._on_lost)
         limit = self.settings.executor_concurrency * 4 + self.settings.max_calls_in_flight
         next_lag = 0.0  # when consumer lag is sampled next (with metrics)
         try:
@@ -274,13 +282,16 @@ class KafkaExecutor:
                      view.records)
         self.assigned.set()
 
-    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+    def _on_revoke(self, consumer: Any, partitions: list[Any], revoked: bool = True) -> None:
         self._drain(block=False, force=True)
         numbers = {tp.partition for tp in partitions}
         self._touched |= numbers
-        log.info("executor partitions revoked: %s", sorted(numbers))
-        self.release(numbers)
+        log.info("executor partitions %s: %s", "revoked" if revoked else "lost", sorted(numbers))
+        self.release(numbers, revoked=revoked)
         self.offsets.forget(numbers)
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        self._on_revoke(consumer, partitions, revoked=False)
 
     def _ask_group(self) -> tuple[dict[int, int], bool | None]:
         """(The partitions owned; whether the group still counts this executor as a
@@ -301,8 +312,8 @@ class KafkaExecutor:
             log.warning("executor partitions lost while this process stood still or was cut "
                         "off: %s; their queued calls are dropped", sorted(gone))
             self.counters.inc("partitions_fenced", len(gone))
-            self._on_revoke(self.consumer, [_kafka().TopicPartition(self.names.requests, p)
-                                            for p in sorted(gone)])
+            self._on_lost(self.consumer, [_kafka().TopicPartition(self.names.requests, p)
+                                          for p in sorted(gone)])
 
     def _handle(self, msg: Any) -> None:
         err = msg.error()

@@ -370,7 +370,7 @@ class Orchestrator:
             return
         began = time.monotonic()
         self._checkpoint(sync=True, everything=True)
-        self._drop(numbers)
+        self._drop(numbers, revoked=True)
         log.info("orchestrator partitions revoked: %s (committed in %.0f ms)", sorted(numbers),
                  (time.monotonic() - began) * 1000)
 
@@ -382,8 +382,9 @@ class Orchestrator:
                     "their sessions are dropped here without a snapshot", sorted(numbers))
         self._drop(numbers)
 
-    def _drop(self, numbers: set[int]) -> None:
-        """Forget the sessions of ``numbers``; the local executor starts none of their calls."""
+    def _drop(self, numbers: set[int], revoked: bool = False) -> None:
+        """Forget the sessions of ``numbers``; the local executor starts none of their calls
+        (``revoked``: handed to another member in order; see KafkaExecutor.release)."""
         numbers = self.ownership.drop(numbers)
         # A pause outlives an assignment in librdkafka: given back later, a partition
         # paused now would never be read again.
@@ -392,7 +393,7 @@ class Orchestrator:
         if self._backlog:  # fetched in doubt, of a tenure that is over
             self._backlog = [m for m in self._backlog if m.partition() not in numbers]
         if self.executor is not None:
-            self.executor.release(numbers)
+            self.executor.release(numbers, revoked=revoked)
         self.checkpoints.forget(numbers)
         gone = self.step.drop(numbers, self.settings.partitions)
         if self.spans is not None:

@@ -50,9 +50,24 @@ class LiteLLMEmbeddingModel:
               **arguments: Any) -> tuple[list[list[float]], dict[str, Any]]:
         """One embedding request for all of ``texts``; litellm's exceptions propagate (the
         call's outcome is an error)."""
+        litellm = load_litellm()
+        request = self._request(texts, model, dimensions, arguments)
+        started = time.perf_counter()
+        return self._vectors(litellm, litellm.embedding(**request), texts, started)
+
+    async def embed_async(self, texts: list[str], *, model: str | None, dimensions: int | None,
+                          **arguments: Any) -> tuple[list[list[float]], dict[str, Any]]:
+        """:meth:`embed` as a coroutine (``litellm.aembedding``): an executor awaits it on
+        its call loop, holding no thread while the provider works."""
+        litellm = load_litellm()
+        request = self._request(texts, model, dimensions, arguments)
+        started = time.perf_counter()
+        return self._vectors(litellm, await litellm.aembedding(**request), texts, started)
+
+    def _request(self, texts: list[str], model: str | None, dimensions: int | None,
+                 arguments: dict[str, Any]) -> dict[str, Any]:
         if not model:
             raise ValueError("LiteLLMEmbeddingModel: the EMBEDDING_MODEL setup names no model")
-        litellm = load_litellm()
         kwargs: dict[str, Any] = {**self.params, **arguments}
         if dimensions is not None:
             kwargs["dimensions"] = dimensions
@@ -60,8 +75,10 @@ class LiteLLMEmbeddingModel:
             kwargs["api_base"] = self.api_base
         if self.api_key:
             kwargs["api_key"] = self.api_key
-        started = time.perf_counter()
-        response = litellm.embedding(model=model, input=texts, timeout=self.timeout, **kwargs)
+        return {"model": model, "input": texts, "timeout": self.timeout, **kwargs}
+
+    def _vectors(self, litellm: Any, response: Any, texts: list[str],
+                 started: float) -> tuple[list[list[float]], dict[str, Any]]:
         latency_ms = round((time.perf_counter() - started) * 1000)
         rows = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
         vectors = [list(map(float, d["embedding"] if isinstance(d, dict) else d.embedding))

@@ -49,7 +49,8 @@ def outcome_key(call_id: str, attempt: int) -> bytes:
 
 
 def started_key(call_id: str, attempt: int) -> bytes:
-    """Journal key marking that a non-idempotent call started."""
+    """Journal key marking that a call started: every non-idempotent one, and an idempotent
+    one being made when its partition was revoked (handed over to the new owner)."""
     return f"start/{call_id}/{attempt}".encode()
 
 

@@ -1,5 +1,6 @@
 """Agents on a model provider at a test's OpenAI-compatible server (``TEST_OPENAI_BASE``):
-one model call per input, with a timeout, with a fallback, with provider limits. Worker
+one model call per input, with a timeout, with a fallback, with provider limits; one
+embedding per input. Worker
 subprocesses import them by name (``tests.integration.provider_agents:one_call_agent``)."""
 
 from __future__ import annotations
@@ -8,8 +9,11 @@ import json
 import os
 from typing import Any
 
+from eddies import Agent, InputEvent, OutputEvent, action
+from eddies.connectors.models.embeddings import LiteLLMEmbeddingModel
 from eddies.connectors.models.litellm import LiteLLMChatModel
 from eddies.engine import ChatModelSetup, ResourceType
+from eddies.engine.embeddings import EmbeddingModelSetup
 from tests.agents import OneCall
 
 
@@ -57,4 +61,22 @@ def limited_agent() -> OneCall:
         fallbacks = ["backup"]
     agent.add_resource("llm", ResourceType.CHAT_MODEL,
                        ChatModelSetup("conn", model="openai/test-model", fallbacks=fallbacks))
+    return agent
+
+
+class Embedder(Agent):
+    """One embedding per input; the answer is the vector's first component and length."""
+
+    @action(InputEvent)
+    def embed(event: InputEvent, ctx: Any) -> None:
+        vector = ctx.get_resource("emb", ResourceType.EMBEDDING_MODEL).embed(str(event.input))
+        ctx.send_event(OutputEvent(output=f"{vector[0]:.6f}/{len(vector)}"))
+
+
+def embedding_agent() -> Embedder:
+    """:class:`Embedder` on litellm's embeddings, at the test's OpenAI-compatible server."""
+    agent = Embedder("embedder")
+    agent.add_resource("emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION,
+                       LiteLLMEmbeddingModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
+    agent.add_resource("emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("emb_conn", model="openai/e"))
     return agent

@@ -27,9 +27,14 @@ SESSIONS = 120
 DELAY_S = 1.0
 
 
+def _settings(bootstrap: str, partitions: int = 4) -> Settings:
+    """A fresh app on the test's broker."""
+    return load_settings(env={}, overrides={
+        "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": partitions})
+
+
 def test_a_worker_holds_many_slow_model_calls_at_once(bootstrap: str, tmp_path: Path) -> None:
-    settings = load_settings(env={}, overrides={
-        "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 4})
+    settings = _settings(bootstrap)
     server = OpenAIServer(delay=DELAY_S).start()
     log = tmp_path / "worker.log"
     worker = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
@@ -56,11 +61,36 @@ def test_a_worker_holds_many_slow_model_calls_at_once(bootstrap: str, tmp_path: 
                     **{f"s{n}": f"The result is question {n}." for n in range(SESSIONS)}}
 
 
+def test_a_workers_embeddings_wait_on_its_call_loop_not_a_thread_each(bootstrap: str, tmp_path: Path) -> None:
+    """32 sessions each embed a text the server holds 2 s: the worker's 4 call threads
+    would send them in eight waves; on the call loop (aembedding) they are all held at once."""
+    from tests.openai_server import vector_of
+
+    settings = _settings(bootstrap)
+    server = OpenAIServer(delay=2.0).start()
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, "tests.integration.provider_agents:embedding_agent", log,
+                          TEST_OPENAI_BASE=server.base_url, EDDIES_EXECUTOR_CONCURRENCY="4")
+    sessions = 32
+    try:
+        prod = producer(settings)
+        for n in range(sessions):
+            send_input(settings, f"s{n}", f"text {n}", prod=prod)
+        prod.flush(30)
+        wait_until(f"{sessions} answers", lambda: len(answers(settings)) >= sessions, worker, log,
+                   timeout=120)
+    finally:
+        stop_worker(worker)
+        server.stop()
+    said = {a.session_id: a.payload.output for a in answers(settings)}
+    assert said == {f"s{n}": f"{vector_of(f'text {n}')[0]:.6f}/8" for n in range(sessions)}
+    assert server.peak >= sessions * 3 // 4, server.peak  # on 4 threads: 4
+
+
 def test_a_model_call_on_the_loop_is_cut_off_at_its_timeout(bootstrap: str, tmp_path: Path) -> None:
     """A task, unlike a thread, is stopped at its timeout_ms: the run has its TimeoutError
     long before the provider's 3 s answer, journaled as the call's outcome."""
-    settings = load_settings(env={}, overrides={
-        "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 2})
+    settings = _settings(bootstrap, partitions=2)
     server = OpenAIServer(delay=3.0).start()
     log = tmp_path / "worker.log"
     worker = start_worker(settings, "tests.integration.provider_agents:impatient_one_call_agent", log,
@@ -98,8 +128,7 @@ def test_a_worker_killed_with_hundreds_of_calls_in_flight_loses_and_repeats_noth
     """kill -9 while the provider holds hundreds of the worker's calls: the next worker
     answers every session once; the calls asked again are only those with no journaled
     outcome at the kill (model calls are idempotent: those may be)."""
-    settings = load_settings(env={}, overrides={
-        "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 4})
+    settings = _settings(bootstrap)
     server = OpenAIServer(delay=2.0).start()
     log = tmp_path / "worker.log"
     first = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
@@ -145,8 +174,7 @@ def test_a_worker_paused_past_its_session_timeout_with_hundreds_of_calls_in_flig
     """SIGSTOP of a worker holding hundreds of calls, past its session timeout: another
     worker takes its partitions and asks again the calls with no outcome; the paused one,
     resumed, finishes its own late. Every session is answered once, as it should be."""
-    settings = load_settings(env={}, overrides={
-        "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 4})
+    settings = _settings(bootstrap)
     server = OpenAIServer(delay=2.0).start()
     log = tmp_path / "worker.log"
     paused = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
@@ -183,8 +211,7 @@ def test_a_worker_paused_past_its_session_timeout_with_hundreds_of_calls_in_flig
 def test_a_retry_after_holds_every_call_to_that_provider(bootstrap: str, tmp_path: Path) -> None:
     """A 429 with Retry-After: 2 to one call: the calls to that provider asked after it wait
     those 2 s before they start, not only the call that got it (whose retry waits too)."""
-    settings = load_settings(env={}, overrides={
-        "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 2})
+    settings = _settings(bootstrap, partitions=2)
     server = OpenAIServer().start()
     log = tmp_path / "worker.log"
     worker = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
@@ -213,8 +240,7 @@ def test_a_retry_after_holds_every_call_to_that_provider(bootstrap: str, tmp_pat
 
 def test_a_primary_answering_500_to_everything_is_answered_by_its_fallback(
         bootstrap: str, tmp_path: Path) -> None:
-    settings = load_settings(env={}, overrides={
-        "bootstrap_servers": bootstrap, "app": f"p{uuid.uuid4().hex[:10]}", "partitions": 2})
+    settings = _settings(bootstrap, partitions=2)
     primary, spare = OpenAIServer().start(), OpenAIServer().start()
     primary.fail(500, times=1000)
     log = tmp_path / "worker.log"

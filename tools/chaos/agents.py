@@ -39,6 +39,12 @@ from eddies.events import ChatMessage, ChatRequestEvent, ChatResponseEvent, Mess
 PROVIDER_ENV = "CHAOS_PROVIDER_BASE"
 #: The model the slow kind asks for (litellm's OpenAI-compatible provider).
 PROVIDER_MODEL = "openai/chaos"
+#: The worker process's name in the campaign (its log's stem), which its provider requests
+#: carry (in CALLER_HEADER, as "NAME@TIME": TIME when the call was made, in epoch seconds)
+#: so the provider's log tells which process asked, and when it did: a provider that holds
+#: hundreds of requests reads a new one up to seconds after it was sent.
+PROC_ENV = "CHAOS_PROC"
+CALLER_HEADER = "X-Caller"
 
 
 def _line(tag: str, kind: str, key: str) -> None:
@@ -191,6 +197,18 @@ def _helper() -> ReActAgent:
     return sub
 
 
+def _named_model() -> type[Any]:
+    """litellm's model connection, its requests named (see PROC_ENV)."""
+    from eddies.connectors.models.litellm import LiteLLMChatModel
+
+    class NamedModel(LiteLLMChatModel):
+        async def chat_async(self, messages: list[ChatMessage], **arguments: Any) -> ChatMessage:
+            caller = f"{os.environ.get(PROC_ENV, '')}@{time.time():.4f}"
+            return await super().chat_async(messages, **arguments, extra_headers={CALLER_HEADER: caller})
+
+    return NamedModel
+
+
 def mixed_agent() -> Mixed:
     from eddies.connectors.models.scripted import ScriptedChatModel
 
@@ -206,10 +224,8 @@ def mixed_agent() -> Mixed:
     agent.add_resource("helper", ResourceType.AGENT, _helper())
     base = os.environ.get(PROVIDER_ENV)
     if base:  # only then: a worker would warm litellm (seconds of CPU) at every restart
-        from eddies.connectors.models.litellm import LiteLLMChatModel
-
         agent.add_resource("provider", ResourceType.CHAT_MODEL_CONNECTION,
-                           LiteLLMChatModel(api_base=base, api_key="chaos"))
+                           _named_model()(api_base=base, api_key="chaos"))
         agent.add_resource("slow", ResourceType.CHAT_MODEL,
                            ChatModelSetup("provider", model=PROVIDER_MODEL))
     return agent

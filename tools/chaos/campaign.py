@@ -346,7 +346,8 @@ def _provider_part(rep: dict[str, Any], asked: dict[str, Any]) -> str:
     return (f" | provider: peak {stats.get('peak')} in flight, held at the kills {held}, "
             f"{asked['requests']} requests for {asked['slow_inputs']} slow inputs, asked again "
             f"{asked['asked_again']}, asked after its outcome {asked['n_asked_after_outcome']} "
-            f"(and {asked.get('asked_on_waking', 0)} by a worker waking from a pause or cut)")
+            f"(and {asked.get('asked_on_waking', 0)} by a worker waking from a pause or cut, "
+            f"{asked.get('asked_as_it_came', 0)} within {checks.AT_ONCE_S:g} s of it)")
 
 
 def parser() -> argparse.ArgumentParser:

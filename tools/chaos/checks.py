@@ -162,11 +162,16 @@ def no_crash_no_dead_letter(ev: Evidence) -> dict[str, Any]:
 
 #: How soon after a worker's pause or cut ends a request it decided before may arrive.
 WOKEN_ASK_S = 2.0
+#: An ask this close after its outcome was first read is as good as at once: a worker's
+#: journal tail and the campaign's read a record at different instants (each fetch waits up
+#: to fetch_wait_ms, 10 ms, for more).
+AT_ONCE_S = 0.05
 
 
 def model_calls_not_asked_after_outcome(ev: Evidence) -> dict[str, Any]:
     """In a ``+slow`` round, against the slow provider's log of requests: no model call was
-    asked after its OK outcome could be read in the journal (when the campaign's own tail of
+    asked (made by a worker: each request says when) after its OK outcome could be read in
+    the journal (when the campaign's own tail of
     the journal first read it: a record's timestamp is when its producer took it, seconds
     before the brokers had it if that worker was cut off; a call without one may be asked again, by
     whoever took it over from a worker killed, paused or cut off while it waited: model
@@ -176,8 +181,12 @@ def model_calls_not_asked_after_outcome(ev: Evidence) -> dict[str, Any]:
     One ask after the outcome is not the engine's to prevent: a worker that decided the call,
     then stood still (paused, or cut off) before its request left, while the call's new
     owner made it and journaled the outcome, sends that request when it wakes. Such an ask,
-    arriving within :data:`WOKEN_ASK_S` of the end of a worker's pause or cut that began
-    before the outcome, is counted apart (``asked_on_waking``), not as a failure.
+    arriving within :data:`WOKEN_ASK_S` of the end of a pause or cut of the process that
+    sent it (each request names its process), begun before the outcome, is counted apart
+    (``asked_on_waking``), not as a failure; so is an ask made within :data:`AT_ONCE_S` of
+    the outcome (``asked_as_it_came``: no reader sees a record the instant another does).
+    Each late ask is reported with its process's
+    partition moves and pauses or cuts of the seconds before it (``story``).
     Vacuous (ok) in a round without the provider."""
     done: dict[Run, float] = {}  # the first OK outcome of each run's model calls, journaled at
     for call in ev.calls.values():
@@ -187,14 +196,17 @@ def model_calls_not_asked_after_outcome(ev: Evidence) -> dict[str, Any]:
             if status == "OK":
                 r = (call.session, call.run)
                 done[r] = min(done.get(r, t), t)
-    asked = Counter((session, run) for _, session, run in ev.provider_requests)
+    asked = Counter((session, run) for _, session, run, _ in ev.provider_requests)
     late: list[dict[str, Any]] = [
-        {"session": session, "run": run, "asked_at": t, "outcome_at": done[(session, run)]}
-        for t, session, run in ev.provider_requests if (session, run) in done and t > done[(session, run)]]
-    away = [(start, start + seconds) for proc in ev.processes for start, seconds in _away(proc)]
-    woken = [a for a in late if any(start <= a["outcome_at"] and end <= a["asked_at"] <= end + WOKEN_ASK_S
-                                    for start, end in away)]
-    after = [a for a in late if a not in woken]
+        {"session": session, "run": run, "asked_at": t, "outcome_at": done[(session, run)], "caller": caller}
+        for t, session, run, caller in ev.provider_requests
+        if (session, run) in done and t > done[(session, run)]]
+    procs = {p.get("name", ""): p for p in ev.processes}
+    woken = [a for a in late if _woke_to_ask(a, procs)]
+    at_once = [a for a in late if a not in woken and a["asked_at"] - a["outcome_at"] <= AT_ONCE_S]
+    after = [a for a in late if a not in woken and a not in at_once]
+    for a in after:
+        a["story"] = _story(procs.get(a["caller"]), a["asked_at"])
     slow = {r for r, body in ev.inputs.items() if body.get("kind") == "slow"}
     unasked = sorted(r for r in slow & set(ev.answers) if r not in asked and any(
         a.error is None and a.output == expected_output(ev.inputs[r]) for a in ev.answers[r].values()))
@@ -207,9 +219,56 @@ def model_calls_not_asked_after_outcome(ev: Evidence) -> dict[str, Any]:
         "asked_again": sum(n - 1 for n in asked.values()), "runs_asked_again": len(again),
         "asked_again_most": max(again.values(), default=0),
         "asked_after_outcome": after[:30], "n_asked_after_outcome": len(after),
-        "asked_on_waking": len(woken),
+        "asked_after_outcome_by": dict(Counter(a["caller"] for a in after)),
+        "asked_after_outcome_bursts": _bursts(after),
+        "asked_on_waking": len(woken), "asked_as_it_came": len(at_once),
         "answered_without_request": unasked[:30], "n_answered_without_request": len(unasked),
     }
+
+
+#: How far back a late ask's story looks, in seconds.
+STORY_S = 10.0
+
+
+def _bursts(late: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Late asks by process and burst (asks of one process within 2 s of the one before):
+    how many, when, how long after their outcomes, and the first one's story."""
+    bursts: list[dict[str, Any]] = []
+    last: dict[str, dict[str, Any]] = {}
+    for ask in sorted(late, key=lambda a: a["asked_at"]):
+        gap = round(ask["asked_at"] - ask["outcome_at"], 2)
+        burst = last.get(ask["caller"])
+        if burst is None or ask["asked_at"] - burst["asked_to"] > 2.0:
+            burst = last[ask["caller"]] = {"caller": ask["caller"], "n": 0, "asked_from": ask["asked_at"],
+                                           "asked_to": ask["asked_at"], "after_outcome_s": [gap, gap],
+                                           "story": ask["story"]}
+            bursts.append(burst)
+        burst["n"] += 1
+        burst["asked_to"] = ask["asked_at"]
+        low, high = burst["after_outcome_s"]
+        burst["after_outcome_s"] = [min(low, gap), max(high, gap)]
+    return bursts
+
+
+def _woke_to_ask(ask: dict[str, Any], procs: dict[str, dict[str, Any]]) -> bool:
+    """Whether the process that asked (any process, if the request does not name one) stood
+    still from before the outcome until at most :data:`WOKEN_ASK_S` before the ask."""
+    callers = [procs[ask["caller"]]] if ask["caller"] in procs else list(procs.values())
+    return any(start <= ask["outcome_at"] and end <= ask["asked_at"] <= end + WOKEN_ASK_S
+               for proc in callers for start, end in
+               ((start, start + seconds) for start, seconds in _away(proc)))
+
+
+def _story(proc: dict[str, Any] | None, t: float) -> list[str]:
+    """What happened to a process in the :data:`STORY_S` seconds before ``t``: its partition
+    moves and its pauses or cuts, as "-2.3 s executor assigned [1, 3]"."""
+    if proc is None:
+        return ["unnamed process"]
+    lines = [(when, f"{role} {move} {parts}") for when, role, move, parts in proc.get("moves", [])
+             if t - STORY_S <= when <= t]
+    lines += [(start, f"away {seconds:.1f} s") for start, seconds in _away(proc)
+              if start <= t and start + seconds >= t - STORY_S]
+    return [f"{when - t:+.1f} s {what}" for when, what in sorted(lines)]
 
 
 INVARIANTS = {"exactly_one_answer": exactly_one_answer, "side_effects_once": side_effects_once,

@@ -91,8 +91,9 @@ class Evidence:
     #: Per call id, how many times a worker logged answering it UNKNOWN after waiting for
     #: another worker's outcome (a request issued again is answered from the journal).
     waited_unknown: Counter[str] = field(default_factory=Counter)
-    #: The slow provider's requests of a ``+slow`` round: (arrival time, session, run).
-    provider_requests: list[tuple[float, str, int]] = field(default_factory=list)
+    #: The slow provider's requests of a ``+slow`` round: (arrival time, session, run, the
+    #: name of the process that asked: its log's stem).
+    provider_requests: list[tuple[float, str, int, str]] = field(default_factory=list)
 
 
 def read_effects(path: Path) -> list[Effect]:

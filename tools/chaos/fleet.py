@@ -14,12 +14,16 @@ from typing import Any
 
 from eddies.connectors.runtime.settings import Settings
 
+from .agents import PROC_ENV
 from .netcut import Namespace, Relay
 
 #: The repository root: workers run there, with ``tools`` on their path for ``chaos.agents``.
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = "chaos.agents:mixed_agent"
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
+#: A worker's log line of a partition move: its role, what moved, the partitions.
+MOVE = re.compile(r"(orchestrator|executor) (assigned partitions|partitions (?:revoked|lost[^:]*):) "
+                  r"\[([\d, ]*)\]")
 
 
 def offline_env() -> dict[str, str]:
@@ -86,27 +90,34 @@ class Proc:
         return {"slot": self.slot, "role": self.role, "pid": self.pid, "log": self.log.name,
                 "incarnation": self.read_incarnation(), "started": self.started,
                 "ended": self.ended, "end": self.end, "rc": self.rc, "killed_at": self.killed_at,
-                "pauses": self.pauses, "cuts": self.cuts}
+                "pauses": self.pauses, "cuts": self.cuts, "name": self.log.stem,
+                "moves": self.moves()}
 
     def owned_at(self, t: float) -> set[int]:
         """The partitions it owned (in either role) at time ``t``, from its log."""
         own: set[int] = set()
-        if not self.log.exists():
-            return own
-        for line in self.log.read_text(errors="replace").splitlines():
-            stamp = log_time(line)
-            if stamp is None:
-                continue
+        for stamp, _, move, parts in self.moves():
             if stamp > t:
                 break
-            assigned = re.search(r"(?:orchestrator|executor) assigned partitions \[([\d, ]*)\]", line)
-            gone = re.search(r"(?:orchestrator|executor) partitions (?:revoked|lost[^:]*): \[([\d, ]*)\]",
-                             line)
-            if assigned:
-                own |= _numbers(assigned.group(1))
-            if gone:
-                own -= _numbers(gone.group(1))
+            if move == "assigned":
+                own |= set(parts)
+            else:
+                own -= set(parts)
         return own
+
+    def moves(self) -> list[tuple[float, str, str, list[int]]]:
+        """(time, role: orchestrator | executor, assigned | gone, partitions) of each
+        partition move its log tells, in order."""
+        rows: list[tuple[float, str, str, list[int]]] = []
+        if not self.log.exists():
+            return rows
+        for line in self.log.read_text(errors="replace").splitlines():
+            found = MOVE.search(line)
+            stamp = log_time(line) if found else None
+            if found and stamp is not None:
+                move = "assigned" if found.group(2) == "assigned partitions" else "gone"
+                rows.append((stamp, found.group(1), move, sorted(_numbers(found.group(3)))))
+        return rows
 
 
 def log_time(line: str) -> float | None:
@@ -142,7 +153,8 @@ class Fleet:
     def start(self, slot: str, role: str) -> Proc:
         logf = self.rundir / f"{len(self.procs) + 1:03d}-{slot}-{role}.log"
         env = dict(os.environ, **offline_env(), **self.extra_env, CHAOS_EFFECTS=str(self.effects),
-                   EDDIES_INSTANCE_ID=slot, EDDIES_EXECUTOR_CONCURRENCY=str(self.concurrency))
+                   **{PROC_ENV: logf.stem}, EDDIES_INSTANCE_ID=slot,
+                   EDDIES_EXECUTOR_CONCURRENCY=str(self.concurrency))
         s = self.settings
         command = [sys.executable, "-m", "eddies", "worker", "--app", s.app,
                    "--bootstrap-servers", s.bootstrap_servers, "--partitions", str(s.partitions),

@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .agents import PROVIDER_ENV
+from .agents import CALLER_HEADER, PROVIDER_ENV
 from .fleet import ROOT
 
 __all__ = ["PROVIDER_ENV", "SlowProvider", "read_arrivals"]
@@ -38,7 +38,8 @@ class SlowProvider:
         self.arrivals = arrivals
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.openai_server", "0", "--delay-range", str(delay[0]),
-             str(delay[1]), "--seed", str(seed), "--arrivals", str(arrivals)],
+             str(delay[1]), "--seed", str(seed), "--arrivals", str(arrivals),
+             "--caller-header", CALLER_HEADER],
             cwd=str(ROOT), stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         line = self.process.stdout.readline().strip()
@@ -65,11 +66,12 @@ class SlowProvider:
             self.process.wait(10)
 
 
-def read_arrivals(path: Path) -> list[tuple[float, str, int]]:
-    """(arrival time, session, run) of each request the provider received, from the input
-    the slow kind sends as its user message (``{"kind": "slow", "ref": "SESSION/N"}``, run
-    N + 1)."""
-    rows: list[tuple[float, str, int]] = []
+def read_arrivals(path: Path) -> list[tuple[float, str, int, str]]:
+    """(time asked, session, run, caller) of each request the provider received, from the
+    input the slow kind sends as its user message (``{"kind": "slow", "ref": "SESSION/N"}``,
+    run N + 1); the caller is the name of the worker process that asked ("" if unnamed),
+    and the time when it made the call (the provider's arrival time, if it does not say)."""
+    rows: list[tuple[float, str, int, str]] = []
     if not path.exists():
         return rows
     for line in path.read_text().splitlines():
@@ -84,5 +86,6 @@ def read_arrivals(path: Path) -> list[tuple[float, str, int]]:
         ref = str(body.get("ref", ""))
         session, _, n = ref.rpartition("/")
         if body.get("kind") == "slow" and session and n.isdigit():
-            rows.append((float(item["t"]), session, int(n) + 1))
+            caller, _, sent = str(item.get("caller") or "").partition("@")
+            rows.append((float(sent or item["t"]), session, int(n) + 1, caller))
     return rows

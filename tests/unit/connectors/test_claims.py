@@ -431,6 +431,93 @@ def test_an_idempotent_call_answered_while_it_waited_to_start_is_not_made() -> N
     assert executor.counters.get("results_resent") == 1
 
 
+def test_an_idempotent_call_whose_partition_is_revoked_while_it_catches_up_is_not_made() -> None:
+    """A call of a partition gained from another process waits to catch up with its
+    journal; revoked meanwhile (a rebalance moved it on), it is dropped on a call thread
+    and on the call loop alike: its new owner makes it, and this process does not ask the
+    provider beside it (a chaos round saw a worker ask 1.3 s after the revoke)."""
+    import asyncio
+
+    from eddies.connectors.execution.calls import LoopCall
+    from eddies.connectors.kafka.catching_up import SHARED_S
+    from eddies.events import partition_for
+
+    executor, sink = _local_executor()
+    executor.owned = {0, 1}
+    sessions = [sid for sid in ("s1", "s2", "s3", "s4", "s5", "s6") if partition_for(sid, 2) == 0][:2]
+    executor.calls.catch_up.gained({0})
+    executor.calls.catch_up.tail = SimpleNamespace(  # its wait is where the revoke comes
+        caught_up=lambda jpart, timeout: executor.release({jpart}) or True)
+    executor.calls.make_performer = lambda: SimpleNamespace(
+        perform=lambda req, scope: pytest.fail("performed on a thread"))
+    executor.perform(_idempotent_call(sessions[0]), None, 0)
+    assert executor.counters.get("calls_dropped") == 1
+
+    executor.owned = {0, 1}
+    executor.calls.catch_up.gained({0})
+    time.sleep(SHARED_S * 1.5)  # a catch-up of its own, not a share of the one just made
+    made: list[str] = []
+
+    async def call() -> int:
+        made.append("asked")
+        return 3
+
+    coro = call()
+    executor.calls.on_loop(_idempotent_call(sessions[1]), None, 0, LoopCall("conn", coro))
+    deadline = time.monotonic() + 5
+    while executor.counters.get("calls_dropped") < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert made == [] and executor.counters.get("calls_dropped") == 2
+    assert sink.records == []  # nothing journaled, nothing answered
+    assert asyncio.iscoroutine(coro) and coro.cr_frame is None  # closed, never run
+    executor.calls.close()
+
+
+def test_idempotent_calls_being_made_are_handed_over_when_their_partition_is_revoked() -> None:
+    """A revoke (in order) journals a started mark naming this process for each idempotent
+    call it is still making of the partition; the new owner then waits for the outcome this
+    process journals, not asking the provider beside it (a chaos round saw hundreds of
+    model calls asked twice on every rebalance). A partition lost (taken while this process
+    stood still) gets none: the new owner has it already."""
+    import threading
+
+    from eddies.events import partition_for
+
+    executor, sink = _local_executor()
+    executor.claims.marks = sink
+    executor.owned = {0, 1}
+    by_part = {partition_for(sid, 2): sid for sid in ("s1", "s2", "s3", "s4", "s5", "s6")}
+    going = threading.Event()
+    executor.calls.make_performer = lambda: SimpleNamespace(perform=lambda req, scope: going.wait(5) and 3)
+    calls = [threading.Thread(target=executor.perform, args=(_idempotent_call(by_part[p]), None, p))
+             for p in (0, 1)]
+    for t in calls:
+        t.start()
+    deadline = time.monotonic() + 5
+    while len(executor.calls.asking_in({0, 1})) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    executor.release({0}, revoked=True)
+    executor.release({1})  # lost
+    ref = (f"{by_part[0]}:r1:i1:c0", 1)
+    assert sink.records == [("t.journal", executor.claimant.token, started_key(*ref))]
+    assert executor.counters.get("calls_handed_over") == 1
+    going.set()
+    for t in calls:
+        t.join(5)
+    assert executor.calls.asking_in({0, 1}) == []
+    assert sorted(k or b"" for t, _, k in sink.records[1:] if t == "t.journal") == sorted(
+        outcome_key(f"{by_part[p]}:r1:i1:c0", 1) for p in (0, 1))  # both still journaled
+
+    heir, _ = _local_executor()  # the new owner, with the mark in its view: it waits
+    heir.claimant = heir.claims.claimant = Claimant("e1", "dddd")
+    heir.owned = {0, 1}
+    heir.tail.view.started[ref] = Claim(executor.claimant.token, 7, int(time.time() * 1000))
+    heir.calls.make_performer = lambda: SimpleNamespace(perform=lambda req, scope: pytest.fail("asked"))
+    with heir._lock:
+        heir._dispatch(_idempotent_call(by_part[0]), None, 0, int(time.time() * 1000))
+    assert heir.counters.get("calls_awaited") == 1 and heir.tail.watched(ref)
+
+
 def test_a_claim_lost_to_a_process_taken_for_dead_is_decided_by_the_journals_first_outcome() -> None:
     """A call thread marks a call and reads the journal back: an earlier process of this
     slot (taken for dead, only paused) marked it first. The call thread decides nothing;

@@ -122,6 +122,33 @@ def test_litellms_embeddings_over_http(server: OpenAIServer) -> None:
     assert value["extra_args"]["usage"]["cost_usd"] == pytest.approx(2e-6)
 
 
+def test_litellms_embeddings_on_the_call_loop_wait_together() -> None:
+    """aembedding: 20 requests the server holds 1 s each are awaited at once, and each
+    answers as embed does (same vectors, usage with tokens, latency and cost)."""
+    import asyncio
+    import time
+
+    slow = OpenAIServer(delay=1.0).start()
+    try:
+        conn = LiteLLMEmbeddingModel(api_base=slow.base_url, api_key="k", input_cost_per_token=1e-6)
+
+        async def twenty() -> list[Any]:
+            return await asyncio.gather(*(conn.embed_async([f"text {n}"], model="openai/e", dimensions=None)
+                                          for n in range(20)))
+
+        started = time.monotonic()
+        answers = asyncio.run(twenty())
+        took = time.monotonic() - started
+        sync_vectors, sync_usage = conn.embed(["text 3"], model="openai/e", dimensions=None)
+    finally:
+        slow.stop()
+    assert took < 5.0, took  # one after another: 20 s
+    assert [vectors for vectors, _ in answers] == [[vector_of(f"text {n}")] for n in range(20)]
+    assert answers[3][0] == sync_vectors
+    assert answers[3][1].keys() == sync_usage.keys() == {"prompt_tokens", "latency_ms", "cost_usd"}
+    assert answers[3][1]["latency_ms"] >= 1000
+
+
 def test_a_budget_counts_embedding_tokens(server: OpenAIServer) -> None:
     conn = LiteLLMEmbeddingModel(api_base=server.base_url, api_key="k")
     agent = _agent(conn, EmbeddingModelSetup("emb_conn", model="openai/test-emb"))

@@ -12,6 +12,7 @@ from eddies import Agent
 from eddies.connectors.execution.calls import CallPerformer
 from eddies.connectors.models.scripted import ScriptedChatModel
 from eddies.engine import AgentPlan, ChatModelSetup, ResourceType
+from eddies.engine.embeddings import EmbeddingModelSetup
 from eddies.engine.subagents import SubagentSetup
 from eddies.events import CallKind, ChatMessage, DurableCallRequest, MessageRole
 
@@ -29,6 +30,17 @@ class _Translator(SubagentSetup):
                             timeout_s: float) -> Any:
         await asyncio.sleep(0)
         return f"async {prompt} {session_id} {call_id} {timeout_s:g}"
+
+
+class _SyncEmbedder:
+    def embed(self, texts: list[str], **kwargs: Any) -> tuple[list[list[float]], dict[str, Any]]:
+        return [[1.0, 0.0] for _ in texts], {"prompt_tokens": len(texts)}
+
+
+class _AsyncEmbedder(_SyncEmbedder):
+    async def embed_async(self, texts: list[str], **kwargs: Any) -> tuple[list[list[float]], dict[str, Any]]:
+        await asyncio.sleep(0)
+        return [[0.0, 1.0] for _ in texts], {"prompt_tokens": len(texts)}
 
 
 class _SyncOnly(SubagentSetup):
@@ -51,6 +63,10 @@ def _performer() -> CallPerformer:
     agent.add_resource("async_llm", ResourceType.CHAT_MODEL, ChatModelSetup("async_conn"))
     agent.add_resource("translator", ResourceType.AGENT, _Translator())
     agent.add_resource("plain", ResourceType.AGENT, _SyncOnly())
+    agent.add_resource("sync_emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION, _SyncEmbedder())
+    agent.add_resource("async_emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION, _AsyncEmbedder())
+    agent.add_resource("sync_emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("sync_emb_conn"))
+    agent.add_resource("async_emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("async_emb_conn"))
     return CallPerformer(AgentPlan.compile(agent))
 
 
@@ -71,14 +87,15 @@ def test_calls_with_asynchronous_clients_go_to_the_loop_and_the_others_to_thread
     on_loop = {target: _goes_to_the_loop(performer, _req(kind, target)) for kind, target in [
         (CallKind.CHAT_MODEL, "async_llm"), (CallKind.CHAT_MODEL, "sync_llm"),
         (CallKind.SUBAGENT, "translator"), (CallKind.SUBAGENT, "plain"), (CallKind.TOOL, "add"),
+        (CallKind.EMBEDDING, "async_emb"), (CallKind.EMBEDDING, "sync_emb"),
         (CallKind.FUNCTION, "builtins:abs")]}
     assert on_loop == {"async_llm": True, "sync_llm": False, "translator": True, "plain": False,
-                       "add": False, "builtins:abs": False}
+                       "add": False, "async_emb": True, "sync_emb": False, "builtins:abs": False}
 
 
 def test_a_call_naming_what_the_plan_lacks_fails_on_a_thread_as_a_call_not_in_the_executor() -> None:
     performer = _performer()
-    for kind in (CallKind.CHAT_MODEL, CallKind.TOOL, CallKind.SUBAGENT):
+    for kind in (CallKind.CHAT_MODEL, CallKind.EMBEDDING, CallKind.TOOL, CallKind.SUBAGENT):
         assert performer.asynchronous(_req(kind, "nowhere")) is None
     assert performer.asynchronous(_req(CallKind.TOOL, "add"), scope=("gone@c1",)) is None
 
@@ -88,3 +105,17 @@ def test_a_sub_agents_perform_async_gets_what_perform_gets() -> None:
                                           session_id="sub-1", timeout_ms=1500))
     assert call is not None and call.provider == "translator" and call.limits is None
     assert asyncio.run(call.call) == "async hi sub-1 s1:r1:i1:c0 1.5"
+
+
+def test_an_embedding_on_the_loop_is_valued_as_on_a_thread() -> None:
+    """The connection's embed_async answers it; the journaled value has the shape
+    ``perform`` gives it (vectors and usage), so a replay reads either the same way."""
+    performer = _performer()
+    req = _req(CallKind.EMBEDDING, "async_emb", texts=["a", "b"])
+    call = performer.asynchronous(req)
+    assert call is not None and call.provider == "async_emb_conn"
+    on_loop = asyncio.run(call.call)
+    on_thread = performer.perform(_req(CallKind.EMBEDDING, "sync_emb", texts=["a", "b"]))
+    assert on_loop["embeddings"] == [[0.0, 1.0], [0.0, 1.0]]
+    assert on_thread["embeddings"] == [[1.0, 0.0], [1.0, 0.0]]
+    assert on_loop.keys() == on_thread.keys() and on_loop["extra_args"] == on_thread["extra_args"]

@@ -458,3 +458,39 @@ def test_a_connection_declares_its_provider_limits() -> None:
         load_sql_text(text.replace("'calls_at_once' = '20'", "'calls_at_once' = '2.5'"))
     with pytest.raises(DefinitionError, match=r"'request_per_minute' is not an option.*did you mean"):
         load_sql_text(text.replace("requests_per_minute", "request_per_minute"))
+
+
+FALLBACK_SQL = """
+CREATE FUNCTION add AS 'eddies.demo.add' LANGUAGE PYTHON;
+CREATE TOOL add USING FUNCTION add WITH ('type' = 'function');
+CREATE MODEL llm WITH ('provider' = 'scripted', 'responder' = 'tests.unit.connectors.test_sql_agents:down',
+                       'fallbacks' = 'backup');
+CREATE MODEL backup WITH ('provider' = 'scripted', 'model' = 'spare');
+CREATE AGENT a USING MODEL llm USING TOOLS add;
+"""
+
+
+def down(messages: Any, tools: Any) -> Any:
+    """A scripted model whose provider is down."""
+    raise ConnectionError("the primary is down")
+
+
+def test_a_model_names_its_fallbacks_in_sql_and_the_fallback_answers() -> None:
+    """'fallbacks' names other CREATE MODELs: each becomes a CHAT_MODEL of the agent with
+    the same tools, and its connection; when the primary fails, the fallback answers."""
+    from eddies import LocalRunner
+
+    agent = load_sql_text(FALLBACK_SQL)
+    got = {r.name: r.obj for r in agent.resources}
+    assert got["llm"].fallbacks == ("backup",) and got["backup"].model == "spare"
+    assert got["backup"].tools == got["llm"].tools == ("add",)
+    assert {"llm-connection", "backup-connection"} <= set(got)
+    AgentPlan.compile(agent)  # the plan takes it
+    [out] = LocalRunner(agent).run([("s1", '{"a": 2, "b": 3}')])
+    assert out == "The result is 5."  # the offline policy: add, then answer
+    with pytest.raises(DefinitionError, match=r"<sql>:5:\d+: model 'nope' is not created in this file"):
+        load_sql_text(FALLBACK_SQL.replace("'fallbacks' = 'backup'", "'fallbacks' = 'nope'"))
+    embedding = FALLBACK_SQL.replace("'model' = 'spare'", "'task' = 'embedding'").replace(
+        "'provider' = 'scripted', 'task'", "'provider' = 'offline', 'task'")
+    with pytest.raises(DefinitionError, match="fallback 'backup' is an embedding model"):
+        load_sql_text(embedding)

@@ -31,8 +31,10 @@ def evidence(**changes: Any) -> Evidence:
                                        outcomes=["OK"])},
         effects=[Effect("EXEC", "fn", "s#0", 11, 990.1), Effect("DONE", "fn", "s#0", 11, 990.5)],
         processes=[
-            {"slot": "w0", "pid": 11, "incarnation": "aa", "end": "killed", "rc": -9, "killed_at": KILLED_AT},
-            {"slot": "w1", "pid": 12, "incarnation": "bb", "end": "term", "rc": 0, "killed_at": None},
+            {"slot": "w0", "pid": 11, "incarnation": "aa", "end": "killed", "rc": -9, "killed_at": KILLED_AT,
+             "name": "001-w0-all"},
+            {"slot": "w1", "pid": 12, "incarnation": "bb", "end": "term", "rc": 0, "killed_at": None,
+             "name": "002-w1-all"},
         ],
         crashes=[], missing_after_drain=[], dlq_reasons=Counter(), log_lines={},
     )
@@ -145,7 +147,10 @@ def test_a_call_waited_for_and_answered_unknown_twice_is_reported_not_failed() -
     assert report["unknown_sent_twice"] == 1
 
 
-def slow_round(requests: list[tuple[float, str, int]]) -> Evidence:
+W0, W1 = "001-w0-all", "002-w1-all"
+
+
+def slow_round(requests: list[tuple[float, str, int, str]]) -> Evidence:
     """A +slow round's evidence: slow input p run 1, its model call's OK outcome journaled at
     1010.0 by a worker that was killed before it (w1 asked again at 1008.0), and the
     provider's log of requests ``requests``."""
@@ -161,14 +166,32 @@ def slow_round(requests: list[tuple[float, str, int]]) -> Evidence:
 
 
 def test_a_model_call_asked_again_before_its_outcome_passes_after_it_fails() -> None:
-    again = slow_round([(999.1, "p", 1), (1008.0, "p", 1)])
+    again = slow_round([(999.1, "p", 1, W0), (1008.0, "p", 1, W1)])
     assert failed(again) == []
     report = checks.model_calls_not_asked_after_outcome(again)
     assert (report["asked_again"], report["asked_with_ok_outcome"]) == (1, 1)
-    late = slow_round([(999.1, "p", 1), (1011.5, "p", 1)])
+    late = slow_round([(999.1, "p", 1, W0), (1011.5, "p", 1, W1)])
+    late.processes[1]["moves"] = [(1000.0, "executor", "assigned", [0, 1]),
+                                  (1009.0, "executor", "gone", [1]), (1011.0, "executor", "assigned", [1])]
     assert failed(late) == ["model_calls_not_asked_after_outcome"]
-    assert checks.model_calls_not_asked_after_outcome(late)["asked_after_outcome"] == [
-        {"session": "p", "run": 1, "asked_at": 1011.5, "outcome_at": 1010.0}]
+    report = checks.model_calls_not_asked_after_outcome(late)
+    assert report["asked_after_outcome"] == [
+        {"session": "p", "run": 1, "asked_at": 1011.5, "outcome_at": 1010.0, "caller": W1,
+         "story": ["-2.5 s executor gone [1]", "-0.5 s executor assigned [1]"]}]
+    assert report["asked_after_outcome_by"] == {W1: 1}
+    assert report["asked_after_outcome_bursts"] == [
+        {"caller": W1, "n": 1, "asked_from": 1011.5, "asked_to": 1011.5, "after_outcome_s": [1.5, 1.5],
+         "story": ["-2.5 s executor gone [1]", "-0.5 s executor assigned [1]"]}]
+
+
+def test_a_model_call_asked_as_its_outcome_came_is_counted_apart() -> None:
+    """Asked 20 ms after its outcome was first read: no reader sees a record the instant
+    another does. 100 ms after, the worker could have read it: a failure."""
+    at_once = slow_round([(999.1, "p", 1, W0), (1010.02, "p", 1, W1)])
+    assert failed(at_once) == []
+    assert checks.model_calls_not_asked_after_outcome(at_once)["asked_as_it_came"] == 1
+    assert failed(slow_round([(999.1, "p", 1, W0), (1010.1, "p", 1, W1)])) == [
+        "model_calls_not_asked_after_outcome"]
 
 
 def test_a_slow_answer_the_provider_was_never_asked_for_fails() -> None:
@@ -180,17 +203,23 @@ def test_a_slow_answer_the_provider_was_never_asked_for_fails() -> None:
 def test_a_model_call_asked_by_a_worker_waking_after_its_outcome_is_counted_apart() -> None:
     """w1 stood still from 1005 to 1011 (a pause): a request it decided before sends when
     it wakes, after the outcome its session's new owner journaled at 1010. Counted apart;
-    the same request from no waking worker, or long after the wake, fails."""
-    late = [(999.1, "p", 1), (1011.5, "p", 1)]
+    the same request from no waking worker, or long after the wake, or sent by another
+    process than the one that woke, fails."""
+    late = [(999.1, "p", 1, W0), (1011.5, "p", 1, W1)]
     ev = slow_round(late)
     paused = [{**p, "pauses": [(1005.0, 6.0)]} if p["slot"] == "w1" else p for p in ev.processes]
     woke = slow_round(late)
     woke.processes = paused
     assert failed(woke) == []
     assert checks.model_calls_not_asked_after_outcome(woke)["asked_on_waking"] == 1
-    too_late = slow_round([(999.1, "p", 1), (1014.0, "p", 1)])  # 3 s after the wake
+    too_late = slow_round([(999.1, "p", 1, W0), (1014.0, "p", 1, W1)])  # 3 s after the wake
     too_late.processes = paused
     assert failed(too_late) == ["model_calls_not_asked_after_outcome"]
     after_it = slow_round(late)  # a pause that began after the outcome excuses nothing
     after_it.processes = [{**p, "pauses": [(1010.5, 0.8)]} if p["slot"] == "w1" else p for p in ev.processes]
     assert failed(after_it) == ["model_calls_not_asked_after_outcome"]
+    someone_else = slow_round([(999.1, "p", 1, W0), (1011.5, "p", 1, W0)])  # w1 woke, w0 asked
+    someone_else.processes = paused
+    assert failed(someone_else) == ["model_calls_not_asked_after_outcome"]
+    story = checks.model_calls_not_asked_after_outcome(after_it)["asked_after_outcome"][0]["story"]
+    assert story == ["-1.0 s away 0.8 s"]
