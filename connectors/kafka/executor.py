@@ -196,12 +196,14 @@ class KafkaExecutor:
         watched calls left to the new owner; calls already running finish. ``revoked``
         (handed to another member in order, not taken from a process that stood still):
         the idempotent calls running are handed over (CallClaims.hand_over)."""
-        if revoked and (running := self.calls.asking_in(partitions)):
+        with self._lock:
+            self.owned -= partitions  # first: see CallRunner._start_asking
+        running = self.calls.take_asking(partitions) if revoked else []
+        if running:
             marked = self.claims.hand_over(running)
             log.info("handed %d calls being made to the next owner of partitions %s",
                      marked, sorted(partitions))
         with self._lock:
-            self.owned -= partitions
             self.claims.release(partitions)
             self._recut()
         left = self.tail.release(partitions)

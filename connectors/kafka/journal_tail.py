@@ -42,6 +42,9 @@ from eddies.connectors.runtime.settings import Settings
 
 log = logging.getLogger("eddies.worker")
 
+#: The read time of a call learned by a restore: kept while its partition is followed.
+RESTORED = float("inf")
+
 
 @dataclass(slots=True)
 class Watch:
@@ -79,6 +82,12 @@ class JournalTail:
         # re-issued or redelivered requests while the partition stays here; a partition
         # gained later is read from its beginning again.
         self._kept: deque[tuple[float, CallRef]] = deque()
+        # The read that keeps each call (its entry of _kept), or RESTORED: a call a gained
+        # partition's restore (re-)learned is kept while the partition is, and an entry of
+        # an earlier tenure must not take it away (a chaos round saw an executor that lost
+        # and regained its partitions forget a call it had made 60 s before, and make it
+        # again when its request was issued anew).
+        self._read_at: dict[CallRef, float] = {}
         self._retention = retention_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -124,6 +133,8 @@ class JournalTail:
         read ended; their calls join the view."""
         with self.lock:
             self.view.learn_calls(restored)
+            self._read_at.update(dict.fromkeys(restored.outcomes, RESTORED))
+            self._read_at.update(dict.fromkeys(restored.started, RESTORED))
             for part, end in restored.ends.items():
                 self._leaving.discard(part)
                 self._following.add(part)
@@ -295,7 +306,10 @@ class JournalTail:
             return
         value = msg.value()
         assert value is not None
-        self._kept.append((time.monotonic(), ref))
+        if self._read_at.get(ref) != RESTORED:
+            now = time.monotonic()
+            self._read_at[ref] = now
+            self._kept.append((now, ref))
         watch = self._watches.pop(ref, None)
         if watch is not None:
             self.arrived.put((watch.item, value))
@@ -349,6 +363,9 @@ class JournalTail:
             return
         with self.lock:
             while kept and kept[0][0] <= horizon:
-                _, ref = kept.popleft()
+                read, ref = kept.popleft()
+                if self._read_at.get(ref) != read:  # kept by a later read, or restored
+                    continue
+                del self._read_at[ref]
                 self.view.outcomes.pop(ref, None)
                 self.view.started.pop(ref, None)

@@ -3,21 +3,33 @@
 Before a non-idempotent call it journals that the call started; if it finds that mark
 without an outcome (the process died mid-call), it answers UNKNOWN instead of calling
 again, and the session machine reconciles or fails closed.
+
+A call whose client is asynchronous (a model connection's ``chat_async``, an embedding
+connection's ``embed_async``, MCP and A2A tools, sub-agents with ``perform_async``) is
+awaited as the Kafka executor awaits it: on an event loop, here one for every in-process
+executor of the process (litellm's asynchronous clients stay bound to the loop they first
+ran on), stopped at its ``timeout_ms``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from collections.abc import Coroutine
 from typing import Any
 
 from eddies.connectors.execution.call_deadlines import timed_out
 from eddies.connectors.execution.calls import CallPerformer, Resolver, import_target, result_event
 from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.remote.error_classes import describe_error
+from eddies.connectors.remote.loop_thread import LoopThread
 from eddies.engine import AgentPlan, Journal
 from eddies.events import AgentEvent, CallStatus, DurableCallRequest, encode_value
 
 __all__ = ["InProcessExecutor", "import_target"]
+
+#: Where every in-process executor of this process awaits its asynchronous calls.
+_CALL_LOOP = LoopThread("eddies-local-calls")
 
 
 class InProcessExecutor:
@@ -31,6 +43,9 @@ class InProcessExecutor:
         self.performed = 0
         #: Outcomes of another run, reused for the calls they answer (fork, reprocess).
         self.recorded = recorded
+        # (kind, target, scope) of the calls whose clients are synchronous: not looked up
+        # again (a lookup is a few thousand instructions per call of the engine's benches).
+        self._synchronous: set[tuple[str, str, tuple[str, ...]]] = set()
 
     def execute(self, request: AgentEvent) -> AgentEvent:
         """The result event of a request: recorded, UNKNOWN, or freshly performed."""
@@ -57,8 +72,15 @@ class InProcessExecutor:
         return result
 
     def _perform(self, req: DurableCallRequest, scope: tuple[str, ...] = ()) -> Any:
-        """Perform ``req``; with a ``timeout_ms``, on a thread of its own that is abandoned
-        (left to finish, its result dropped) when the time is up."""
+        """Perform ``req``: awaited on the call loop if its client is asynchronous (cancelled
+        at its ``timeout_ms``); else here, or with a ``timeout_ms``, on a thread of its own
+        that is abandoned (left to finish, its result dropped) when the time is up."""
+        target = (req.kind.value, req.target, scope)
+        if target not in self._synchronous:
+            call = self.performer.asynchronous(req, scope)
+            if call is not None:
+                return _CALL_LOOP.run(_within(call.call, req), None)
+            self._synchronous.add(target)
         if not req.timeout_ms:
             return self.performer.perform(req, scope)
         box: list[Any] = []
@@ -85,3 +107,16 @@ class InProcessExecutor:
     def close(self) -> None:
         """Close the performer's event loop, if one was started."""
         self.performer.close()
+
+
+async def _within(call: Coroutine[Any, Any, Any], req: DurableCallRequest) -> Any:
+    """``call``'s result, or the call's timeout error once its ``timeout_ms`` is up (a
+    TimeoutError of the call's own stays its own)."""
+    deadline = asyncio.timeout(req.timeout_ms / 1000 if req.timeout_ms else None)
+    try:
+        async with deadline:
+            return await call
+    except TimeoutError:
+        if deadline.expired():
+            raise timed_out(req) from None
+        raise

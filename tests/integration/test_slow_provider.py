@@ -4,6 +4,7 @@ more at once than it has call threads (executor_concurrency, 8)."""
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 import uuid
@@ -167,6 +168,41 @@ def test_a_worker_killed_with_hundreds_of_calls_in_flight_loses_and_repeats_noth
     assert repeated.isdisjoint(durable), f"journaled calls were repeated: {sorted(repeated & durable)}"
     assert set(asked_first) <= durable | repeated, "a call neither journaled nor asked again"
     assert len(repeated) >= MANY // 4  # the kill did cut calls off
+
+
+def test_a_worker_joining_while_hundreds_of_calls_are_in_flight_has_none_asked_again(
+        bootstrap: str, tmp_path: Path) -> None:
+    """A second worker joins while the first holds hundreds of 10 s calls: half the
+    partitions move, in order, and the first hands over the calls it is still making (a
+    started mark each), so the second waits for their outcomes instead of asking the
+    provider again. Every session is answered once, and every call asked once."""
+    settings = _settings(bootstrap)
+    server = OpenAIServer(delay=10.0).start()
+    log = tmp_path / "worker.log"
+    first = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
+                         TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-0")
+    second = None
+    try:
+        prod = producer(settings)
+        for n in range(MANY):
+            send_input(settings, f"s{n}", f"question {n}", prod=prod)
+        prod.flush(30)
+        wait_until("hundreds of calls in flight", lambda: server.in_flight >= MANY // 2, first, log)
+        second = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
+                              TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-1")
+        wait_until("every answer", lambda: len({a.session_id for a in answers(settings)}) >= MANY,
+                   second, log, timeout=180)
+    finally:
+        stop_worker(first)
+        if second is not None:
+            stop_worker(second)
+        server.stop()
+    unique = {a.event_id: a for a in answers(settings)}
+    assert sorted(a.session_id for a in unique.values()) == sorted(f"s{n}" for n in range(MANY))
+    handed = [int(n) for n in re.findall(r"handed (\d+) calls being made", log.read_text())]
+    assert sum(handed) >= MANY // 4, handed  # the join did move calls in flight
+    asked = Counter(str(r["messages"][-1]["content"]) for r in server.requests)
+    assert max(asked.values()) == 1, [q for q, n in asked.items() if n > 1][:10]
 
 
 def test_a_worker_paused_past_its_session_timeout_with_hundreds_of_calls_in_flight(

@@ -488,13 +488,20 @@ def test_idempotent_calls_being_made_are_handed_over_when_their_partition_is_rev
     executor.owned = {0, 1}
     by_part = {partition_for(sid, 2): sid for sid in ("s1", "s2", "s3", "s4", "s5", "s6")}
     going = threading.Event()
-    executor.calls.make_performer = lambda: SimpleNamespace(perform=lambda req, scope: going.wait(5) and 3)
+    asked: list[str] = []
+
+    def ask(req: Any, scope: Any) -> int:
+        asked.append(req.call_id)
+        going.wait(5)
+        return 3
+
+    executor.calls.make_performer = lambda: SimpleNamespace(perform=ask)
     calls = [threading.Thread(target=executor.perform, args=(_idempotent_call(by_part[p]), None, p))
              for p in (0, 1)]
     for t in calls:
         t.start()
     deadline = time.monotonic() + 5
-    while len(executor.calls.asking_in({0, 1})) < 2 and time.monotonic() < deadline:
+    while len(asked) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     executor.release({0}, revoked=True)
     executor.release({1})  # lost
@@ -504,7 +511,7 @@ def test_idempotent_calls_being_made_are_handed_over_when_their_partition_is_rev
     going.set()
     for t in calls:
         t.join(5)
-    assert executor.calls.asking_in({0, 1}) == []
+    assert executor.calls.take_asking({0, 1}) == []
     assert sorted(k or b"" for t, _, k in sink.records[1:] if t == "t.journal") == sorted(
         outcome_key(f"{by_part[p]}:r1:i1:c0", 1) for p in (0, 1))  # both still journaled
 
@@ -516,6 +523,99 @@ def test_idempotent_calls_being_made_are_handed_over_when_their_partition_is_rev
     with heir._lock:
         heir._dispatch(_idempotent_call(by_part[0]), None, 0, int(time.time() * 1000))
     assert heir.counters.get("calls_awaited") == 1 and heir.tail.watched(ref)
+
+
+def test_a_call_revoked_after_its_last_journal_check_is_dropped_not_made_unhanded() -> None:
+    """The revoke comes while the call looks for an outcome in the journal (the tail's
+    lock can be held a while): the call is neither made nor handed over, so the new owner
+    makes it (a chaos round saw a worker ask 0.4 s after a revoke that handed its calls
+    over, none of those)."""
+    executor, sink = _local_executor()
+    executor.claims.marks = sink
+    executor.owned = {0, 1}
+    inner = executor.tail.lock
+
+    class RevokedMeanwhile:
+        def __enter__(self) -> Any:
+            executor.tail.lock = inner  # (once)
+            executor.release({0, 1}, revoked=True)
+            return inner.__enter__()
+
+        def __exit__(self, *exc: Any) -> Any:
+            return inner.__exit__(*exc)
+
+    executor.tail.lock = RevokedMeanwhile()
+    executor.calls.make_performer = lambda: SimpleNamespace(perform=lambda req, scope: pytest.fail("made"))
+    executor.perform(_idempotent_call("s1"), None, 0)
+    assert executor.counters.get("calls_dropped") == 1
+    assert sink.records == []  # no mark: the new owner makes it
+
+
+def test_a_call_taken_by_a_revoke_as_it_starts_is_made_and_handed_over() -> None:
+    """The revoke comes between the call noting itself as being made and its check of the
+    partition: the revoke took it (its started mark is journaled), so it is made, and its
+    new owner waits for its outcome."""
+    from eddies.events import partition_for
+
+    executor, sink = _local_executor()
+    executor.claims.marks = sink
+    executor.owned = {0, 1}
+    session = next(sid for sid in ("s1", "s2", "s3", "s4") if partition_for(sid, 2) == 0)
+    ref = (f"{session}:r1:i1:c0", 1)
+    owns = executor.claims.owns
+
+    def revoked_as_it_asks(jpart: int) -> bool:
+        if ref in executor.calls._asking:  # noted as being made: the revoke comes now
+            executor.claims.owns = owns
+            executor.release({0}, revoked=True)
+        return owns(jpart)
+
+    executor.claims.owns = revoked_as_it_asks
+    made: list[str] = []
+    executor.calls.make_performer = lambda: SimpleNamespace(perform=lambda req, scope: made.append("x") or 3)
+    executor.perform(_idempotent_call(session), None, 0)
+    assert made == ["x"] and sink.records[0] == ("t.journal", executor.claimant.token, started_key(*ref))
+    journaled = [k for t, _, k in sink.records[1:] if t == "t.journal"]
+    assert journaled == [outcome_key(*ref)]  # its outcome, for the new owner
+
+
+def test_a_call_learned_again_by_a_restore_is_not_forgotten_with_its_earlier_read() -> None:
+    """The tail forgets an outcome (and its mark) some time after it read it; a partition
+    lost and gained again is restored from its journal, which learns the call anew. The
+    earlier read's expiry must not take it away then (a chaos round saw an executor make a
+    call again 60.6 s after it made it first, when a restored session issued it anew)."""
+    from eddies.connectors.journal.reading import JournalView
+
+    tail = JournalTail(load_settings(env={}, overrides={"bootstrap_servers": "127.0.0.1:9"}), "t.journal",
+                       retention_s=0.05)
+    request = _idempotent_call("s1")
+    ref = ("s1:r1:i1:c0", 1)
+    outcome = encode(result_event(request, CallStatus.OK, "3"))
+    mark = ("t.journal", Claimant("e0", "cccc").token, started_key(*ref))
+    _read_back(tail, [mark, ("t.journal", outcome, outcome_key(*ref))], "t.journal", start=0)
+    assert ref in tail.view.outcomes and ref in tail.view.started
+    restored = JournalView()
+    _read_back_view(restored, [mark, ("t.journal", outcome, outcome_key(*ref))])
+    tail.follow(restored)  # lost, then gained again: read from the journal
+    time.sleep(0.1)
+    tail._prune()  # the first read's time is up
+    assert tail.view.outcomes.get(ref) == outcome and ref in tail.view.started
+
+    other = ("s1:r1:i1:c1", 1)  # read by the tail only: forgotten in time, as before
+    data = encode(result_event(_idempotent_call("s1"), CallStatus.OK, "4"))
+    _read_back(tail, [("t.journal", data, outcome_key(*other))], "t.journal", start=2)
+    time.sleep(0.1)
+    tail._prune()
+    assert other not in tail.view.outcomes
+
+
+def _read_back_view(view: Any, records: list[tuple[str, bytes | None, bytes | None]]) -> None:
+    """``view`` folds ``records`` as a journal read does (offsets from 0, partition 0)."""
+    from eddies.connectors.journal.reading import fold
+    from eddies.connectors.kafka.memory_broker import Record
+
+    for offset, (t, value, key) in enumerate(records):
+        fold(view, Record(t, 0, offset, key, value))
 
 
 def test_a_claim_lost_to_a_process_taken_for_dead_is_decided_by_the_journals_first_outcome() -> None:

@@ -124,11 +124,12 @@ def test_a_call_of_an_a2a_tool_goes_to_the_a2a_connector(monkeypatch: pytest.Mon
 
     calls: list[tuple[str, dict[str, Any], str]] = []
 
-    def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: dict[str, Any], key: str) -> str:
+    async def call_tool_async(plan: AgentPlan, tool: RemoteTool, arguments: dict[str, Any], key: str) -> str:
         calls.append((tool.name, dict(arguments), key))
         return "echo: hi"
 
-    monkeypatch.setattr(a2a, "call_tool", call_tool)
+    # (LocalRunner awaits an A2A tool's call on its call loop, as a worker does.)
+    monkeypatch.setattr(a2a, "call_tool_async", call_tool_async)
     runner = LocalRunner(_agent(_fetched()))  # its card already fetched: nothing is asked
     assert runner.run([("s1", '{"prompt": "hi"}')]) == ['The result is "echo: hi".']
     [(name, arguments, key)] = calls

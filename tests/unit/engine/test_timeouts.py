@@ -53,6 +53,60 @@ def test_a_call_past_its_timeout_is_abandoned_as_transient_and_retried() -> None
     assert results[1].attempt == 2 and len(CALLS) == 2
 
 
+class _AsyncClient:
+    """A model connection with a synchronous and an asynchronous client that answer apart;
+    the asynchronous one takes ``delay`` seconds, and notes whether it was cancelled."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.cancelled = False
+
+    def chat(self, messages: Any, **_kw: Any) -> Any:
+        from eddies.events import ChatMessage, MessageRole
+
+        return ChatMessage(MessageRole.ASSISTANT, "sync")
+
+    async def chat_async(self, messages: Any, **_kw: Any) -> Any:
+        import asyncio
+
+        from eddies.events import ChatMessage, MessageRole
+
+        try:
+            await asyncio.sleep(self.delay)
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return ChatMessage(MessageRole.ASSISTANT, "async")
+
+
+def test_a_local_runner_awaits_an_asynchronous_client_and_cancels_it_at_its_timeout() -> None:
+    """LocalRunner makes a call whose client is asynchronous as a worker does (awaited on
+    an event loop, not the synchronous client on a thread), and a call past its timeout_ms
+    is cancelled there, not left running."""
+    from eddies.engine import ChatModelSetup
+    from tests.agents import OneCall
+
+    def runner(delay: float, config: dict[str, Any]) -> tuple[LocalRunner, _AsyncClient]:
+        conn = _AsyncClient(delay)
+        agent = OneCall(config=config)
+        agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, conn)
+        agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", model="m"))
+        return LocalRunner(agent), conn
+
+    quick, _ = runner(0.0, {})
+    assert quick.run([("s", "hi")]) == ["async"]
+    slow, conn = runner(5.0, {"timeout_ms": {"CHAT_MODEL": 200},
+                              "retry": {"CHAT_MODEL": {"max_attempts": 1}}})
+    started = time.monotonic()
+    with pytest.raises(Exception, match="timeout_ms=200"):
+        slow.run([("s", "hi")])
+    assert time.monotonic() - started < 3.0
+    deadline = time.monotonic() + 2
+    while not conn.cancelled and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert conn.cancelled
+
+
 def test_requests_carry_the_timeout_of_their_resource_or_kind() -> None:
     def lookup(q: str) -> str:
         """Look up q."""
