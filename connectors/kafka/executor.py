@@ -18,11 +18,10 @@ call is about to run (a :class:`.journal_tail.JournalTail` follows the owned par
   to the journal and read back; the call runs only if that mark is the call's first
   (:mod:`.claiming`). A crash from then on leaves the outcome unknown, never repeated.
 
-Calls already running when their partition is revoked finish and journal their outcome;
-the new owner waits for it: a non-idempotent call has its started mark, and an idempotent
-one gets one as its partition is revoked in order (``CallClaims.hand_over``), so the new
-owner does not ask the provider beside it. A request due later (a timer, a deadline, a retry's back-off)
-is held until then, and one whose run ended is dropped (:mod:`.timekeeping`).
+Calls running when their partition is revoked finish and journal their outcome, which
+the new owner waits for (an idempotent one gets a started mark as it is revoked:
+``CallClaims.hand_over``). A request due later (a timer, a back-off) is held until then,
+one whose run ended is dropped (:mod:`.timekeeping`).
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ from eddies.connectors.kafka.timekeeping import CallDone, Timekeeper
 from eddies.connectors.runtime.client import next_batch
 from eddies.connectors.runtime.dead_letters import DeadLetters
 from eddies.connectors.runtime.outbox import IDLE_FLUSH_S
-from eddies.connectors.runtime.records import CANCEL_HEADER, HEADERS, header
+from eddies.connectors.runtime.records import CANCEL_HEADER, HEADERS, header, journal_partition
 from eddies.connectors.runtime.signing import SIGNATURE_HEADER, ResultSigner
 from eddies.connectors.runtime.sink import produce
 from eddies.events import (
@@ -366,6 +365,8 @@ class KafkaExecutor:
             # Re-issued for a call queued, running or just answered here: that answer counts.
             self.offsets.settle(part, offset)
             return
+        self.tail.recall(ref, journal_partition(request.session_id, self.settings.partitions),
+                         self.ctx.clients.read_journal)
         with self.tail.lock:
             verdict, recorded = self.claims.verdict(request, part, offset)
         if verdict == "duplicate":  # the call is watched already: that request answers

@@ -78,9 +78,11 @@ class JournalTail:
         self._leaving: set[int] = set()  # released, still read while claims on them are checked
         self._claims: dict[int, int] = {}  # partition -> claims being checked
         self._commands: queue.SimpleQueue[tuple[str, dict[int, int]]] = queue.SimpleQueue()
-        # Outcomes (and their marks) are kept this long after they were read: enough for
-        # re-issued or redelivered requests while the partition stays here; a partition
-        # gained later is read from its beginning again.
+        # Outcomes are kept this long after they were read: enough for requests re-issued
+        # or redelivered soon; a request issued anew much later (a restarted orchestrator, a
+        # Flink job restored from a checkpoint) finds the call's started mark, which is kept
+        # while the partition is followed, and has its partition read again (recall). A
+        # partition gained later is read from its beginning again.
         self._kept: deque[tuple[float, CallRef]] = deque()
         # The read that keeps each call (its entry of _kept), or RESTORED: a call a gained
         # partition's restore (re-)learned is kept while the partition is, and an entry of
@@ -141,6 +143,23 @@ class JournalTail:
                 self._positions.start(part, end)
                 self._reached[part] = end
         self._commands.put(("assign", dict(restored.ends)))
+
+    def recall(self, ref: CallRef, partition: int, read: Callable[[set[int]], JournalView]) -> None:
+        """Read ``partition`` again (``read``: as a gained partition is) if the outcome of
+        call ``ref`` may have been forgotten here: the call has a started mark older than
+        the time outcomes are kept, and no outcome. A non-idempotent call made here more
+        than a minute before, its request issued anew, is answered from the journal then,
+        not made again."""
+        with self.lock:
+            claim = self.view.started.get(ref)
+            if ref in self.view.outcomes or claim is None or not claim.time_ms:
+                return
+            if claim.time_ms / 1000 > time.time() - self._retention:
+                return
+        restored = read({partition})
+        with self.lock:
+            self.view.learn_calls(restored)
+            self._read_at.update(dict.fromkeys(restored.outcomes, RESTORED))
 
     def release(self, partitions: set[int]) -> list[Any]:
         """Stop following ``partitions`` (once no claim on them is being checked); drop
@@ -368,4 +387,3 @@ class JournalTail:
                     continue
                 del self._read_at[ref]
                 self.view.outcomes.pop(ref, None)
-                self.view.started.pop(ref, None)

@@ -618,6 +618,37 @@ def _read_back_view(view: Any, records: list[tuple[str, bytes | None, bytes | No
         fold(view, Record(t, 0, offset, key, value))
 
 
+def test_a_call_issued_anew_after_its_outcome_was_forgotten_is_answered_from_the_journal() -> None:
+    """The tail keeps an outcome a minute after it read it, and the call's started mark as
+    long as the partition is followed. A request issued anew later (an orchestrator
+    restarted after a minute, a Flink job restored from a checkpoint) finds the mark, not
+    the outcome: the partition is read again, and the journal's outcome answers it. The
+    call is neither made again nor waited for."""
+    from eddies.events import partition_for
+
+    executor, sink = _local_executor()
+    session = "s1"
+    jpart = partition_for(session, 2)
+    request = AgentEvent.external(session, DurableCallRequest(
+        f"{session}:r1:i1:c0", CallKind.TOOL, "book", '{"args":[],"kwargs":{}}'),
+        event_id="req-1", timestamp=0)
+    ref = (f"{session}:r1:i1:c0", 1)
+    long_ago = int(time.time() * 1000) - 120_000
+    broker = executor.ctx.clients.broker
+    broker.create("t.journal", 2)
+    broker.append("t.journal", jpart, started_key(*ref), executor.claimant.token, timestamp=long_ago)
+    outcome = encode(result_event(request, CallStatus.OK, '"booked"'))
+    broker.append("t.journal", jpart, outcome_key(*ref), outcome, timestamp=long_ago + 500)
+    executor.owned = {0, 1}
+    executor.tail.view.started[ref] = Claim(executor.claimant.token, 0, long_ago)  # its outcome forgotten
+    executor.calls.make_performer = lambda: SimpleNamespace(perform=lambda req, scope: pytest.fail("made"))
+    with executor._lock:
+        executor._dispatch(request, None, 0, int(time.time() * 1000))
+    answered = [decode(v or b"") for t, v, _ in sink.records if t == "t.input"]
+    assert [a.payload.value for a in answered] == ['"booked"']  # type: ignore[union-attr]
+    assert executor.counters.get("calls_awaited") == 0
+
+
 def test_a_claim_lost_to_a_process_taken_for_dead_is_decided_by_the_journals_first_outcome() -> None:
     """A call thread marks a call and reads the journal back: an earlier process of this
     slot (taken for dead, only paused) marked it first. The call thread decides nothing;
