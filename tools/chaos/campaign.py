@@ -347,7 +347,8 @@ def _provider_part(rep: dict[str, Any], asked: dict[str, Any]) -> str:
             f"{asked['requests']} requests for {asked['slow_inputs']} slow inputs, asked again "
             f"{asked['asked_again']}, asked after its outcome {asked['n_asked_after_outcome']} "
             f"(and {asked.get('asked_on_waking', 0)} by a worker waking from a pause or cut, "
-            f"{asked.get('asked_as_it_came', 0)} within {checks.AT_ONCE_S:g} s of it)")
+            f"{asked.get('asked_as_it_came', 0)} within {checks.AT_ONCE_S:g} s of it, "
+            f"{asked.get('answered_from_afar', 0)} after an outcome from a worker cut off or paused)")
 
 
 def parser() -> argparse.ArgumentParser:

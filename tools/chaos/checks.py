@@ -184,18 +184,21 @@ def model_calls_not_asked_after_outcome(ev: Evidence) -> dict[str, Any]:
     arriving within :data:`WOKEN_ASK_S` of the end of a pause or cut of the process that
     sent it (each request names its process), begun before the outcome, is counted apart
     (``asked_on_waking``), not as a failure; so is an ask made within :data:`AT_ONCE_S` of
-    the outcome (``asked_as_it_came``: no reader sees a record the instant another does).
+    the outcome (``asked_as_it_came``: no reader sees a record the instant another does),
+    and one made within WOKEN_ASK_S of an outcome delivered by a process that stood apart
+    (``answered_from_afar``: the call's previous asker, paused or cut off, whose partition
+    had moved to the asker).
     Each late ask is reported with its process's
     partition moves and pauses or cuts of the seconds before it (``story``).
     Vacuous (ok) in a round without the provider."""
     done: dict[Run, float] = {}  # the first OK outcome of each run's model calls, journaled at
     for call in ev.calls.values():
-        if call.kind != "CHAT_MODEL":
+        # Only an attempt's first outcome decides it: an OK journaled after a watcher's
+        # UNKNOWN (its claimant taken for dead) is refused, and the run asks again.
+        if call.kind != "CHAT_MODEL" or not call.outcomes or call.outcomes[0] != "OK":
             continue
-        for status, t in zip(call.outcomes, call.outcome_times, strict=False):
-            if status == "OK":
-                r = (call.session, call.run)
-                done[r] = min(done.get(r, t), t)
+        r, t = (call.session, call.run), call.outcome_times[0]
+        done[r] = min(done.get(r, t), t)
     asked = Counter((session, run) for _, session, run, _ in ev.provider_requests)
     late: list[dict[str, Any]] = [
         {"session": session, "run": run, "asked_at": t, "outcome_at": done[(session, run)], "caller": caller}
@@ -204,7 +207,11 @@ def model_calls_not_asked_after_outcome(ev: Evidence) -> dict[str, Any]:
     procs = {p.get("name", ""): p for p in ev.processes}
     woken = [a for a in late if _woke_to_ask(a, procs)]
     at_once = [a for a in late if a not in woken and a["asked_at"] - a["outcome_at"] <= AT_ONCE_S]
-    after = [a for a in late if a not in woken and a not in at_once]
+    asks: dict[Run, list[tuple[float, str]]] = defaultdict(list)
+    for t, session, run, caller in ev.provider_requests:
+        asks[(session, run)].append((t, caller))
+    afar = [a for a in late if a not in woken and a not in at_once and _from_afar(a, asks, procs)]
+    after = [a for a in late if a not in woken and a not in at_once and a not in afar]
     for a in after:
         a["story"] = _story(procs.get(a["caller"]), a["asked_at"])
     slow = {r for r, body in ev.inputs.items() if body.get("kind") == "slow"}
@@ -222,6 +229,7 @@ def model_calls_not_asked_after_outcome(ev: Evidence) -> dict[str, Any]:
         "asked_after_outcome_by": dict(Counter(a["caller"] for a in after)),
         "asked_after_outcome_bursts": _bursts(after),
         "asked_on_waking": len(woken), "asked_as_it_came": len(at_once),
+        "answered_from_afar": len(afar),
         "answered_without_request": unasked[:30], "n_answered_without_request": len(unasked),
     }
 
@@ -248,6 +256,23 @@ def _bursts(late: list[dict[str, Any]]) -> list[dict[str, Any]]:
         low, high = burst["after_outcome_s"]
         burst["after_outcome_s"] = [min(low, gap), max(high, gap)]
     return bursts
+
+
+def _from_afar(ask: dict[str, Any], asks: dict[Run, list[tuple[float, str]]],
+               procs: dict[str, dict[str, Any]]) -> bool:
+    """Whether the outcome came, within :data:`WOKEN_ASK_S` before the ask, from a process
+    that stood apart: the call's last ask before the outcome was another process's, paused
+    or cut off when the outcome came (or woken less than WOKEN_ASK_S before). Its partition
+    had moved; the answer it got, delivered late, no new owner could wait for."""
+    if ask["asked_at"] - ask["outcome_at"] > WOKEN_ASK_S:
+        return False
+    before = [(t, caller) for t, caller in asks[(ask["session"], ask["run"])]
+              if t < ask["outcome_at"] and caller != ask["caller"]]
+    if not before or max(before)[1] not in procs:
+        return False
+    writer = procs[max(before)[1]]
+    return any(start <= ask["outcome_at"] <= start + seconds + WOKEN_ASK_S
+               for start, seconds in _away(writer))
 
 
 def _woke_to_ask(ask: dict[str, Any], procs: dict[str, dict[str, Any]]) -> bool:

@@ -3,6 +3,7 @@ not fail would pass whatever the workers did."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from typing import Any
@@ -192,6 +193,36 @@ def test_a_model_call_asked_as_its_outcome_came_is_counted_apart() -> None:
     assert checks.model_calls_not_asked_after_outcome(at_once)["asked_as_it_came"] == 1
     assert failed(slow_round([(999.1, "p", 1, W0), (1010.1, "p", 1, W1)])) == [
         "model_calls_not_asked_after_outcome"]
+
+
+def test_a_model_call_asked_after_an_outcome_from_a_worker_cut_off_is_counted_apart() -> None:
+    """w0 asked at 999.1 and was cut off from 1005 to 1012; its answer, journaled late, was
+    read at 1010.0, and w1 (the partition's new owner) asked at 1010.6: counted apart. The
+    same ask 3 s after, or after an outcome from a worker that was not cut off, fails."""
+    afar = slow_round([(999.1, "p", 1, W0), (1010.6, "p", 1, W1)])
+    cut = [{**p, "cuts": [(1005.0, 7.0, "drop")]} if p["slot"] == "w0" else p for p in afar.processes]
+    afar.processes = cut
+    assert failed(afar) == []
+    assert checks.model_calls_not_asked_after_outcome(afar)["answered_from_afar"] == 1
+    later = slow_round([(999.1, "p", 1, W0), (1013.0, "p", 1, W1)])
+    later.processes = cut
+    assert failed(later) == ["model_calls_not_asked_after_outcome"]
+    assert failed(slow_round([(999.1, "p", 1, W0), (1010.6, "p", 1, W1)])) == [
+        "model_calls_not_asked_after_outcome"]
+
+
+def test_a_model_call_asked_again_after_an_outcome_that_came_second_passes() -> None:
+    """Attempt 1's first outcome is a watcher's UNKNOWN (its claimant taken for dead); the
+    claimant's OK, journaled after it, decides nothing, and the run asks again (attempt 2):
+    not an ask after the outcome. Attempt 2's own OK counts."""
+    ev = slow_round([(999.1, "p", 1, W0), (1011.5, "p", 1, W1)])
+    first = ev.calls[("p:r1:i1:c0", 1)]
+    ev.calls[("p:r1:i1:c0", 1)] = dataclasses.replace(first, outcomes=["UNKNOWN", "OK"],
+                                                      outcome_times=[1009.0, 1010.0])
+    ev.calls[("p:r1:i1:c0", 2)] = dataclasses.replace(first, attempt=2, outcome_times=[1013.0])
+    assert failed(ev) == []
+    ev.provider_requests.append((1014.0, "p", 1, W1))  # after attempt 2's OK: late
+    assert failed(ev) == ["model_calls_not_asked_after_outcome"]
 
 
 def test_a_slow_answer_the_provider_was_never_asked_for_fails() -> None:
