@@ -75,7 +75,7 @@ class InProcessExecutor:
         """Perform ``req``: awaited on the call loop if its client is asynchronous (cancelled
         at its ``timeout_ms``); else here, or with a ``timeout_ms``, on a thread of its own
         that is abandoned (left to finish, its result dropped) when the time is up."""
-        target = (req.kind.value, req.target, scope)
+        target = (req.kind._value_, req.target, scope)  # (.value is a Python-level property)
         if target not in self._synchronous:
             call = self.performer.asynchronous(req, scope)
             if call is not None:
