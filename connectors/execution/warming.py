@@ -32,7 +32,7 @@ def warm(plan: AgentPlan) -> list[str]:
     (a model server that is down at start may be up by then)."""
     done: set[int] = set()
     names: list[str] = []
-    for name, obj in _resources(plan):
+    for name, obj in every_resource(plan):
         hook = getattr(obj, "warm", None)
         if id(obj) in done or not callable(hook):
             continue
@@ -47,8 +47,9 @@ def warm(plan: AgentPlan) -> list[str]:
     return names
 
 
-def _resources(plan: AgentPlan) -> list[tuple[str, Any]]:
+def every_resource(plan: AgentPlan) -> list[tuple[str, Any]]:
+    """(name, object) of every resource of ``plan`` and of its sub-agents' plans."""
     out = [(name, obj) for name, (_, obj) in plan.resources.items()]
     for sub in plan.subagents.values():
-        out += _resources(sub)
+        out += every_resource(sub)
     return out

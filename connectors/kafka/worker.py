@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.execution.call_loop import size_pools
+from eddies.connectors.execution.provider_gates import check_enforced
 from eddies.connectors.execution.recorded_calls import RecordedCalls
-from eddies.connectors.execution.warming import warm
+from eddies.connectors.execution.warming import every_resource, warm
 from eddies.connectors.journal.claims import Claimant
 from eddies.connectors.kafka.executor import KafkaExecutor
 from eddies.connectors.kafka.orchestrator import Orchestrator
@@ -128,6 +129,7 @@ class Worker:
         started = time.perf_counter()
         codec.prepare()
         if executes:  # before warming imports litellm, which reads its pool's size then
+            check_enforced(every_resource(self.plan))
             size_pools(self.settings.max_calls_in_flight)
         warmed = warm(self.plan) if executes else []
         log.info("warmed in %.0f ms (codec compiled%s)",

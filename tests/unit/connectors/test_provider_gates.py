@@ -143,3 +143,30 @@ def test_limits_read_from_a_mapping_name_what_is_wrong() -> None:
         ProviderLimits(tokens_per_minute=-1)
     with pytest.raises(ValueError, match=r"limits.calls_at_once: a whole number"):
         ProviderLimits.of({"calls_at_once": 2.5})
+
+
+def test_limits_on_a_connection_without_an_asynchronous_client_fail_at_start_naming_it() -> None:
+    """Limits hold the calls made on the call loop; a connection with chat only would have
+    its calls made on threads, unlimited: the worker refuses to start, naming it."""
+    from eddies.connectors.execution.provider_gates import check_enforced
+    from eddies.connectors.execution.warming import every_resource
+    from eddies.connectors.models.litellm import LiteLLMChatModel
+    from eddies.connectors.runtime.settings import ConfigError
+    from eddies.engine import AgentPlan, ChatModelSetup, ResourceType
+    from tests.agents import OneCall
+
+    class SyncOnly:
+        limits = ProviderLimits(requests_per_minute=60)
+
+        def chat(self, messages: Any, **kwargs: Any) -> Any:
+            raise AssertionError("not called")
+
+    agent = OneCall()
+    agent.add_resource("fine", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(limits={"requests_per_minute": 60}))
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, SyncOnly())
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("conn", model="m"))
+    with pytest.raises(ConfigError, match=r"^conn: limits: SyncOnly has no asynchronous client"):
+        check_enforced(every_resource(AgentPlan.compile(agent)))
+    SyncOnly.limits = ProviderLimits()  # none declared: nothing to hold
+    check_enforced(every_resource(AgentPlan.compile(agent)))
