@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from eddies.connectors.models.provider_limits import ProviderBusyError, ProviderLimits, limits_of
-from eddies.connectors.runtime.settings import ConfigError
 
 #: How far ahead of its token budget a call may start (seconds of the token rate): a
 #: call's tokens are an estimate, and a provider counts them over a minute.
@@ -236,15 +235,16 @@ class ProviderGates:
                 for name, g in list(self._gates.items())}
 
 
-def check_enforced(resources: Iterable[tuple[str, Any]]) -> None:
-    """A ConfigError naming the first of ``resources`` (name, object) that declares limits no
-    executor can hold: limits hold the calls made on the call loop, with a connection's
-    asynchronous client (``chat_async``, ``embed_async``); one with ``chat`` or ``embed``
-    only has its calls made on call threads, where they would not wait their turn."""
+def unenforced(resources: Iterable[tuple[str, Any]]) -> str | None:
+    """What is wrong with the first of ``resources`` (name, object) that declares limits no
+    executor can hold (None: none does). Limits hold the calls made on the call loop, with a
+    connection's asynchronous client (``chat_async``, ``embed_async``); one with ``chat``
+    or ``embed`` only has its calls made on call threads, where they would not wait."""
     for name, conn in resources:
         if limits_of(conn) is None:
             continue
         if not any(callable(getattr(conn, client, None)) for client in ("chat_async", "embed_async")):
-            raise ConfigError(f"{name}: limits: {type(conn).__name__} has no asynchronous client "
-                              "(chat_async or embed_async), and limits hold only the calls made with "
-                              "one; give it one, or declare the limits on a connection that has it")
+            return (f"{name}: limits: {type(conn).__name__} has no asynchronous client (chat_async "
+                    "or embed_async), and limits hold only the calls made with one; give it one, "
+                    "or declare the limits on a connection that has it")
+    return None

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.execution.call_loop import size_pools
-from eddies.connectors.execution.provider_gates import check_enforced
+from eddies.connectors.execution.provider_gates import unenforced
 from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.execution.warming import every_resource, warm
 from eddies.connectors.journal.claims import Claimant
@@ -28,7 +28,7 @@ from eddies.connectors.kafka.stalls import StallWatch
 from eddies.connectors.remote.discovery import discover_tools
 from eddies.connectors.runtime.counters import Counters
 from eddies.connectors.runtime.membership import Membership
-from eddies.connectors.runtime.settings import Settings, load_agent
+from eddies.connectors.runtime.settings import ConfigError, Settings, load_agent
 from eddies.connectors.runtime.signing import ResultSigner
 from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import Agent, AgentPlan
@@ -129,7 +129,8 @@ class Worker:
         started = time.perf_counter()
         codec.prepare()
         if executes:  # before warming imports litellm, which reads its pool's size then
-            check_enforced(every_resource(self.plan))
+            if (unheld := unenforced(every_resource(self.plan))) is not None:
+                raise ConfigError(unheld)
             size_pools(self.settings.max_calls_in_flight)
         warmed = warm(self.plan) if executes else []
         log.info("warmed in %.0f ms (codec compiled%s)",
@@ -224,8 +225,6 @@ def stall_threshold_s(membership: Membership) -> float:
 
 def _worker_metrics(app: str, counters: Counters) -> WorkerMetrics:
     """The metrics of a worker; without prometheus-client, a ConfigError naming the extra."""
-    from eddies.connectors.runtime.settings import ConfigError
-
     try:
         from eddies.connectors.observability.prometheus import WorkerMetrics
     except ModuleNotFoundError as err:
