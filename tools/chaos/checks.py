@@ -18,6 +18,10 @@ from .evidence import Call, Effect, Evidence, Run
 MARK_AFTER_KILL_S = 1.0
 #: A pause or cut shorter than this cannot have cost a process its group membership.
 AWAY_AT_LEAST_S = 1.0
+#: How long after a pause or cut a process may still be out of its groups, rejoining: a
+#: claim it makes meanwhile (under an assignment the group has moved on from) may be taken
+#: for a dead process's by the partition's new owner.
+REJOIN_S = 5.0
 
 
 def exactly_one_answer(ev: Evidence) -> dict[str, Any]:
@@ -104,9 +108,9 @@ def side_effects_once(ev: Evidence) -> dict[str, Any]:
 def unknown_verdict(call: Call, by_incarnation: dict[str, dict[str, Any]], execs: list[Effect],
                     dones: list[Effect]) -> str:
     """Why ``call`` ended UNKNOWN: "justified: ..." when a kill of its claimant explains it,
-    or a pause or network cut long enough for its groups to drop it (the claimant's own
-    outcome, journaled when it came back, is refused: the first outcome decides); else
-    what is wrong."""
+    or a pause or network cut long enough for its groups to drop it, after its mark or
+    ending less than :data:`REJOIN_S` before it (the claimant's own outcome, journaled when
+    it came back, is refused: the first outcome decides); else what is wrong."""
     if not call.marks:
         return "no started mark"
     claimant, marked_at = call.marks[0]
@@ -117,7 +121,7 @@ def unknown_verdict(call: Call, by_incarnation: dict[str, dict[str, Any]], execs
         return f"UNJUSTIFIED: an outcome was journaled first ({', '.join(call.outcomes)})"
     if any(e.pid != proc["pid"] for e in execs):
         return "UNJUSTIFIED: the effect ran in another process than the claimant"
-    away = [(t, d) for t, d in _away(proc) if d >= AWAY_AT_LEAST_S and t + d >= marked_at]
+    away = [(t, d) for t, d in _away(proc) if d >= AWAY_AT_LEAST_S and t + d + REJOIN_S >= marked_at]
     if away and (proc["end"] != "killed" or away[0][0] < (proc["killed_at"] or 0)):
         return "justified: claimant paused or cut off while it held the call"
     if proc["end"] != "killed":
