@@ -197,14 +197,13 @@ class KafkaExecutor:
         the idempotent calls running are handed over (CallClaims.hand_over)."""
         with self._lock:
             self.owned -= partitions  # first: see CallRunner._start_asking
+            self.claims.release(partitions)
+            self._recut()
         running = self.calls.take_asking(partitions) if revoked else []
         if running:
             marked = self.claims.hand_over(running)
             log.info("handed %d calls being made to the next owner of partitions %s",
                      marked, sorted(partitions))
-        with self._lock:
-            self.claims.release(partitions)
-            self._recut()
         left = self.tail.release(partitions)
         if left:
             log.info("left %d calls started elsewhere to the new owner of partitions %s",

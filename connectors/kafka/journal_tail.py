@@ -84,9 +84,9 @@ class JournalTail:
         # while the partition is followed, and has its partition read again (recall). A
         # partition gained later is read from its beginning again.
         self._kept: deque[tuple[float, CallRef]] = deque()
-        # The read that keeps each call (its entry of _kept), or RESTORED: a call a gained
-        # partition's restore (re-)learned is kept while the partition is, and an entry of
-        # an earlier tenure must not take it away (a chaos round saw an executor that lost
+        # The read that keeps each call's outcome (its entry of _kept), or RESTORED: an
+        # outcome a gained partition's restore (re-)learned is kept while the partition is,
+        # and an entry of an earlier tenure must not take it away (a chaos round saw an executor that lost
         # and regained its partitions forget a call it had made 60 s before, and make it
         # again when its request was issued anew).
         self._read_at: dict[CallRef, float] = {}
@@ -134,9 +134,7 @@ class JournalTail:
         """Follow the partitions of ``restored`` (just read to their end) from where that
         read ended; their calls join the view."""
         with self.lock:
-            self.view.learn_calls(restored)
-            self._read_at.update(dict.fromkeys(restored.outcomes, RESTORED))
-            self._read_at.update(dict.fromkeys(restored.started, RESTORED))
+            self._learn(restored)
             for part, end in restored.ends.items():
                 self._leaving.discard(part)
                 self._following.add(part)
@@ -158,8 +156,13 @@ class JournalTail:
                 return
         restored = read({partition})
         with self.lock:
-            self.view.learn_calls(restored)
-            self._read_at.update(dict.fromkeys(restored.outcomes, RESTORED))
+            self._learn(restored)
+
+    def _learn(self, restored: JournalView) -> None:
+        """(Under ``lock``.) The calls of ``restored``, a read of whole partitions: its
+        outcomes are kept while their partition is followed (marks always are)."""
+        self.view.learn_calls(restored)
+        self._read_at.update(dict.fromkeys(restored.outcomes, RESTORED))
 
     def release(self, partitions: set[int]) -> list[Any]:
         """Stop following ``partitions`` (once no claim on them is being checked); drop

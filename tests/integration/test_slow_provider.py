@@ -28,6 +28,27 @@ SESSIONS = 120
 DELAY_S = 1.0
 
 
+def _one_call_worker(settings: Settings, server: OpenAIServer, log: Path, slot: str) -> Any:
+    """A worker of the one-call agent at ``server``, in worker slot ``slot``."""
+    return start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
+                        TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID=slot)
+
+
+def _hundreds_in_flight(settings: Settings, server: OpenAIServer, worker: Any, log: Path) -> None:
+    """MANY sessions sent, each one model call; back once the server holds half of them."""
+    prod = producer(settings)
+    for n in range(MANY):
+        send_input(settings, f"s{n}", f"question {n}", prod=prod)
+    prod.flush(30)
+    wait_until("hundreds of calls in flight", lambda: server.in_flight >= MANY // 2, worker, log)
+
+
+def _every_answer(settings: Settings, worker: Any, log: Path) -> None:
+    """Back once every one of the MANY sessions is answered (``worker`` watched meanwhile)."""
+    wait_until("every answer", lambda: len({a.session_id for a in answers(settings)}) >= MANY,
+               worker, log, timeout=180)
+
+
 def _settings(bootstrap: str, partitions: int = 4) -> Settings:
     """A fresh app on the test's broker."""
     return load_settings(env={}, overrides={
@@ -132,22 +153,15 @@ def test_a_worker_killed_with_hundreds_of_calls_in_flight_loses_and_repeats_noth
     settings = _settings(bootstrap)
     server = OpenAIServer(delay=2.0).start()
     log = tmp_path / "worker.log"
-    first = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
-                         TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-0")
+    first = _one_call_worker(settings, server, log, "slot-0")
     try:
-        prod = producer(settings)
-        for n in range(MANY):
-            send_input(settings, f"s{n}", f"question {n}", prod=prod)
-        prod.flush(30)
-        wait_until("hundreds of calls in flight", lambda: server.in_flight >= MANY // 2, first, log)
+        _hundreds_in_flight(settings, server, first, log)
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         killed_ms, asked_before = time.time() * 1000, len(server.requests)
-        second = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
-                              TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-0")
+        second = _one_call_worker(settings, server, log, "slot-0")
         try:
-            wait_until("every answer", lambda: len({a.session_id for a in answers(settings)}) >= MANY,
-                       second, log, timeout=180)
+            _every_answer(settings, second, log)
         finally:
             stop_worker(second)
     finally:
@@ -179,19 +193,12 @@ def test_a_worker_joining_while_hundreds_of_calls_are_in_flight_has_none_asked_a
     settings = _settings(bootstrap)
     server = OpenAIServer(delay=10.0).start()
     log = tmp_path / "worker.log"
-    first = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
-                         TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-0")
+    first = _one_call_worker(settings, server, log, "slot-0")
     second = None
     try:
-        prod = producer(settings)
-        for n in range(MANY):
-            send_input(settings, f"s{n}", f"question {n}", prod=prod)
-        prod.flush(30)
-        wait_until("hundreds of calls in flight", lambda: server.in_flight >= MANY // 2, first, log)
-        second = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
-                              TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-1")
-        wait_until("every answer", lambda: len({a.session_id for a in answers(settings)}) >= MANY,
-                   second, log, timeout=180)
+        _hundreds_in_flight(settings, server, first, log)
+        second = _one_call_worker(settings, server, log, "slot-1")
+        _every_answer(settings, second, log)
     finally:
         stop_worker(first)
         if second is not None:
@@ -216,22 +223,15 @@ def test_a_worker_paused_past_its_session_timeout_with_hundreds_of_calls_in_flig
     settings = _settings(bootstrap)
     server = OpenAIServer(delay=2.0).start()
     log = tmp_path / "worker.log"
-    paused = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
-                          TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-0")
+    paused = _one_call_worker(settings, server, log, "slot-0")
     other = None
     try:
-        prod = producer(settings)
-        for n in range(MANY):
-            send_input(settings, f"s{n}", f"question {n}", prod=prod)
-        prod.flush(30)
-        wait_until("hundreds of calls in flight", lambda: server.in_flight >= MANY // 2, paused, log)
+        _hundreds_in_flight(settings, server, paused, log)
         paused.send_signal(signal.SIGSTOP)
-        other = start_worker(settings, "tests.integration.provider_agents:one_call_agent", log,
-                             TEST_OPENAI_BASE=server.base_url, EDDIES_INSTANCE_ID="slot-1")
+        other = _one_call_worker(settings, server, log, "slot-1")
         time.sleep(8)  # well past the session timeout: the other worker owns every partition
         paused.send_signal(signal.SIGCONT)
-        wait_until("every answer", lambda: len({a.session_id for a in answers(settings)}) >= MANY,
-                   other, log, timeout=180)
+        _every_answer(settings, other, log)
         time.sleep(3)  # what the resumed worker still had to say
     finally:
         paused.send_signal(signal.SIGCONT)
