@@ -66,8 +66,13 @@ lint: install
 typecheck: install install-flink
 	bash tools/typecheck.sh
 
+# Two pytest processes, a test file each at a time: the integration tests mostly wait (on
+# brokers, timeouts, slow providers), so two halve the wall time on two cores. More only
+# where there are more cores (PYTEST_WORKERS=4): each starts its own broker. The slowest
+# tests are listed at the end, to see where the time goes.
+PYTEST_WORKERS ?= 2
 pytest: install install-flink chromium
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 bench: install
 	$(BIN)/python bench/engine.py

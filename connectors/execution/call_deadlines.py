@@ -11,14 +11,19 @@ the call returns later is dropped. Example::
         ...
     if not deadlines.finish(ref):          # after the call: False if it was abandoned
         drop_the_result()
+
+A call on an event loop is cancelled at its deadline instead::
+
+    value = await within(coroutine, req)   # or the call's timeout error
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Hashable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Coroutine, Hashable
+from typing import Any, Generic, TypeVar
 
 from eddies.events import DurableCallRequest
 
@@ -29,6 +34,22 @@ def timed_out(req: DurableCallRequest) -> TimeoutError:
     """The error a call abandoned at its ``timeout_ms`` ends with (a transient one)."""
     return TimeoutError(f"{req.kind.value} {req.target} did not finish within "
                         f"timeout_ms={req.timeout_ms}; abandoned (a late result is ignored)")
+
+
+async def within(call: Coroutine[Any, Any, T], req: DurableCallRequest,
+                 expired: Callable[[], None] | None = None) -> T:
+    """``call``'s result, or the call's timeout error once its ``timeout_ms`` is up (when
+    ``expired()`` is called first); a TimeoutError of the call's own stays its own."""
+    deadline = asyncio.timeout(req.timeout_ms / 1000 if req.timeout_ms else None)
+    try:
+        async with deadline:
+            return await call
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        if expired is not None:
+            expired()
+        raise timed_out(req) from None
 
 
 class CallDeadlines(Generic[T]):

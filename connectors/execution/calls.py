@@ -19,7 +19,9 @@ from eddies.connectors.execution.store_calls import (
     embed,
     embed_async,
     embedding_connection,
+    embeds,
     vector_store_call,
+    vector_store_call_async,
 )
 from eddies.connectors.execution.token_budget import fit
 from eddies.connectors.models.provider_limits import ProviderLimits, limits_of
@@ -36,6 +38,7 @@ from eddies.events import (
     CallKind,
     CallStatus,
     ChatMessage,
+    DecodeError,
     DurableCallRequest,
     DurableCallResult,
     EncodingError,
@@ -184,14 +187,15 @@ class CallPerformer:
         """The call as a coroutine performing it as :meth:`perform` does, when its client
         is asynchronous, for an executor's event loop: a model connection with
         ``chat_async``, an embedding connection with ``embed_async``, an MCP or A2A
-        tool, an external sub-agent with ``perform_async``. A provider's seconds then hold
-        no thread. None: :meth:`perform` it on a thread."""
+        tool, an external sub-agent with ``perform_async`` (``reconcile_async`` for its
+        reconciliation), a vector store whose embedding connection has ``embed_async``.
+        A provider's seconds then hold no thread. None: :meth:`perform` it on a thread."""
         if req.kind not in _MAYBE_ASYNC:
             return None
         try:
             return self._on_loop(req, scope)
-        except KeyError:  # no such resource: the call fails on a thread, as a call does
-            return None
+        except (KeyError, DecodeError):  # no such resource, arguments that do not decode: the
+            return None  # call fails on a thread, as a call does
 
     def _on_loop(self, req: DurableCallRequest, scope: tuple[str, ...]) -> LoopCall | None:
         kind = req.kind
@@ -207,15 +211,33 @@ class CallPerformer:
             if not callable(getattr(conn, "embed_async", None)):
                 return None
             return LoopCall(embedding.connection, self._embed_async(plan, req), limits_of(conn))
+        if kind is CallKind.VECTOR_STORE:
+            store = plan.resource(req.target, ResourceType.VECTOR_STORE)
+            embedding, conn = embedding_connection(plan, store.embedding_model)
+            if not callable(getattr(conn, "embed_async", None)):
+                return None
+            args = decode_value(req.args, "arguments of", req.call_id)
+            kwargs = args.get("kwargs", {}) if isinstance(args, dict) else None
+            if not isinstance(kwargs, dict):
+                return None
+            call = vector_store_call_async(plan, req, kwargs)
+            if embeds(kwargs):  # held by its embedding provider's limits, as an embedding is
+                return LoopCall(embedding.connection, call, limits_of(conn))
+            return LoopCall(req.target, call)
         if kind is CallKind.TOOL:
             tool = plan.tool(req.target)
             if not isinstance(tool, RemoteTool):
                 return None
             return LoopCall(tool.server, self._remote_tool_async(plan, tool, req))
-        agent = plan.resource(req.target, ResourceType.AGENT)
-        if not isinstance(agent, SubagentSetup) or not callable(getattr(agent, "perform_async", None)):
+        reconciling = kind is CallKind.RECONCILE
+        if reconciling and not req.target.startswith(RECONCILER):
+            return None  # a user's reconcile function: a thread's
+        name = req.target[len(RECONCILER):] if reconciling else req.target
+        agent = plan.resource(name, ResourceType.AGENT)
+        method = "reconcile_async" if reconciling else "perform_async"
+        if not isinstance(agent, SubagentSetup) or not callable(getattr(agent, method, None)):
             return None
-        return LoopCall(req.target, self._subagent_async(agent, req))
+        return LoopCall(name, self._subagent_async(getattr(agent, method), agent, req))
 
     async def _remote_tool_async(self, plan: AgentPlan, tool: RemoteTool, req: DurableCallRequest) -> Any:
         kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
@@ -227,9 +249,9 @@ class CallPerformer:
 
         return await call_tool_async(plan, tool, kwargs, req.call_id)
 
-    async def _subagent_async(self, setup: SubagentSetup, req: DurableCallRequest) -> Any:
+    async def _subagent_async(self, perform: Callable[..., Awaitable[Any]], setup: SubagentSetup,
+                              req: DurableCallRequest) -> Any:
         kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
-        perform: Callable[..., Awaitable[Any]] = setup.perform_async  # type: ignore[attr-defined]
         return await perform(kwargs.get("prompt"), session_id=kwargs.get("session_id"),
                              call_id=req.call_id, timeout_s=setup.timeout_of(kwargs))
 
@@ -262,7 +284,8 @@ class CallPerformer:
 
 
 #: The kinds of call whose client may be asynchronous (see CallPerformer.asynchronous).
-_MAYBE_ASYNC = frozenset({CallKind.CHAT_MODEL, CallKind.EMBEDDING, CallKind.TOOL, CallKind.SUBAGENT})
+_MAYBE_ASYNC = frozenset({CallKind.CHAT_MODEL, CallKind.EMBEDDING, CallKind.TOOL, CallKind.SUBAGENT,
+                          CallKind.RECONCILE, CallKind.VECTOR_STORE})
 
 
 class LoopCall(NamedTuple):

@@ -9,10 +9,13 @@ interrupted one wrote instead of adding it again. Example::
     vectors, usage = embed(plan, "emb", ["a text"])
     vectors, usage = await embed_async(plan, "emb", ["a text"])  # a connection's embed_async
     value = vector_store_call(plan, request, {"op": "query", "text": "a bed", "limit": 3, ...})
+    value = await vector_store_call_async(plan, request, kwargs)  # embedding's embed_async
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from eddies.engine import AgentPlan
@@ -53,41 +56,64 @@ def vector_store_call(plan: AgentPlan, req: DurableCallRequest, kwargs: dict[str
     """Perform a VECTOR_STORE request (its decoded ``kwargs``); its outcome's value. A
     collection the store does not have is a CollectionNotFoundError naming the store
     resource, or, for a call that says ``missing_ok`` (a memory set's), an empty one."""
+    store, texts, operation = _operation(plan, req, kwargs)
+    vectors, usage = embed(plan, store.embedding_model, texts) if texts else ([], {})
+    try:
+        return store_value(operation(vectors), usage)
+    except CollectionNotFoundError as err:
+        return _missing(req, kwargs, err, usage)
+
+
+async def vector_store_call_async(plan: AgentPlan, req: DurableCallRequest,
+                                  kwargs: dict[str, Any]) -> dict[str, Any]:
+    """:func:`vector_store_call` on an event loop: its texts embedded by the connection's
+    ``embed_async`` (the provider's seconds hold no thread), the store's operation on a
+    thread of the loop's pool (a database's milliseconds, or the embedded store's work)."""
+    store, texts, operation = _operation(plan, req, kwargs)
+    vectors, usage = await embed_async(plan, store.embedding_model, texts) if texts else ([], {})
+    try:
+        return store_value(await asyncio.to_thread(operation, vectors), usage)
+    except CollectionNotFoundError as err:
+        return _missing(req, kwargs, err, usage)
+
+
+def embeds(kwargs: dict[str, Any]) -> bool:
+    """Whether a VECTOR_STORE call of these ``kwargs`` embeds texts (asks its embedding
+    model's provider) before it reads or writes the store."""
+    return kwargs.get("op") in ("query", "add", "update")
+
+
+def _operation(plan: AgentPlan, req: DurableCallRequest, kwargs: dict[str, Any]
+               ) -> tuple[Any, list[str], Callable[[list[list[float]]], Any]]:
+    """The store of a VECTOR_STORE request, the texts its operation needs embedded, and
+    the operation, given their vectors."""
     store = plan.resource(req.target, ResourceType.VECTOR_STORE)
     op, collection = kwargs.get("op"), kwargs["collection"]
     if op not in OPERATIONS:
         raise ValueError(f"{req.target}: {op!r} is not a vector store operation")
-    usage: dict[str, Any] = {}
-    try:
-        return _performed(plan, req, store, op, collection, kwargs, usage)
-    except CollectionNotFoundError as err:
-        if kwargs.get(MISSING_OK):
-            return store_value([] if op in ("query", "get") else 0, usage)
-        raise CollectionNotFoundError(err.collection, err.known, req.target) from None
-
-
-def _performed(plan: AgentPlan, req: DurableCallRequest, store: Any, op: str, collection: str,
-               kwargs: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
-    """What operation ``op`` returned (``usage`` gets its embedding's usage)."""
+    filters = kwargs.get("filters") or None
     if op == "query":
-        [vector], spent = embed(plan, store.embedding_model, [kwargs["text"]])
-        usage.update(spent)
-        found = store.query(collection, vector, kwargs["limit"], kwargs.get("filters") or None)
-        return store_value(found, usage)
+        return store, [kwargs["text"]], lambda vectors: store.query(collection, vectors[0], kwargs["limit"],
+                                                                    filters)
     if op in ("add", "update"):
         docs = [dict(d) for d in kwargs["documents"]]
         for n, doc in enumerate(docs):
             if doc.get("id") is None:
                 doc["id"] = f"{req.call_id}:{n}"
             doc.pop("score", None)
-        vectors, spent = embed(plan, store.embedding_model, [str(d["content"]) for d in docs])
-        usage.update(spent)
         write = store.add if op == "add" else store.update
-        return store_value(write(collection, docs, vectors), usage)
+        return store, [str(d["content"]) for d in docs], lambda vectors: write(collection, docs, vectors)
     if op == "get":
-        return store_value(store.get(collection, kwargs.get("ids"), kwargs.get("filters") or None,
-                                     kwargs.get("limit")), usage)
-    return store_value(store.delete(collection, kwargs.get("ids"), kwargs.get("filters") or None), usage)
+        return store, [], lambda _: store.get(collection, kwargs.get("ids"), filters, kwargs.get("limit"))
+    return store, [], lambda _: store.delete(collection, kwargs.get("ids"), filters)
 
 
-__all__ = ["embed", "embed_async", "embedding_connection", "vector_store_call"]
+def _missing(req: DurableCallRequest, kwargs: dict[str, Any], err: CollectionNotFoundError,
+             usage: dict[str, Any]) -> dict[str, Any]:
+    if kwargs.get(MISSING_OK):
+        return store_value([] if kwargs.get("op") in ("query", "get") else 0, usage)
+    raise CollectionNotFoundError(err.collection, err.known, req.target) from None
+
+
+__all__ = ["embed", "embed_async", "embedding_connection", "embeds", "vector_store_call",
+           "vector_store_call_async"]

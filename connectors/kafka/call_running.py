@@ -28,7 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from eddies.connectors.execution.call_deadlines import CallDeadlines, timed_out
+from eddies.connectors.execution.call_deadlines import CallDeadlines, within
 from eddies.connectors.execution.call_loop import CallLoop
 from eddies.connectors.execution.calls import CallPerformer, LoopCall, Resolver, result_event, writable_result
 from eddies.connectors.execution.provider_gates import ProviderGates
@@ -357,25 +357,21 @@ class CallRunner:
                                                 thread_name_prefix="eddies-claim")
         return self._claimers
 
+    def _timed_out(self) -> None:
+        self.counters.inc("calls_timed_out")
+
     async def _made(self, request: AgentEvent, req: DurableCallRequest, call: LoopCall,
                     hold: Callable[[float], None], waited: float) -> tuple[AgentEvent, Any]:
         """Make the call within its timeout: its result event, and what it returned (a
         model's reply notes how long it ``waited`` for its provider: the trace shows it)."""
-        deadline = asyncio.timeout(req.timeout_ms / 1000 if req.timeout_ms else None)
         try:
-            async with deadline:
-                returned = await call.call
+            returned = await within(call.call, req, self._timed_out)
             if waited > 0 and type(returned) is ChatMessage:
                 usage = returned.extra_args.get("usage")
                 if type(usage) is dict:
                     usage["waited_ms"] = round(waited * 1000)
             return result_event(request, CallStatus.OK,
                                 encode_value(returned, "result of", req.target)), returned
-        except TimeoutError as err:
-            reason = timed_out(req) if deadline.expired() else err
-            if deadline.expired():
-                self.counters.inc("calls_timed_out")
-            return result_event(request, CallStatus.ERROR, "null", describe_error(reason)), None
         except Exception as err:
             error = describe_error(err)
             if error.http_status in (429, 503) and error.retry_after_ms:

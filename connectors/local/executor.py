@@ -13,12 +13,10 @@ ran on), stopped at its ``timeout_ms``.
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import Coroutine
 from typing import Any
 
-from eddies.connectors.execution.call_deadlines import timed_out
+from eddies.connectors.execution.call_deadlines import timed_out, within
 from eddies.connectors.execution.calls import CallPerformer, Resolver, import_target, result_event
 from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.remote.error_classes import describe_error
@@ -79,7 +77,7 @@ class InProcessExecutor:
         if target not in self._synchronous:
             call = self.performer.asynchronous(req, scope)
             if call is not None:
-                return _CALL_LOOP.run(_within(call.call, req), None)
+                return _CALL_LOOP.run(within(call.call, req), None)
             self._synchronous.add(target)
         if not req.timeout_ms:
             return self.performer.perform(req, scope)
@@ -107,16 +105,3 @@ class InProcessExecutor:
     def close(self) -> None:
         """Close the performer's event loop, if one was started."""
         self.performer.close()
-
-
-async def _within(call: Coroutine[Any, Any, Any], req: DurableCallRequest) -> Any:
-    """``call``'s result, or the call's timeout error once its ``timeout_ms`` is up (a
-    TimeoutError of the call's own stays its own)."""
-    deadline = asyncio.timeout(req.timeout_ms / 1000 if req.timeout_ms else None)
-    try:
-        async with deadline:
-            return await call
-    except TimeoutError:
-        if deadline.expired():
-            raise timed_out(req) from None
-        raise

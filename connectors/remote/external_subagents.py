@@ -20,7 +20,9 @@ never arrived; if the lookup cannot be made, the call fails closed.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -28,6 +30,11 @@ from eddies.connectors.remote.configuration import resolve_env, secret
 from eddies.connectors.remote.subagent_calls import IDEMPOTENCY_HEADER, subagent_timeout
 from eddies.engine.remote_tools import A2aServer, redact_url
 from eddies.engine.subagents import SubagentSetup
+
+#: Idle connections HTTP sub-agents keep open, per event loop.
+KEPT_CONNECTIONS = 100
+#: The HTTP client of each event loop that calls HTTP sub-agents (a client is its loop's).
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
 
 class HttpSubagentError(RuntimeError):
@@ -76,9 +83,15 @@ class HttpSubagentSetup(SubagentSetup):
         import httpx
 
         headers, body = self._request(prompt, session_id, call_id)
+        loop = asyncio.get_running_loop()
+        client = _CLIENTS.get(loop)
+        if client is None:
+            # One client per loop, its connections kept between calls (a TLS handshake per
+            # call adds up at thousands in flight); as many at once as the loop makes.
+            client = _CLIENTS[loop] = httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEPT_CONNECTIONS))
         with self._transport_errors(call_id, timeout_s):
-            async with httpx.AsyncClient(timeout=timeout_s) as client:
-                reply = await client.post(self.endpoint, json=body, headers=headers)
+            reply = await client.post(self.endpoint, json=body, headers=headers, timeout=timeout_s)
         return self._answer(reply)
 
     def _request(self, prompt: Any, session_id: str | None,
@@ -146,6 +159,14 @@ class A2ASubagentSetup(SubagentSetup):
 
         return await call_subagent_async(self.server, self.agent_card_path, prompt, key=call_id,
                                          session_id=session_id, timeout_s=timeout_s, look_up=False)
+
+    async def reconcile_async(self, prompt: Any, *, session_id: str | None, call_id: str,
+                              timeout_s: float) -> Any:
+        """:meth:`reconcile` on an event loop (an executor's call loop)."""
+        from eddies.connectors.remote.a2a import call_subagent_async
+
+        return await call_subagent_async(self.server, self.agent_card_path, prompt, key=call_id,
+                                         session_id=session_id, timeout_s=timeout_s, look_up=True)
 
     def _call(self, prompt: Any, session_id: str | None, call_id: str, timeout_s: float, *,
               look_up: bool) -> Any:

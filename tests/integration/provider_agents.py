@@ -1,6 +1,6 @@
 """Agents on a model provider at a test's OpenAI-compatible server (``TEST_OPENAI_BASE``):
 one model call per input, with a timeout, with a fallback, with provider limits; one
-embedding per input. Worker
+embedding per input; a document kept and found per input. Worker
 subprocesses import them by name (``tests.integration.provider_agents:one_call_agent``)."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import json
 import os
 from typing import Any
 
-from eddies import Agent, InputEvent, OutputEvent, action
+from eddies import Agent, Document, InputEvent, OutputEvent, action
 from eddies.connectors.models.embeddings import LiteLLMEmbeddingModel
 from eddies.connectors.models.litellm import LiteLLMChatModel
+from eddies.connectors.stores.embedded import EmbeddedVectorStore
 from eddies.engine import ChatModelSetup, ResourceType
 from eddies.engine.embeddings import EmbeddingModelSetup
 from tests.agents import OneCall
@@ -79,4 +80,24 @@ def embedding_agent() -> Embedder:
     agent.add_resource("emb_conn", ResourceType.EMBEDDING_MODEL_CONNECTION,
                        LiteLLMEmbeddingModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
     agent.add_resource("emb", ResourceType.EMBEDDING_MODEL, EmbeddingModelSetup("emb_conn", model="openai/e"))
+    return agent
+
+
+class Keeper(Agent):
+    """Keeps each input in vector store ``docs``, then finds the document nearest to it:
+    the answer is its content (each text is embedded at the provider)."""
+
+    @action(InputEvent)
+    def keep(event: InputEvent, ctx: Any) -> None:
+        docs = ctx.get_resource("docs", ResourceType.VECTOR_STORE)
+        docs.add(Document(str(event.input)))
+        [nearest] = docs.query(str(event.input), limit=1)
+        ctx.send_event(OutputEvent(output=nearest.content))
+
+
+def keeping_agent() -> Keeper:
+    """:class:`Keeper`, its store embedded by :func:`embedding_agent`'s model."""
+    agent = Keeper("keeper")
+    agent.resources = list(embedding_agent().resources)
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, EmbeddedVectorStore(embedding_model="emb"))
     return agent

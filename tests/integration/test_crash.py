@@ -94,16 +94,24 @@ def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path, e
     runs = Counter((e.session_id, e.run) for e in unique.values())
     assert len(unique) == 20, _diagnose(settings, {(s, r) for s in sessions for r in (1, 2)} - set(runs), log)
     assert set(runs) == {(s, r) for s in sessions for r in (1, 2)} and max(runs.values()) == 1
+    # The tool is a non-idempotent side effect: a call the kill cut (its started mark
+    # journaled, its outcome not) is UNKNOWN, and not made again; every other ran once.
+    cut = _cut_calls(settings, before_ms=killed_ms)
     for e in unique.values():
         payload = e.payload
         assert isinstance(payload, OutputEvent) and payload.error is None, payload
         a = e.run - 1
-        assert payload.output == f"The result is {a + int(e.session_id[1:])}."
-
-    # The tool is a non-idempotent side effect: each run's ran exactly once, across the kill.
+        if (e.session_id, e.run) in cut:
+            assert str(payload.output).startswith("The result is error: DurableCallUnknownError"), payload
+        else:
+            assert payload.output == f"The result is {a + int(e.session_id[1:])}."
     lines = (tmp_path / "effects.log").read_text().splitlines()
     executions = Counter(line.split()[1] for line in lines)
-    assert executions == Counter({f"{k}+{int(s[1:])}": 1 for k in range(2) for s in sessions}), executions
+    runs_of = {f"{k}+{int(s[1:])}": (s, k + 1) for k in range(2) for s in sessions}
+    assert set(executions) <= set(runs_of), executions
+    assert all(executions[key] == 1 or (run in cut and executions[key] == 0)
+               for key, run in runs_of.items()), (executions, cut)
+    assert len(cut) <= CONCURRENCY
 
     # No completed model call was repeated: a call ran twice only if the first worker asked
     # it and its outcome was not durable at the kill (the call was running, or its outcome
@@ -135,6 +143,19 @@ def _model_call(messages: list[dict[str, object]]) -> tuple[str, int, int]:
     answer means the run's second call."""
     prompt = json.loads(str(next(m for m in messages if m["role"] == "user")["content"]))
     return f"s{prompt['b']}", prompt["a"] + 1, 2 if messages[-1]["role"] == "tool" else 1
+
+
+def _cut_calls(settings: Settings, before_ms: float) -> set[tuple[str, int]]:
+    """(session, run) of the calls with a started mark (the tool's: model calls are
+    idempotent, and take none) journaled before ``before_ms``, and no outcome before it."""
+    from eddies.connectors.runtime.client import read_records
+
+    started, ended = set(), set()
+    for m in read_records(settings, TopicNames(settings.app).journal):
+        kind, _, rest = (m.key() or b"").decode().partition("/")
+        if m.timestamp()[1] < before_ms and kind in ("start", "out"):
+            (started if kind == "start" else ended).add(rest.rsplit("/", 1)[0])
+    return {(cid.split(":")[0], int(cid.split(":r", 1)[1].split(":", 1)[0])) for cid in started - ended}
 
 
 def _journaled_model_calls(settings: Settings, before_ms: float) -> set[tuple[str, int, int]]:

@@ -42,10 +42,13 @@ class _Agents(ThreadingHTTPServer):
 
     def __init__(self) -> None:
         self.seen: list[tuple[str | None, dict[str, Any]]] = []
+        self.ports: list[int] = []  # the client's port of each request
         self.answers: dict[str, bytes] = {}
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # a client may keep its connection
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -53,6 +56,7 @@ class _Agents(ThreadingHTTPServer):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 key = self.headers.get("Idempotency-Key")
                 server.seen.append((key, {**body, "authorization": self.headers.get("Authorization")}))
+                server.ports.append(self.client_address[1])
                 if key not in server.answers:
                     prompt = body["prompt"]
                     if prompt == "slow":
@@ -98,7 +102,8 @@ def test_an_http_sub_agent(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_http_sub_agent_on_the_call_loop_answers_and_fails_as_on_a_thread(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker awaits perform_async on its call loop: the same request (body, key, bearer
-    token), the same answer, the same errors as perform."""
+    token), the same answer, the same errors as perform; the loop's calls share a client,
+    which keeps its connections."""
     import asyncio
 
     from eddies.connectors.remote.external_subagents import HttpSubagentError
@@ -111,7 +116,12 @@ def test_an_http_sub_agent_on_the_call_loop_answers_and_fails_as_on_a_thread(
     async def ask(prompt: str, call_id: str, timeout_s: float = 5.0) -> Any:
         return await setup.perform_async(prompt, session_id="sub-1", call_id=call_id, timeout_s=timeout_s)
 
+    async def one_after_another() -> list[Any]:
+        return [await ask("four", "c4"), await ask("five", "c5")]
+
     try:
+        assert asyncio.run(one_after_another()) == ["done: four", "done: five"]
+        assert server.ports[0] == server.ports[1]  # the loop's client kept its connection
         assert asyncio.run(ask("one", "c1")) == "done: one" == setup.perform(
             "one", session_id="sub-1", call_id="c1", timeout_s=5.0)
         with pytest.raises(HttpSubagentError, match="cannot do that"):
@@ -121,9 +131,9 @@ def test_an_http_sub_agent_on_the_call_loop_answers_and_fails_as_on_a_thread(
     finally:
         server.shutdown()
         server.server_close()
-    assert server.seen[0] == ("c1", {"prompt": "one", "session_id": "sub-1", "call_id": "c1",
+    assert server.seen[2] == ("c1", {"prompt": "one", "session_id": "sub-1", "call_id": "c1",
                                      "authorization": "Bearer sk-helper-1234"})
-    assert server.seen[1] == server.seen[0]  # perform sent the same
+    assert server.seen[3] == server.seen[2]  # perform sent the same
 
 
 def test_an_a2a_sub_agent_served_by_a2a_sdk(tmp_path: Path) -> None:
