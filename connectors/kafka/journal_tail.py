@@ -154,7 +154,14 @@ class JournalTail:
                 return
             if claim.time_ms / 1000 > time.time() - self._retention:
                 return
-        restored = read({partition})
+        try:
+            restored = read({partition})
+        except Exception as err:  # a cut broker, say: the call is decided on what is known
+            # (its mark: watched, then UNKNOWN), as before a recall existed; one call's
+            # read does not stop the executor
+            log.warning("journal partition %d could not be read again for call %s: %s", partition,
+                        ref[0], err)
+            return
         with self.lock:
             self._learn(restored)
 

@@ -322,3 +322,19 @@ def test_a_call_issued_anew_after_its_outcome_was_forgotten_is_answered_from_the
     answered = [decode(v or b"") for t, v, _ in sink.records if t == "t.input"]
     assert [a.payload.value for a in answered] == ['"booked"']  # type: ignore[union-attr]
     assert executor.counters.get("calls_awaited") == 0
+
+
+def test_a_recall_whose_read_fails_leaves_the_call_to_what_is_known() -> None:
+    """The partition cannot be read again (its broker cut off, say): the request is not
+    an error of the executor's; the call is watched on its started mark, as before."""
+    from eddies.connectors.kafka.journal_tail import JournalTail
+
+    tail = JournalTail(SimpleNamespace(outcome_wait_ms=60_000, partitions=2), "t.journal")
+    ref = ("s1:r1:i1:c0", 1)
+    tail.view.started[ref] = Claim(b"e0|dead", 0, int(time.time() * 1000) - 120_000)
+
+    def cut(partitions: set[int]) -> Any:
+        raise TimeoutError("no progress reading t.journal for 60 s")
+
+    tail.recall(ref, 0, cut)
+    assert ref in tail.view.started and ref not in tail.view.outcomes
