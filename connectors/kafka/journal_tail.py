@@ -44,6 +44,9 @@ log = logging.getLogger("eddies.worker")
 
 #: The read time of a call learned by a restore: kept while its partition is followed.
 RESTORED = float("inf")
+#: How long a recall's read may go without progress: it holds its executor's lock (a
+#: broker cut off then costs the executor this long once, not a minute).
+RECALL_TIMEOUT_S = 5.0
 
 
 @dataclass(slots=True)
@@ -142,12 +145,12 @@ class JournalTail:
                 self._reached[part] = end
         self._commands.put(("assign", dict(restored.ends)))
 
-    def recall(self, ref: CallRef, partition: int, read: Callable[[set[int]], JournalView]) -> None:
-        """Read ``partition`` again (``read``: as a gained partition is) if the outcome of
-        call ``ref`` may have been forgotten here: the call has a started mark older than
-        the time outcomes are kept, and no outcome. A non-idempotent call made here more
-        than a minute before, its request issued anew, is answered from the journal then,
-        not made again."""
+    def recall(self, ref: CallRef, partition: int, read: Callable[[set[int], float], JournalView]) -> None:
+        """Read ``partition`` again (``read``: as a gained partition is, within a timeout
+        in seconds) if the outcome of call ``ref`` may have been forgotten here: the call
+        has a started mark older than the time outcomes are kept, and no outcome. A
+        non-idempotent call made here more than a minute before, its request issued anew,
+        is answered from the journal then, not made again."""
         with self.lock:
             claim = self.view.started.get(ref)
             if ref in self.view.outcomes or claim is None or not claim.time_ms:
@@ -155,7 +158,7 @@ class JournalTail:
             if claim.time_ms / 1000 > time.time() - self._retention:
                 return
         try:
-            restored = read({partition})
+            restored = read({partition}, RECALL_TIMEOUT_S)
         except Exception as err:  # a cut broker, say: the call is decided on what is known
             # (its mark: watched, then UNKNOWN), as before a recall existed; one call's
             # read does not stop the executor

@@ -382,7 +382,7 @@ class MemoryClients:
                     out[ev.session_id].append(ev)
         return out
 
-    def read_journal(self, partitions: set[int]) -> JournalView:
+    def read_journal(self, partitions: set[int], timeout: float = 60.0) -> JournalView:
         view = JournalView()
         topic = f"{self.settings.app}.journal"
         for part in sorted(partitions):

@@ -48,8 +48,9 @@ class Clients(Protocol):
         """An idempotent producer that sends at once (started marks, epoch markers): each
         record's delivery report gives its offset."""
 
-    def read_journal(self, partitions: set[int]) -> JournalView:
-        """``partitions`` of the journal, read from their start to their true end."""
+    def read_journal(self, partitions: set[int], timeout: float = 60.0) -> JournalView:
+        """``partitions`` of the journal, read from their start to their true end
+        (TimeoutError after ``timeout`` seconds without progress)."""
 
     def group_members(self) -> GroupMembers | None:
         """Who the app's groups count as members now (None: not known here)."""
@@ -96,9 +97,9 @@ class KafkaClients:
         return Producer(s.client_config(**{"enable.idempotence": True, "linger.ms": 0,
                                            "message.max.bytes": s.write_limit}))
 
-    def read_journal(self, partitions: set[int]) -> JournalView:
+    def read_journal(self, partitions: set[int], timeout: float = 60.0) -> JournalView:
         return read_journal(self.settings, TopicNames(self.settings.app).journal, partitions,
-                            reread_gaps=self.membership.reread_gaps(self.settings))
+                            timeout=timeout, reread_gaps=self.membership.reread_gaps(self.settings))
 
 
 def _raise(err: BaseException) -> None:

@@ -327,14 +327,18 @@ def test_a_call_issued_anew_after_its_outcome_was_forgotten_is_answered_from_the
 def test_a_recall_whose_read_fails_leaves_the_call_to_what_is_known() -> None:
     """The partition cannot be read again (its broker cut off, say): the request is not
     an error of the executor's; the call is watched on its started mark, as before."""
-    from eddies.connectors.kafka.journal_tail import JournalTail
+    from eddies.connectors.kafka.journal_tail import RECALL_TIMEOUT_S, JournalTail
 
     tail = JournalTail(SimpleNamespace(outcome_wait_ms=60_000, partitions=2), "t.journal")
     ref = ("s1:r1:i1:c0", 1)
     tail.view.started[ref] = Claim(b"e0|dead", 0, int(time.time() * 1000) - 120_000)
 
-    def cut(partitions: set[int]) -> Any:
-        raise TimeoutError("no progress reading t.journal for 60 s")
+    asked: list[float] = []
+
+    def cut(partitions: set[int], timeout: float) -> Any:
+        asked.append(timeout)
+        raise TimeoutError(f"no progress reading t.journal for {timeout} s")
 
     tail.recall(ref, 0, cut)
     assert ref in tail.view.started and ref not in tail.view.outcomes
+    assert asked == [RECALL_TIMEOUT_S]  # bounded: the executor's lock is held meanwhile
