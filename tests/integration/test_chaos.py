@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+# Rates and fault schedules in seconds: run alone (make pytest runs the serial ones last).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -16,7 +16,8 @@ from eddies.connectors.runtime.settings import load_settings
 from tests.integration.workers import answers, eddies_command, start_worker, stop_worker, wait_until
 from tests.openai_server import OpenAIServer
 
-pytestmark = pytest.mark.integration
+# Rates and fault schedules in seconds: run alone (make pytest runs the serial ones last).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 AGENT = "tests.integration.provider_agents:limited_agent"
 
