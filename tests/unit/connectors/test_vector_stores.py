@@ -291,6 +291,7 @@ def test_a_model_searches_a_store_offered_as_a_tool() -> None:
     assert "ToolArgumentError" in refused and "query" in refused
 
 
+@pytest.mark.serial  # its queries must arrive while the writer holds the store: a race for the CPU
 def test_queries_that_wait_together_are_answered_together_as_one_at_a_time(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import random
