@@ -111,7 +111,6 @@ def test_sigkill_mid_sessions_then_restart(settings: Settings, tmp_path: Path, e
     assert set(executions) <= set(runs_of), executions
     assert all(executions[key] == 1 or (run in cut and executions[key] == 0)
                for key, run in runs_of.items()), (executions, cut)
-    assert len(cut) <= CONCURRENCY
 
     # No completed model call was repeated: a call ran twice only if the first worker asked
     # it and its outcome was not durable at the kill (the call was running, or its outcome
