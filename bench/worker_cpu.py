@@ -114,6 +114,9 @@ class Clients:
     def marks_producer(self) -> Any:
         return broker_producer(self.broker)
 
+    def stream_producer(self) -> Any:
+        return broker_producer(self.broker)
+
     def read_journal(self, partitions: set[int]) -> Any:
         raise NotImplementedError
 

@@ -196,9 +196,11 @@ def travel_agent(model: Any = None, clock: bool | None = None, prompt: str = TRA
         agent.add_resource("clock", ResourceType.TOOL,
                            McpTool("time_server", allowed_tools=["get_current_time"]))
         tools.append("clock")
-    connection = model or ScriptedChatModel(travel_model)
+    # Its answers stream (a word every 30 ms, as a model writes them): on a worker they go
+    # to APP.stream as they are written (eddies send --follow shows them).
+    connection = model or ScriptedChatModel(travel_model, word_delay=0.03)
     agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION, connection)
-    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=tools))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=tools, stream=True))
     return agent
 
 

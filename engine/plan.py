@@ -160,6 +160,12 @@ class AgentPlan:
             plan = plan.subagents[agent_of(part)]
         return plan
 
+    def streams(self) -> bool:
+        """Whether a model of this agent or of a sub-agent streams (``stream=True``): its
+        executors then write answers and progress to the app's stream."""
+        return (any(isinstance(obj, ChatModelSetup) and obj.stream for _, obj in self.resources.values())
+                or any(sub.streams() for sub in self.subagents.values()))
+
     def actions_for(self, type_name: str) -> tuple[ActionSpec, ...]:
         """Actions triggered by events of ``type_name``, in declaration order."""
         return self.by_type.get(type_name, ())

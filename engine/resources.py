@@ -154,6 +154,9 @@ class ChatModelSetup:
     #: fails after its retries (a provider down, a model withdrawn): each call is durable,
     #: so which one answered is in the journal, and a replay or fork asks none again.
     fallbacks: tuple[str, ...] | list[str] = ()
+    #: Write the answer to ``APP.stream`` as the model writes it (its connection must
+    #: stream: see ChatModelConnection). The journal keeps the whole answer either way.
+    stream: bool = False
 
     def __post_init__(self) -> None:
         # One form, so setups declared in Python, YAML or SQL compare equal.
@@ -166,6 +169,11 @@ class ChatModelConnection(Protocol):
 
     It returns the assistant message; usage, if known, goes in ``extra_args["usage"]``
     as ``{"prompt_tokens": n, "completion_tokens": m}``.
+
+    A connection that streams says so with ``streams = True``: a call of a setup with
+    ``stream=True`` then gets ``deltas=``, an object whose ``text(str)`` and
+    ``tool_call(index, id, name, arguments)`` it calls with each part of the answer as
+    the provider sends it, before it returns the whole message.
     """
 
     def chat(

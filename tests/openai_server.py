@@ -63,7 +63,7 @@ class OpenAIServer:
                  responder: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                  context_chars: int | None = None, delay_range: tuple[float, float] | None = None,
                  seed: int | None = None, arrivals_path: str | None = None,
-                 caller_header: str | None = None) -> None:
+                 caller_header: str | None = None, token_delay: float = 0.0) -> None:
         self.requests: list[dict[str, Any]] = []
         self.delay = delay
         # Each request waits a time drawn from this range instead (from ``seed``: a run's
@@ -87,6 +87,10 @@ class OpenAIServer:
         # The Authorization header of each request, as sent.
         self.authorizations: list[str | None] = []
         self.log_path = log_path
+        # A streamed answer's chunks go this many seconds apart (a model writing tokens).
+        self.token_delay = token_delay
+        # Each streamed text chunk: (answer id, its text, time.time() when it was written).
+        self.sent: list[tuple[str, str, float]] = []
         self._lock = threading.Lock()
         # Requests being answered now, and the most at once (what a slow provider holds).
         self.in_flight = 0
@@ -142,6 +146,9 @@ class OpenAIServer:
                 elif self.path.endswith("/embeddings"):
                     data = json.dumps(embeddings_reply(body)).encode()
                     self.send_response(200)
+                elif body.get("stream"):
+                    self._stream(server.reply(body), body)
+                    return
                 else:
                     data = json.dumps(server.reply(body)).encode()
                     self.send_response(200)
@@ -149,6 +156,23 @@ class OpenAIServer:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, reply: dict[str, Any], body: dict[str, Any]) -> None:
+                """``reply`` as server-sent events, a chunk per token ``token_delay`` apart
+                (each chunk's send time kept in ``sent``)."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+                usage = (body.get("stream_options") or {}).get("include_usage")
+                for n, chunk in enumerate(stream_chunks(reply, include_usage=bool(usage))):
+                    if n and server.token_delay:
+                        time.sleep(server.token_delay)
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    self.wfile.flush()
+                    server.sent_chunk(reply["id"], chunk)
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
 
         self.httpd = _Server(("127.0.0.1", port), Handler)
         self.port = self.httpd.server_address[1]
@@ -209,6 +233,14 @@ class OpenAIServer:
                     fh.write(json.dumps({"t": round(arrived, 4), "caller": caller,
                                          "messages": body["messages"]}) + "\n")
 
+    def sent_chunk(self, answer: str, chunk: dict[str, Any]) -> None:
+        """Note that a streamed chunk was written (its text, if it has some)."""
+        choices = chunk.get("choices") or [{}]
+        text = (choices[0].get("delta") or {}).get("content")
+        if text:
+            with self._lock:
+                self.sent.append((answer, text, time.time()))
+
     def too_long(self, body: dict[str, Any]) -> bool:
         limit = self.context_chars
         return limit is not None and sum(len(m.get("content") or "") for m in body["messages"]) > limit
@@ -246,6 +278,35 @@ class OpenAIServer:
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }
+
+
+def stream_chunks(reply: dict[str, Any], include_usage: bool = False) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` objects of a whole answer, as OpenAI streams it: the
+    role, then the text a word at a time (each with the space before it), then each tool
+    call (its id and name, then its arguments in pieces of 8 characters), then the finish
+    reason (and the usage, if asked)."""
+    message = reply["choices"][0]["message"]
+    base = {"id": reply["id"], "object": "chat.completion.chunk", "created": reply["created"],
+            "model": reply["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    text = message.get("content") or ""
+    words = text.split(" ")
+    out += [chunk({"content": w if i == 0 else " " + w}) for i, w in enumerate(words) if text]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"],
+                                                       "arguments": ""}}]}))
+        args = call["function"]["arguments"]
+        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j:j + 8]}}]})
+                for j in range(0, len(args), 8)]
+    out.append(chunk({}, reply["choices"][0]["finish_reason"]))
+    if include_usage:
+        out.append({**base, "choices": [], "usage": reply["usage"]})
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -88,10 +88,11 @@ def model(stmt: Statement, ref: Ref, connections: dict[str, Statement],
     fallbacks = fallback_names(opts.pop("fallbacks"), ref)
     setup = ChatModelSetup(connection, model=name, prompt=opts.text("system_prompt"),
                            arguments=params, idempotent=opts.flag("idempotent", True),
-                           timeout_ms=opts.whole("timeout_ms"), fallbacks=[f.text for f in fallbacks])
+                           timeout_ms=opts.whole("timeout_ms"), fallbacks=[f.text for f in fallbacks],
+                           stream=opts.flag("stream", False))
     opts.finish("provider, connection, model (or model_version), endpoint, api-key, task, "
                 f"system_prompt, params.NAME, {', '.join(MODEL_ARGUMENTS)}, idempotent, timeout_ms, "
-                "fallbacks")
+                "fallbacks, stream")
     return ChatModel(setup, connection, stmt, fallbacks)
 
 

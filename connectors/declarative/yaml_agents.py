@@ -40,6 +40,7 @@ from eddies.connectors.declarative.located import (
 )
 from eddies.connectors.declarative.references import read_env
 from eddies.connectors.declarative.yaml_entries import blob_folder
+from eddies.connectors.declarative.yaml_entries import boolean as _bool
 from eddies.connectors.declarative.yaml_entries import entry_at as _entry
 from eddies.connectors.declarative.yaml_entries import import_text as _import_text
 from eddies.connectors.declarative.yaml_entries import imported as _import
@@ -100,7 +101,7 @@ _SUBAGENT_KEYS = {"name", "agent_ref", "target_module", "target_clazz", "argumen
 _MCP_SERVER_KEYS = {"name", "clazz", "type", "endpoint", "url", "command", "args", "env", "headers",
                     "api_key_env", "blob_store"}
 _SETUP_KEYS = {"name", "clazz", "type", "connection", "model", "prompt", "tools", "arguments",
-               "idempotent", "timeout_ms", "fallbacks"}
+               "idempotent", "timeout_ms", "fallbacks", "stream"}
 _TOOL_KEYS = {"name", "type", "function", "description", "idempotent", "timeout_ms", "requires_approval",
               "approval_timeout_ms", "injected_args"}
 
@@ -337,7 +338,8 @@ def _resources(spec: Map, agent: Agent, prompts: dict[str, Prompt | McpPrompt],
             tools=[str(t) for t in tools],
             prompt=_text(entry, "prompt") if "prompt" in entry else None,
             arguments=dict(_map(entry, "arguments")), idempotent=bool(entry.get("idempotent", True)),
-            timeout_ms=_int(entry, "timeout_ms"), fallbacks=[str(f) for f in _list(entry, "fallbacks")])
+            timeout_ms=_int(entry, "timeout_ms"), fallbacks=[str(f) for f in _list(entry, "fallbacks")],
+            stream=_bool(entry, "stream"))
         agent.add_resource(_text(entry, "name", required=True), ResourceType.CHAT_MODEL, setup)
     knowledge_resources(spec, agent, ref, prompts)
 

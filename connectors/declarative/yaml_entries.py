@@ -65,6 +65,14 @@ def integer(entry: Map, key: str, default: int | None = None) -> int | None:
     return value
 
 
+def boolean(entry: Map, key: str, default: bool = False) -> bool:
+    """``true`` or ``false`` ``key``, or ``default`` when absent."""
+    value = entry.get(key, default)
+    if not isinstance(value, bool):
+        raise DefinitionError(f"{where(entry, key)}: {key}: expected true or false, got {value!r}")
+    return value
+
+
 def seq(entry: Map, key: str, required: bool = False) -> Seq:
     """List ``key`` (empty when absent)."""
     value = entry.get(key)

@@ -90,7 +90,7 @@ class AppInUse(ValueError):
 
 def create_evaluation_app(target: Settings, rules: CallRules) -> None:
     """Make ``target.app`` an evaluation app with ``rules``: its rules topic first (an app
-    that has one, or any of the six topics, is refused: AppInUse), its rules, then its
+    that has one, or any of the seven topics, is refused: AppInUse), its rules, then its
     topics."""
     from confluent_kafka.admin import AdminClient
 

@@ -13,7 +13,7 @@ import dataclasses
 import importlib
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from eddies.connectors.execution.store_calls import (
     embed,
@@ -49,7 +49,21 @@ from eddies.events import (
 )
 from eddies.events.ids import call_digest, result_event_id
 
+if TYPE_CHECKING:
+    from eddies.connectors.streaming.call_stream import CallStream
+
 Resolver = Callable[[DurableCallRequest], Callable[..., Any] | None]
+
+
+class Deltas(Protocol):
+    """Where a streaming model connection writes its answer as it comes (a CallStream)."""
+
+    def text(self, delta: str) -> None:
+        """Part of the answer's text."""
+
+    def tool_call(self, index: int, id: str | None = None, name: str | None = None,
+                  arguments: str = "") -> None:
+        """A fragment of tool call ``index``."""
 
 
 def import_target(target: str) -> Callable[..., Any]:
@@ -127,9 +141,11 @@ class CallPerformer:
         self.resolver: Resolver = resolver or (lambda _req: None)
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def perform(self, req: DurableCallRequest, scope: tuple[str, ...] = ()) -> Any:
+    def perform(self, req: DurableCallRequest, scope: tuple[str, ...] = (),
+                stream: Deltas | None = None) -> Any:
         """Perform the call (made in sub-agent ``scope``: its request's) and return its
-        value (exceptions propagate)."""
+        value (exceptions propagate). ``stream``: where a model whose setup streams writes
+        its answer as it comes (see :class:`ChatModelSetup`)."""
         call = decode_value(req.args, "arguments of", req.call_id)
         args, kwargs = call.get("args", []), call.get("kwargs", {})
         kind = req.kind
@@ -153,7 +169,7 @@ class CallPerformer:
                 return self.call(fn, [], {})
             return self.call(fn, args, kwargs)
         if kind is CallKind.CHAT_MODEL:
-            asked = _ModelCall(plan, req.target, kwargs)
+            asked = _ModelCall(plan, req.target, kwargs, stream)
             if asked.answer is not None:
                 return asked.answer
             return asked.finish(self.call(asked.conn.chat, [asked.messages], asked.arguments))
@@ -183,7 +199,8 @@ class CallPerformer:
             raise TimeoutError(f"no signal {req.target!r} within {kwargs.get('timeout_ms')} ms")
         raise NotImplementedError(f"{kind.value} calls are not supported by this executor")
 
-    def asynchronous(self, req: DurableCallRequest, scope: tuple[str, ...] = ()) -> LoopCall | None:
+    def asynchronous(self, req: DurableCallRequest, scope: tuple[str, ...] = (),
+                     stream: Deltas | None = None) -> LoopCall | None:
         """The call as a coroutine performing it as :meth:`perform` does, when its client
         is asynchronous, for an executor's event loop: a model connection with
         ``chat_async``, an embedding connection with ``embed_async``, an MCP or A2A
@@ -193,11 +210,12 @@ class CallPerformer:
         if req.kind not in _MAYBE_ASYNC:
             return None
         try:
-            return self._on_loop(req, scope)
+            return self._on_loop(req, scope, stream)
         except (KeyError, DecodeError):  # no such resource, arguments that do not decode: the
             return None  # call fails on a thread, as a call does
 
-    def _on_loop(self, req: DurableCallRequest, scope: tuple[str, ...]) -> LoopCall | None:
+    def _on_loop(self, req: DurableCallRequest, scope: tuple[str, ...],
+                 stream: Deltas | None) -> LoopCall | None:
         kind = req.kind
         plan = self.plan.for_scope(scope) if scope else self.plan
         if kind is CallKind.CHAT_MODEL:
@@ -205,7 +223,7 @@ class CallPerformer:
             conn = plan.resource(setup.connection)
             if not callable(getattr(conn, "chat_async", None)):
                 return None
-            return LoopCall(setup.connection, self._chat_async(plan, req), limits_of(conn))
+            return LoopCall(setup.connection, self._chat_async(plan, req, stream), limits_of(conn))
         if kind is CallKind.EMBEDDING:
             embedding, conn = embedding_connection(plan, req.target)
             if not callable(getattr(conn, "embed_async", None)):
@@ -259,9 +277,9 @@ class CallPerformer:
         kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
         return embedding_value(*await embed_async(plan, req.target, kwargs["texts"]))
 
-    async def _chat_async(self, plan: AgentPlan, req: DurableCallRequest) -> Any:
+    async def _chat_async(self, plan: AgentPlan, req: DurableCallRequest, stream: Deltas | None) -> Any:
         kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
-        asked = _ModelCall(plan, req.target, kwargs)
+        asked = _ModelCall(plan, req.target, kwargs, stream)
         if asked.answer is not None:
             return asked.answer
         return asked.finish(await asked.conn.chat_async(asked.messages, **asked.arguments))
@@ -296,6 +314,8 @@ class LoopCall(NamedTuple):
     provider: str
     call: Coroutine[Any, Any, Any]
     limits: ProviderLimits | None = None
+    #: Where the executor says the call started and ended, when the app streams.
+    stream: CallStream | None = None
 
 
 class _ModelCall:
@@ -303,7 +323,8 @@ class _ModelCall:
     messages fitted to a token budget (``answer``: the reply without a call, when they are
     over it), and :meth:`finish`, which notes on the reply what the journal keeps of it."""
 
-    def __init__(self, plan: AgentPlan, target: str, kwargs: dict[str, Any]) -> None:
+    def __init__(self, plan: AgentPlan, target: str, kwargs: dict[str, Any],
+                 stream: Deltas | None = None) -> None:
         setup = self.setup = plan.chat_model(target)
         self.conn: Any = plan.resource(setup.connection)
         self.messages = [message_from_value(m) for m in kwargs.pop("messages")]
@@ -318,6 +339,8 @@ class _ModelCall:
         elif self.fitted is not None:
             self.messages = self.fitted.messages
         self.arguments: dict[str, Any] = {"model": setup.model, "tools": tools, **setup.arguments, **kwargs}
+        if stream is not None and setup.stream and getattr(self.conn, "streams", False):
+            self.arguments["deltas"] = stream
 
     def finish(self, reply: Any) -> Any:
         extras = (reply.extra_args if isinstance(reply, ChatMessage)

@@ -11,7 +11,7 @@ ends as a :data:`.timekeeping.CallDone` on the executor's ``done`` queue. Exampl
 
     runner = CallRunner(ctx=ctx, resolver=None, claims=claims, tail=tail, deadlines=deadlines,
                         done=done, lock=lock, send_result=send_result)
-    if (call := runner.asynchronous(req, request.scope)) is not None:
+    if (call := runner.asynchronous(request)) is not None:
         runner.on_loop(request, part, offset, call)
     else:
         runner.on_thread(request, part, offset)
@@ -41,6 +41,8 @@ from eddies.connectors.kafka.timekeeping import CallDone
 from eddies.connectors.models.provider_limits import ProviderBusyError, estimated_tokens
 from eddies.connectors.remote.error_classes import describe_error
 from eddies.connectors.runtime.records import journal_partition
+from eddies.connectors.streaming.progress import StreamProgress, asked, ended
+from eddies.connectors.streaming.topic import topic_publisher
 from eddies.events import AgentEvent, CallStatus, ChatMessage, DurableCallRequest, encode_value
 
 if TYPE_CHECKING:
@@ -89,11 +91,23 @@ class CallRunner:
         #: partition revoked are taken (:meth:`take_asking`) and handed over to its new owner
         #: (CallClaims.hand_over). See :meth:`_start_asking`.
         self._asking: dict[CallRef, int] = {}
+        #: Where calls say they started and ended, and models write their answers as they
+        #: come: APP.stream, when a model of the agent streams.
+        self.streams: StreamProgress | None = None
+        if ctx.plan.streams():
+            producer = ctx.clients.stream_producer()
+            self.streams = StreamProgress(topic_publisher(producer, ctx.names.stream), producer.flush)
 
     # --- handing calls over -------------------------------------------------------------
-    def asynchronous(self, req: DurableCallRequest, scope: tuple[str, ...]) -> LoopCall | None:
+    def asynchronous(self, request: AgentEvent) -> LoopCall | None:
         """The call for the call loop when its client is asynchronous (None: a thread's)."""
-        return self._async_performer.asynchronous(req, scope)
+        req = request.payload
+        assert isinstance(req, DurableCallRequest)
+        if self.streams is None:
+            return self._async_performer.asynchronous(req, request.scope)
+        stream = self.streams.stream(request)
+        call = self._async_performer.asynchronous(req, request.scope, stream)
+        return None if call is None else call._replace(stream=stream)
 
     def on_loop(self, request: AgentEvent, part: int | None, offset: int, call: LoopCall) -> None:
         """Make the call on the call loop."""
@@ -155,6 +169,8 @@ class CallRunner:
             self._loop.close()
         if self._claimers is not None:
             self._claimers.shutdown()
+        if self.streams is not None:
+            self.streams.close()
 
     def _call_loop(self) -> CallLoop:
         if self._loop is None:
@@ -250,14 +266,17 @@ class CallRunner:
             performer = self._per_thread.performer = self.make_performer()
         if req.timeout_ms:
             self.deadlines.start(ref, req.timeout_ms, (request, part, offset))
+        stream = None if self.streams is None else self.streams.started(request)
         began = time.perf_counter()
         returned = None
         try:
-            returned = performer.perform(req, request.scope)
+            returned = performer.perform(req, request.scope, stream)
             value = encode_value(returned, "result of", req.target)
             result = result_event(request, CallStatus.OK, value)
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
+        if stream is not None:
+            ended(stream, result)
         if self.metrics is not None:  # what it took, also if abandoned at its timeout meanwhile
             self.metrics.call_performed(req, time.perf_counter() - began, returned)
         if req.timeout_ms and not self.deadlines.finish(ref):  # answered as timed out already
@@ -364,20 +383,25 @@ class CallRunner:
                     hold: Callable[[float], None], waited: float) -> tuple[AgentEvent, Any]:
         """Make the call within its timeout: its result event, and what it returned (a
         model's reply notes how long it ``waited`` for its provider: the trace shows it)."""
+        if call.stream is not None:
+            call.stream.started(asked(req))
         try:
             returned = await within(call.call, req, self._timed_out)
             if waited > 0 and type(returned) is ChatMessage:
                 usage = returned.extra_args.get("usage")
                 if type(usage) is dict:
                     usage["waited_ms"] = round(waited * 1000)
-            return result_event(request, CallStatus.OK,
+            made = result_event(request, CallStatus.OK,
                                 encode_value(returned, "result of", req.target)), returned
         except Exception as err:
             error = describe_error(err)
             if error.http_status in (429, 503) and error.retry_after_ms:
                 # The provider said when to come back: every call to it waits till then.
                 hold(error.retry_after_ms / 1000)
-            return result_event(request, CallStatus.ERROR, "null", error), None
+            made = result_event(request, CallStatus.ERROR, "null", error), None
+        if call.stream is not None:
+            ended(call.stream, made[0])
+        return made
 
 
 def _tokens_used(returned: Any) -> int | None:

@@ -359,6 +359,8 @@ class KafkaExecutor:
             # A timer, or a signal wait's deadline: held without a thread until it is due
             # (its request offset stays uncommitted meanwhile, so a restart reads it again).
             self.held.hold(req.not_before, ref, (request, part, offset, produced_ms))
+            if self.calls.streams is not None:
+                self.calls.streams.waiting(request)
             return
         if ref in self.inflight or ref in self.answered:
             # Re-issued for a call queued, running or just answered here: that answer counts.
@@ -399,7 +401,7 @@ class KafkaExecutor:
             self.claims.decide_unknown(request, part, offset, time.monotonic())
             return
         self.inflight.add(ref)
-        if (call := self.calls.asynchronous(req, request.scope)) is not None:
+        if (call := self.calls.asynchronous(request)) is not None:
             self._on_loop.add(ref)
             self.calls.on_loop(request, part, offset, call)
             return

@@ -367,6 +367,9 @@ class MemoryClients:
     def marks_producer(self) -> MemoryProducer:
         return MemoryProducer(self.broker)
 
+    def stream_producer(self) -> MemoryProducer:
+        return MemoryProducer(self.broker)
+
     def group_members(self) -> None:
         return None
 

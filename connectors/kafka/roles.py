@@ -48,6 +48,9 @@ class Clients(Protocol):
         """An idempotent producer that sends at once (started marks, epoch markers): each
         record's delivery report gives its offset."""
 
+    def stream_producer(self) -> Any:
+        """A producer for APP.stream: sends at once (a reader waits for each record)."""
+
     def read_journal(self, partitions: set[int], timeout: float = 60.0) -> JournalView:
         """``partitions`` of the journal, read from their start to their true end
         (TimeoutError after ``timeout`` seconds without progress)."""
@@ -96,6 +99,12 @@ class KafkaClients:
         s = self.settings
         return Producer(s.client_config(**{"enable.idempotence": True, "linger.ms": 0,
                                            "message.max.bytes": s.write_limit}))
+
+    def stream_producer(self) -> Any:
+        from eddies.connectors.runtime.client import producer
+
+        # Not idempotent: a record the broker took twice is dropped by its reader (seq).
+        return producer(self.settings, **{"linger.ms": 0, "enable.idempotence": False, "acks": 1})
 
     def read_journal(self, partitions: set[int], timeout: float = 60.0) -> JournalView:
         return read_journal(self.settings, TopicNames(self.settings.app).journal, partitions,

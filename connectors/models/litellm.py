@@ -117,6 +117,36 @@ def from_openai(message: Any, usage: Any = None) -> ChatMessage:
     return ChatMessage(MessageRole.ASSISTANT, getattr(message, "content", None) or "", calls, None, extra)
 
 
+def _streamed(request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` asking for a stream, with the usage in its last chunk."""
+    options = {"include_usage": True, **(request.get("stream_options") or {})}
+    return {**request, "stream": True, "stream_options": options}
+
+
+def _relay(chunk: Any, deltas: Any) -> Any:
+    """Write the text and tool-call fragments of a streamed ``chunk`` to ``deltas``."""
+    choices = getattr(chunk, "choices", None)
+    if choices:
+        delta = choices[0].delta
+        text = getattr(delta, "content", None)
+        if text:
+            deltas.text(text)
+        for call in getattr(delta, "tool_calls", None) or []:
+            fn = getattr(call, "function", None)
+            deltas.tool_call(int(getattr(call, "index", 0) or 0), getattr(call, "id", None),
+                             getattr(fn, "name", None), getattr(fn, "arguments", None) or "")
+    return chunk
+
+
+def _whole(litellm: Any, chunks: list[Any], request: dict[str, Any]) -> Any:
+    """The whole response of a streamed one's ``chunks`` (litellm's stream_chunk_builder:
+    text joined, tool calls assembled, the usage of the last chunk)."""
+    whole = litellm.stream_chunk_builder(chunks, messages=request["messages"])
+    if whole is None:
+        raise RuntimeError("the provider streamed no answer")
+    return whole
+
+
 #: What litellm is imported with unless the environment says otherwise: a worker of a Kafka
 #: fleet is often on a host with no way out, where litellm's import would try the internet
 #: for its price map three times, warning, before falling back to the map it ships.
@@ -154,7 +184,10 @@ FIRST_CALL_MODULES = ("litellm.proxy.openai_files_endpoints.common_utils",
                       "litellm.llms.github_copilot.per_user_auth",
                       "litellm.llms.litellm_proxy.chat.transformation",
                       "litellm.llms.openai_like.dynamic_config", "litellm.proxy.spend_tracking.savings",
-                      "litellm.llms.openai.chat.gpt_audio_transformation")
+                      "litellm.llms.openai.chat.gpt_audio_transformation",
+                      # and a first streamed one (~250 ms of its first tokens)
+                      "litellm.litellm_core_utils.streaming_handler",
+                      "litellm.litellm_core_utils.streaming_chunk_builder_utils")
 
 #: The pydantic models a first completion or embedding validates (``module:Class``). litellm
 #: and openai define theirs with deferred schemas, which pydantic builds at their first use:
@@ -220,23 +253,33 @@ class LiteLLMChatModel:
         (see :mod:`eddies.connectors.execution.warming`)."""
         warm_litellm()
 
+    #: Its calls stream when their setup asks (``ChatModelSetup(stream=True)``).
+    streams = True
+
     def chat(self, messages: list[ChatMessage], *, model: str, tools: list[ToolSpec],
-             **arguments: Any) -> ChatMessage:
-        """One completion; litellm's exceptions propagate (the call's outcome is an error)."""
+             deltas: Any = None, **arguments: Any) -> ChatMessage:
+        """One completion; litellm's exceptions propagate (the call's outcome is an error).
+        ``deltas``: streamed, each part of the answer written there as it comes."""
         litellm = load_litellm()
         started = time.perf_counter()
-        response = litellm.completion(**self._request(messages, model, tools, arguments))
-        return self._reply(litellm, response, started)
+        request = self._request(messages, model, tools, arguments)
+        if deltas is None:
+            return self._reply(litellm, litellm.completion(**request), started)
+        chunks = [_relay(chunk, deltas) for chunk in litellm.completion(**_streamed(request))]
+        return self._reply(litellm, _whole(litellm, chunks, request), started)
 
     async def chat_async(self, messages: list[ChatMessage], *, model: str, tools: list[ToolSpec],
-                         **arguments: Any) -> ChatMessage:
+                         deltas: Any = None, **arguments: Any) -> ChatMessage:
         """:meth:`chat` as a coroutine (``litellm.acompletion``): an executor holds thousands
         of these on one event loop while the provider thinks, where each :meth:`chat` holds
         a thread."""
         litellm = load_litellm()
         started = time.perf_counter()
-        response = await litellm.acompletion(**self._request(messages, model, tools, arguments))
-        return self._reply(litellm, response, started)
+        request = self._request(messages, model, tools, arguments)
+        if deltas is None:
+            return self._reply(litellm, await litellm.acompletion(**request), started)
+        chunks = [_relay(chunk, deltas) async for chunk in await litellm.acompletion(**_streamed(request))]
+        return self._reply(litellm, _whole(litellm, chunks, request), started)
 
     def _request(self, messages: list[ChatMessage], model: str, tools: list[ToolSpec],
                  arguments: dict[str, Any]) -> dict[str, Any]:

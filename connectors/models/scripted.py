@@ -10,6 +10,7 @@ it is a JSON object, then answers with the tool's result; with no tools it echoe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,27 +42,44 @@ def tool_then_answer(messages: list[ChatMessage], tools: list[ToolSpec]) -> Chat
 
 
 class ScriptedChatModel:
-    """A CHAT_MODEL_CONNECTION whose replies come from ``responder``; counts its calls."""
+    """A CHAT_MODEL_CONNECTION whose replies come from ``responder``; counts its calls.
+    It streams (a setup with ``stream=True``): word by word, ``word_delay`` seconds apart,
+    so a demo shows an answer being written."""
 
-    def __init__(self, responder: Responder | None = None) -> None:
+    #: Its calls stream when their setup asks (``ChatModelSetup(stream=True)``).
+    streams = True
+
+    def __init__(self, responder: Responder | None = None, word_delay: float = 0.0) -> None:
         self.responder: Responder = responder or tool_then_answer
+        self.word_delay = word_delay
         self.calls = 0
 
     def chat(
         self, messages: list[ChatMessage], *, model: str = "", tools: list[ToolSpec] | None = None,
-        **arguments: Any,
+        deltas: Any = None, **arguments: Any,
     ) -> ChatMessage:
         """Reply to ``messages``; usage is a fixed estimate (25 tokens per message in, the
-        reply's characters / 4 out), so token budgets can be tested."""
+        reply's characters / 4 out), so token budgets can be tested. ``deltas``: the reply
+        is written there first, a word at a time."""
         self.calls += 1
         reply = self.responder(messages, list(tools or ()))
         if isinstance(reply, str):
             reply = ChatMessage(MessageRole.ASSISTANT, reply)
+        if deltas is not None:
+            self._stream(reply, deltas)
         reply.extra_args.setdefault(
             "usage",
             {"prompt_tokens": 25 * len(messages), "completion_tokens": len(reply.content) // 4 + 1},
         )
         return reply
+
+    def _stream(self, reply: ChatMessage, deltas: Any) -> None:
+        for i, word in enumerate(reply.content.split(" ") if reply.content else []):
+            if i and self.word_delay:
+                time.sleep(self.word_delay)
+            deltas.text(word if i == 0 else " " + word)
+        for i, call in enumerate(reply.tool_calls):
+            deltas.tool_call(i, call.id, call.name, orjson.dumps(call.arguments).decode())
 
     def count_tokens(self, messages: list[ChatMessage], *, model: str = "",
                      tools: list[ToolSpec] | None = None) -> int:

@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+#: How long APP.stream keeps its records (made by Eddies; change it on the topic).
+STREAM_RETENTION_MS = 3_600_000
+
 
 class TopicError(RuntimeError):
     """A topic is missing or has the wrong shape; the message names the topic."""
@@ -19,7 +22,7 @@ class TopicError(RuntimeError):
 
 @dataclass(frozen=True)
 class TopicNames:
-    """Names of the six topics of application ``app``. Computed once: the per-record path
+    """Names of the topics of application ``app``. Computed once: the per-record path
     asks for them with every record it routes."""
 
     app: str
@@ -35,21 +38,25 @@ class TopicNames:
     journal: str = field(init=False, repr=False, compare=False)
     #: Records that could not be decoded or accepted, with the reason in headers.
     dlq: str = field(init=False, repr=False, compare=False)
+    #: Answers as they are written and what the agent is doing (StreamEvents): a view for
+    #: people, kept an hour, not part of the history (see connectors/streaming).
+    stream: str = field(init=False, repr=False, compare=False)
     #: Reports of evaluations of this app (``eddies eval``; ``eddies ui`` lists them). Not
-    #: one of the six a worker needs: made by the first evaluation that keeps a report.
+    #: one of the seven a worker needs: made by the first evaluation that keeps a report.
     evaluations: str = field(init=False, repr=False, compare=False)
     #: An evaluation's own app only: the rules its workers answer calls by (one record,
-    #: made before the six; see connectors/evaluation/call_rules.py).
+    #: made before the seven; see connectors/evaluation/call_rules.py).
     call_rules: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for topic in ("input", "events", "requests", "output", "journal", "dlq", "evaluations"):
+        for topic in ("input", "events", "requests", "output", "journal", "dlq", "stream", "evaluations"):
             object.__setattr__(self, topic, f"{self.app}.{topic}")
         object.__setattr__(self, "call_rules", f"{self.app}.call-rules")
 
     def all(self) -> list[str]:
-        """All six names."""
-        return [self.input, self.events, self.requests, self.output, self.journal, self.dlq]
+        """The names of the seven topics a worker makes."""
+        return [self.input, self.events, self.requests, self.output, self.journal, self.dlq,
+                self.stream]
 
     def configs(self, name: str, max_message_bytes: int | None = None) -> dict[str, str]:
         """Topic configs Eddies sets when it creates ``name`` (``max_message_bytes``: the
@@ -59,6 +66,8 @@ class TopicNames:
             # A call's first started mark must outlive the claim checks that compare
             # against it: compaction keeps only the latest mark of a key (see claims.py).
             conf.update({"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"})
+        if name == self.stream:  # read as it is written: an hour is plenty to catch up
+            conf.update({"retention.ms": str(STREAM_RETENTION_MS)})
         return conf
 
 
@@ -89,7 +98,7 @@ def ensure_topics(admin: Any, names: TopicNames, partitions: int, replication: i
 def ensure_topic(admin: Any, name: str, partitions: int = 1, replication: int = 1,
                  config: dict[str, str] | None = None, timeout: float = 15.0) -> bool:
     """Create topic ``name`` if it is missing (another process may create it meanwhile);
-    whether this call created it. For a topic outside an app's six (``APP.evaluations``)."""
+    whether this call created it. For a topic outside the seven of an app (``APP.evaluations``)."""
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     meta = admin.list_topics(timeout=timeout).topics.get(name)

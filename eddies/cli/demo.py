@@ -100,11 +100,26 @@ def _demo_part(s: Any, agent: Any, prompts: list[tuple[str, str]], title: str, a
             if not worker.wait_assigned(60):
                 err_console.print("[red]the worker did not get its partitions[/red]")
                 raise typer.Exit(1)
+        feed = None
+        if worker.plan.streams():  # the first answer shown as it is written
+            from eddies.connectors.streaming.session_feed import SessionFeed
+
+            feed = SessionFeed(s, prompts[0][0])
         prod = producer(s)
         for session, prompt in prompts:
             send_input(s, session, prompt, prod=prod)
             console.print(f"-> [bold]{escape(session)}[/bold]: {escape(prompt)}")
         prod.flush(30)
+        if feed is not None:
+            from eddies.cli.follow import follow
+
+            console.print(f"\n{prompts[0][0]}'s answer as the model writes it (APP.stream; "
+                          f"eddies send --follow does this):", highlight=False, markup=False)
+            try:
+                follow(feed, s.app, timeout)
+            finally:
+                feed.close()
+            console.print()
         got = 0
         start = time.monotonic()
         with console.status("waiting for answers ..."):

@@ -23,8 +23,13 @@ def send(
     config: ConfigOpt = None,
     app_id: AppOpt = None,
     bootstrap_servers: BootstrapOpt = None,
+    follow: Annotated[bool, typer.Option(
+        "--follow", "-f", help="Then print the answer as it is written (the app's stream: "
+        "a model with stream=True), what the agent does, and the run's output.")] = False,
+    idle: Annotated[float, typer.Option(
+        help="With --follow: give up after this many seconds without a record.")] = 120.0,
 ) -> None:
-    """Send one input to a session."""
+    """Send one input to a session (``--follow``: and print its answer as it is written)."""
     from eddies.connectors.runtime.client import send_input
     from eddies.connectors.runtime.topics import TopicNames
 
@@ -38,14 +43,31 @@ def send(
     settings = settings_or_exit(config, app=app_id, bootstrap_servers=bootstrap_servers)
     # Checked first: a producer would wait for a missing topic, or a broker may create it
     # with its default partition count, which no worker of the app could read.
-    with kafka_settings(settings, need=(TopicNames(settings.app).input,)) as s:
-        send_input(s, session, payload, event_id)
+    names = TopicNames(settings.app)
+    need = (names.input, names.output, names.stream) if follow else (names.input,)
+    with kafka_settings(settings, need=need) as s:
         from eddies.connectors.runtime.preflight import require_topics
         from eddies.events import partition_for
 
         # Other producers must pick the same partition (murmur2 of the key, as Kafka's Java
         # client does); a worker forwards records that arrive elsewhere, at a cost.
-        topic = TopicNames(s.app).input
-        count = require_topics(s, [topic])[topic]
-        console.print(f"sent to {session} (partition {partition_for(session, count)} of {topic}: "
+        count = require_topics(s, [names.input])[names.input]
+        feed = None
+        if follow:  # from where the topics end now: the answer cannot come before the input
+            from eddies.connectors.streaming.session_feed import SessionFeed
+
+            feed = SessionFeed(s, session, count)
+        send_input(s, session, payload, event_id)
+        console.print(f"sent to {session} (partition {partition_for(session, count)} of {names.input}: "
                       "murmur2 of the session id, as Kafka's Java client does)")
+        if feed is not None:
+            from eddies.cli.follow import follow as follow_session
+
+            try:
+                answered = follow_session(feed, s.app, idle)
+            finally:
+                feed.close()
+            if not answered:
+                err_console.print(f"[red]no output for {session} within {idle:g} s without a "
+                                  "record: is a worker of the app up?[/red]")
+                raise typer.Exit(1)

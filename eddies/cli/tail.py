@@ -24,11 +24,11 @@ def tail(
     from_beginning: Annotated[bool, typer.Option(help="Print what is there, too.")] = False,
     follow: Annotated[bool, typer.Option(help="Keep following new records.")] = True,
     idle: Annotated[float, typer.Option(help="With --follow: stop after this many idle seconds.")] = 3600.0,
-    topic: Annotated[str, typer.Option(help="output, events or dlq.")] = "output",
+    topic: Annotated[str, typer.Option(help="output, events, stream or dlq.")] = "output",
     session: Annotated[list[str] | None, typer.Option(
         "--session", help="Only this session's records (repeatable).")] = None,
 ) -> None:
-    """Decode and print outputs (or events, or dead letters).
+    """Decode and print outputs (or events, stream records, or dead letters).
 
     A session's records are on one partition (its key's murmur2 hash, as Kafka's Java
     client places them), so ``--session`` reads that partition alone (every partition of
@@ -40,13 +40,16 @@ def tail(
     from eddies.connectors.runtime.preflight import require_topics
     from eddies.connectors.runtime.records import DLQ_REASON_HEADER, header
     from eddies.connectors.runtime.topics import TopicNames
+    from eddies.connectors.streaming.following import line
     from eddies.events import DecodeError, decode, partition_for
+    from eddies.events.stream import decode_stream
 
     settings = settings_or_exit(config, app=app_id, bootstrap_servers=bootstrap_servers)
     names = TopicNames(settings.app)
-    name = {"output": names.output, "events": names.events, "dlq": names.dlq}.get(topic)
+    name = {"output": names.output, "events": names.events, "dlq": names.dlq,
+            "stream": names.stream}.get(topic)
     if name is None:
-        err_console.print(f"[red]--topic {topic!r}: use output, events or dlq[/red]")
+        err_console.print(f"[red]--topic {topic!r}: use output, events, stream or dlq[/red]")
         raise typer.Exit(2)
     with kafka_settings(settings, need=(name,)) as s:
         # Without --from-beginning, records written before this command started are skipped
@@ -65,6 +68,12 @@ def tail(
             if topic == "dlq":
                 reason = (header(msg.headers(), DLQ_REASON_HEADER) or b"").decode()
                 console.print(f"{msg.partition()}/{msg.offset()}: {reason}")
+                continue
+            if topic == "stream":
+                try:
+                    console.print(line(decode_stream(msg.value())), highlight=False, markup=False)
+                except DecodeError as err:
+                    console.print(f"undecodable record at {msg.partition()}/{msg.offset()}: {err}")
                 continue
             try:
                 ev = decode(msg.value())

@@ -101,3 +101,22 @@ def keeping_agent() -> Keeper:
     agent.resources = list(embedding_agent().resources)
     agent.add_resource("docs", ResourceType.VECTOR_STORE, EmbeddedVectorStore(embedding_model="emb"))
     return agent
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def streaming_react_agent() -> Any:
+    """A ReActAgent with the ``add`` tool whose model (litellm, at the test's server)
+    streams its answers to the app's stream."""
+    from eddies.engine import FunctionTool, ReActAgent
+
+    agent = ReActAgent("streamer", model="llm", prompt="You add numbers.")
+    agent.add_resource("add", ResourceType.TOOL, FunctionTool(add, idempotent=True))
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("conn", model="openai/test-model", tools=["add"], stream=True))
+    return agent

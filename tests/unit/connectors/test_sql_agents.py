@@ -470,6 +470,14 @@ CREATE AGENT a USING MODEL llm USING TOOLS add;
 """
 
 
+def test_a_model_may_stream_in_sql() -> None:
+    agent = load_sql_text(FALLBACK_SQL.replace("'model' = 'spare'", "'model' = 'spare', 'stream' = 'true'"))
+    got = {r.name: r.obj for r in agent.resources}
+    assert got["backup"].stream is True and got["llm"].stream is False
+    with pytest.raises(DefinitionError, match=r"stream: expected TRUE or FALSE, got 'maybe'"):
+        load_sql_text(FALLBACK_SQL.replace("'model' = 'spare'", "'model' = 'spare', 'stream' = 'maybe'"))
+
+
 def down(messages: Any, tools: Any) -> Any:
     """A scripted model whose provider is down."""
     raise ConnectionError("the primary is down")

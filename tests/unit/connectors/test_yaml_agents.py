@@ -300,6 +300,25 @@ def test_a_chat_model_setup_names_its_fallbacks(tmp_path: Path) -> None:
         AgentPlan.compile(load_yaml(path))
 
 
+def test_a_chat_model_setup_may_stream(tmp_path: Path) -> None:
+    path = tmp_path / "agents.yaml"
+    path.write_text("""agents:
+  - name: asks
+    chat_model_connections:
+      - {name: main, clazz: scripted}
+    chat_model_setups:
+      - {name: llm, connection: main, model: m1, stream: true}
+      - {name: quiet, connection: main, model: m1}
+""")
+    setups = {r.name: r.obj for r in load_yaml(path).resources if r.type is ResourceType.CHAT_MODEL}
+    assert setups["llm"].stream is True and setups["quiet"].stream is False
+    assert AgentPlan.compile(load_yaml(path)).streams()
+    path.write_text(path.read_text().replace("stream: true", "stream: yes please"))
+    with pytest.raises(DefinitionError,
+                       match=r"agents.yaml:6:\d+: stream: expected true or false, got 'yes please'"):
+        load_yaml(path)
+
+
 def test_a_model_connection_declares_its_provider_limits(tmp_path: Path) -> None:
     from eddies import ProviderLimits
 
