@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from eddies.events import ChatMessage, ErrorCategory, ErrorInfo, InputEvent, MessageRole, OutputEvent
 
 from .agent import Agent, PlanError
+from .conversation import earlier_turns, remember_turn
 from .durable import DurableCallError
 from .options import from_mapping
 from .plan_view import PlanView
@@ -113,6 +114,9 @@ class ReActOptions:
     max_tokens_threshold: int = 100_000
     tokens_management_strategy: TokensManagement | str = TokensManagement.NONE
     summarization_prompt: SummarizationPrompt | str = SummarizationPrompt.CONCISE
+    #: How many of the session's earlier question/answer turns come before a new question
+    #: (0: none, each input on its own, as Flink Agents' ReAct): a chat keeps its context.
+    remember_turns: int = 0
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> ReActOptions:
@@ -126,6 +130,10 @@ class ReActOptions:
         _positive("request_timeout", self.request_timeout, whole=False)
         _positive("max_consecutive_failures", self.max_consecutive_failures)
         _positive("max_tokens_threshold", self.max_tokens_threshold)
+        if isinstance(self.remember_turns, bool) or not isinstance(self.remember_turns, int) \
+                or self.remember_turns < 0:
+            raise ValueError(f"remember_turns: expected a whole number, 0 or more, got "
+                             f"{self.remember_turns!r}")
         for option, kind in (("handle_exception", HandleException),
                              ("tokens_management_strategy", TokensManagement),
                              ("summarization_prompt", SummarizationPrompt)):
@@ -213,6 +221,10 @@ async def react_action(event: InputEvent, ctx: RunnerContext) -> None:
     parse = None if schema is None else (lambda text: parse_output(text, schema))
     llm: ChatModelHandle = ctx.get_resource(model, ResourceType.CHAT_MODEL)
     value = await under_policy(ctx, opts, lambda: answer(llm, _opening(event, config, llm, ctx), opts, parse))
+    if opts.remember_turns:
+        asked = event.input if isinstance(event.input, str) else json.dumps(event.input)
+        told = value if isinstance(value, str) else json.dumps(value, default=str)
+        remember_turn(ctx.short_term_memory, ctx.step.plan.agent_name, opts.remember_turns, asked, told)
     ctx.send_event(OutputEvent(output=value), checked=schema is None)
 
 
@@ -329,6 +341,10 @@ def _opening(event: InputEvent, config: Any, llm: ChatModelHandle, ctx: RunnerCo
             opening[0] = ChatMessage(MessageRole.SYSTEM, f"{opening[0].content}\n\n{ask}")
         else:
             opening.insert(0, ChatMessage(MessageRole.SYSTEM, ask))
+    past = earlier_turns(ctx.short_term_memory, ctx.step.plan.agent_name, config["options"].remember_turns)
+    if past:  # after the system messages, before what this input asks
+        lead = next((i for i, m in enumerate(opening) if m.role is not MessageRole.SYSTEM), len(opening))
+        opening[lead:lead] = past
     return opening if placed else [*opening, ChatMessage(MessageRole.USER, question)]
 
 

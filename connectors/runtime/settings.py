@@ -74,6 +74,10 @@ class Settings:
     # The NAME of the environment variable holding the key that executors sign call results
     # with and orchestrators check them against (see results_auth.py); never the key itself.
     result_key_env: str = "EDDIES_RESULT_KEY"
+    # The NAME of the environment variable holding the bearer tokens of ``eddies serve``
+    # (comma-separated, each TOKEN or TOKEN=SESSION_PREFIX; connectors/gateway/tokens.py).
+    # Unset or empty: the door takes no token and listens on this machine only.
+    serve_tokens_env: str = "EDDIES_SERVE_TOKENS"
     # Prometheus metrics (connectors/observability/prometheus.py, the ``metrics`` extra): -1 serves none,
     # 0 any free port (the worker logs which), else that port, on ``metrics_host``.
     metrics_port: int = -1
@@ -119,9 +123,11 @@ class Settings:
         if self.static_membership == "true" and not self.instance_id:
             raise ConfigError("static_membership: true needs instance_id (a name unique to this "
                               "worker slot, reused when it restarts)")
-        if not self.result_key_env or not self.result_key_env.replace("_", "").isalnum():
-            raise ConfigError(f"result_key_env: {self.result_key_env!r} is not an environment "
-                              "variable name (it names the variable holding the key, not the key)")
+        for key in ("result_key_env", "serve_tokens_env"):
+            name = getattr(self, key)
+            if not name or not name.replace("_", "").isalnum():
+                raise ConfigError(f"{key}: {name!r} is not an environment variable name (it "
+                                  "names the variable holding the secret, not the secret)")
         for key in ("flink_parallelism", "flink_checkpoint_interval_ms", "flink_rest_port"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be positive, got {getattr(self, key)}")
@@ -264,8 +270,9 @@ def load_settings(
     settings = Settings(kafka=kafka)
     for key, value in values.items():
         setattr(settings, key, _coerce(key, value, _FIELDS[key].type))
-    for name in unknown:  # the variable holding the result key is no setting, but expected
-        if name != settings.result_key_env:
+    for name in unknown:  # the variables holding the result key and the door's tokens are
+        # no settings, but expected
+        if name not in (settings.result_key_env, settings.serve_tokens_env):
             key = name[len("EDDIES_"):].lower()
             known = [f"EDDIES_{field.upper()}" for field in _FIELDS]
             raise ConfigError(f"environment variable {name}: unknown setting {key!r}"

@@ -34,6 +34,7 @@ from eddies.cli.flink import flink_app
 from eddies.cli.history import history_app
 from eddies.cli.output import console, err_console
 from eddies.cli.send import send_app
+from eddies.cli.serve import serve_app
 from eddies.cli.sessions import sessions_app
 from eddies.cli.signals import signals_app
 from eddies.cli.tail import tail_app
@@ -57,6 +58,7 @@ app.add_typer(signals_app)  # signal, approve, reject, resume: top-level command
 app.add_typer(demo_app)  # demo
 app.add_typer(check_app)  # check
 app.add_typer(ui_app)  # ui
+app.add_typer(serve_app)  # serve
 app.add_typer(history_app)  # replay, trace, fork, reprocess
 app.add_typer(eval_app)  # eval
 

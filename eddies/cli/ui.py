@@ -8,7 +8,6 @@ of its evaluations), served by uvicorn. Needs the ``ui`` extra (starlette, uvico
 from __future__ import annotations
 
 import functools
-import socket
 from typing import Annotated, Any
 
 import typer
@@ -16,6 +15,7 @@ from rich.markup import escape
 
 from eddies.cli.agents import agent_plan, chosen
 from eddies.cli.errors import fail
+from eddies.cli.listening import listen
 from eddies.cli.options import AppOpt, BootstrapOpt, ConfigOpt
 from eddies.cli.output import console
 from eddies.cli.settings import kafka_settings, settings_or_exit
@@ -65,7 +65,7 @@ def ui(
                          signal=functools.partial(send_signal, s), allowed_hosts=hosts,
                          evaluations=listing, evaluation_page=page)
         try:
-            sock = _listen(host, port)
+            sock = listen(host, port)
         except OSError as err:
             fail(f"cannot serve on {host}:{port}: {err.strerror or err}")
         shown = "127.0.0.1" if wildcard else (f"[{host}]" if ":" in host else host)
@@ -74,21 +74,6 @@ def ui(
                       f"[bold]{escape(url)}[/bold] (Ctrl-C stops it)", highlight=False)
         server = uvicorn.Server(uvicorn.Config(web, log_level="warning", access_log=False))
         server.run(sockets=[sock])
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening socket, bound before the URL is printed: port 0 gets its number, and a
-    port in use fails here with a message, not inside the server."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host or "0.0.0.0", port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 def _evaluations(settings: Any) -> tuple[Any, Any]:

@@ -120,3 +120,17 @@ def streaming_react_agent() -> Any:
     agent.add_resource("llm", ResourceType.CHAT_MODEL,
                        ChatModelSetup("conn", model="openai/test-model", tools=["add"], stream=True))
     return agent
+
+
+def streaming_chat_agent() -> Any:
+    """:func:`streaming_react_agent` that keeps the session's last 5 turns (a chat)."""
+    from eddies.engine import FunctionTool, ReActAgent, ReActOptions
+
+    agent = ReActAgent("adder", model="llm", prompt="You add numbers.",
+                       options=ReActOptions(remember_turns=5))
+    agent.add_resource("add", ResourceType.TOOL, FunctionTool(add, idempotent=True))
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("conn", model="openai/test-model", tools=["add"], stream=True))
+    return agent

@@ -138,3 +138,44 @@ def _has_stream_topic(settings: Settings) -> bool:
 
     topics = AdminClient(settings.client_config()).list_topics(timeout=5).topics
     return TopicNames(settings.app).stream in topics
+
+
+def test_a_worker_killed_mid_stream_streams_the_call_again_and_answers_once(
+        settings: Settings, tmp_path: Path) -> None:
+    """kill -9 while the model writes: the next worker asks it again under a new execution,
+    which a reader following the contract shows whole; one output."""
+    import signal
+
+    from eddies.connectors.streaming.following import StreamFollower
+
+    server = OpenAIServer(responder=_long_answer, token_delay=0.1).start()  # 4 s an answer
+    logs = [tmp_path / "w0.log", tmp_path / "w1.log"]
+    worker = start_worker(settings, AGENT, logs[0], TEST_OPENAI_BASE=server.base_url)
+    try:
+        send_input(settings, "s3", json.dumps({"a": 1, "b": 1}))
+
+        def writing() -> list[StreamEvent] | None:
+            got = [r for r in _stream(settings, "s3") if r.kind is StreamKind.DELTA and r.text]
+            return got if len(got) >= 5 else None
+
+        wait_until("the answer being written", writing, worker, logs[0], timeout=60)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(30)
+        worker = start_worker(settings, AGENT, logs[1], TEST_OPENAI_BASE=server.base_url)
+        [out] = wait_until("the answer", lambda: answers(settings) or None, worker, logs[1], timeout=90)
+        records = _stream(settings, "s3")
+    finally:
+        stop_worker(worker)
+        server.stop()
+    expected = " ".join([*(f"w{i}" for i in range(WORDS - 2)), "sum", "2"])
+    assert out.payload.output == expected
+    assert len([o for o in answers(settings) if o.session_id == "s3"]) == 1
+    answer_call = records[-1].call_id  # the last record: the answer's ENDED
+    executions = list(dict.fromkeys(r.execution for r in records if r.call_id == answer_call))
+    assert len(executions) == 2  # cut by the kill, then made again
+    cut = [r for r in records if r.execution == executions[0]]
+    assert cut[-1].kind is not StreamKind.ENDED  # the killed one never ended
+    view = StreamFollower()
+    restarted = [c.restarted for r in records if (c := view.add(r)) is not None]
+    assert any(restarted)
+    assert view.text(answer_call) == expected

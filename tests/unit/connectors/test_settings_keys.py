@@ -38,3 +38,11 @@ def test_limits_follow_max_record_bytes() -> None:
     assert default.max_memory_bytes == default.max_record_bytes // 2 == 524_288
     small = load_settings(env={"EDDIES_MAX_RECORD_BYTES": "100001"})
     assert (small.write_limit, small.max_memory_bytes) == (165_537, 50_000)
+
+
+def test_the_doors_tokens_variable_is_named_by_a_setting_and_is_no_setting_itself() -> None:
+    assert load_settings(env={"EDDIES_SERVE_TOKENS": "t"}).serve_tokens_env == "EDDIES_SERVE_TOKENS"
+    env = {"EDDIES_SERVE_TOKENS_ENV": "EDDIES_DOOR", "EDDIES_DOOR": "t"}
+    assert load_settings(env=env).serve_tokens_env == "EDDIES_DOOR"
+    with pytest.raises(ConfigError, match="serve_tokens_env: .* is not an environment variable name"):
+        load_settings(env={}, overrides={"serve_tokens_env": "tok en"})

@@ -216,3 +216,28 @@ def test_a_halt_notice_quotes_the_session_id_for_the_shell() -> None:
         assert notice.error is not None
         command = notice.error.message.split("Fix the cause, then: ", 1)[1]
         assert shlex.split(command) == ["eddies", "resume", sid]  # pasted, it names the session
+
+
+def test_remember_turns_puts_the_sessions_last_turns_before_a_new_question() -> None:
+    seen: dict[str, list[tuple[str, str]]] = {}  # what the model saw, by the question
+
+    def echo(messages: list[ChatMessage], tools: list[Any]) -> ChatMessage:
+        seen[messages[-1].content] = [(m.role.value, m.content) for m in messages]
+        return ChatMessage(MessageRole.ASSISTANT, f"answer to {messages[-1].content}")
+
+    runner = LocalRunner(agent(echo, options=ReActOptions(remember_turns=2)))
+    runner.run([("s1", "one"), ("s1", "two"), ("s1", "three"), ("s2", "other")])
+    system = ("system", "You add numbers.")
+    assert seen["one"] == [system, ("user", "one")]
+    assert seen["two"] == [system, ("user", "one"), ("assistant", "answer to one"), ("user", "two")]
+    assert seen["three"] == [system, ("user", "one"), ("assistant", "answer to one"), ("user", "two"),
+                             ("assistant", "answer to two"), ("user", "three")]
+    assert seen["other"] == [system, ("user", "other")]  # another session has its own
+    runner.run([("s1", "four")])
+    assert seen["four"][1:3] == [("user", "two"), ("assistant", "answer to two")]  # the last two kept
+    _replays(runner, "s1")  # the turns are state: a replay sees what the run saw
+    seen.clear()
+    LocalRunner(agent(echo)).run([("s1", "one"), ("s1", "two")])
+    assert seen["two"] == [system, ("user", "two")]  # the default: none
+    with pytest.raises(ValueError, match="remember_turns: expected a whole number, 0 or more"):
+        ReActOptions(remember_turns=-1)
