@@ -20,7 +20,7 @@ FLINK_JARS := $(VENV)/share/eddies/flink
 FLINK_AGENTS_VENV := .venv-flink-agents
 FLINK_AGENTS_STAMP := $(FLINK_AGENTS_VENV)/.installed
 
-.PHONY: install install-flink chromium demo test docs lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-guard bench-waiting bench-restore bench-retrieval bench-eval bench-providers bench-provider-limits chaos clean
+.PHONY: install install-flink chromium demo test docs lint typecheck pytest bench bench-kafka bench-worker-cpu bench-rebalance bench-flink bench-flink-agents bench-instructions bench-guard bench-waiting bench-restore bench-retrieval bench-eval bench-providers bench-provider-limits bench-streaming chaos clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -137,6 +137,11 @@ bench-eval: install
 # minutes at most. PROVIDERS_ARGS="--sessions 400" is the run in bench/RESULTS.md.
 bench-providers: install
 	$(BIN)/python bench/providers.py $(PROVIDERS_ARGS)
+
+# How soon a streamed token reaches a reader of APP.stream and of eddies serve, against the
+# floor (litellm -> a raw producer), and what streaming costs per token (bench/streaming.py).
+bench-streaming: install
+	$(BIN)/python bench/streaming.py $(STREAMING_ARGS)
 
 bench-provider-limits: install
 	$(BIN)/python bench/provider_limits.py $(PROVIDER_LIMITS_ARGS)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from eddies.connectors.models.litellm import LiteLLMChatModel
 from eddies.demo import Calculator, calculator_agent
@@ -52,4 +53,25 @@ def react_agent() -> ReActAgent:
     agent.add_resource("provider", ResourceType.CHAT_MODEL_CONNECTION, _connection())
     agent.add_resource("llm", ResourceType.CHAT_MODEL,
                        ChatModelSetup("provider", model=MODEL, tools=["add", "multiply"]))
+    return agent
+
+
+def streaming_one_call_agent() -> Any:
+    """input -> one streamed litellm chat call -> its text as the output
+    (``bench/streaming.py``; ``BENCH_STREAM=0``: the same call, not streamed)."""
+    from eddies import Agent, InputEvent, OutputEvent, action
+    from eddies.engine import RunnerContext
+    from eddies.events import ChatMessage
+
+    class OneStreamedCall(Agent):
+        @action(InputEvent)
+        async def ask(event: InputEvent, ctx: RunnerContext) -> None:
+            llm = ctx.get_resource("llm", ResourceType.CHAT_MODEL)
+            reply = await llm.chat_async([ChatMessage(content=str(event.input))])
+            ctx.send_event(OutputEvent(output=reply.content))
+
+    agent = OneStreamedCall("streamer")
+    agent.add_resource("provider", ResourceType.CHAT_MODEL_CONNECTION, _connection())
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup(
+        "provider", model=MODEL, stream=os.environ.get("BENCH_STREAM", "1") != "0"))
     return agent

@@ -13,6 +13,9 @@ The API (a session id is one path segment, percent-encoded: ``a/b`` is ``a%2Fb``
     GET  /api/sessions?q=ali            sessions whose id contains q, the latest first
     GET  /api/sessions/{id}             its timeline: every event, its summary and payload
     GET  /api/sessions/{id}/tree        its tree (runs, calls, latency, tokens, cost)
+    GET  /api/sessions/{id}/stream      its answers as written and progress, as Server-Sent
+                                        Events (delta, progress, approval, output; those of
+                                        the last two minutes first)
     POST /api/sessions/{id}/replay      replay(id, from_seq, to_seq), body {} (all of it)
                                         or {"from_seq": 40, "to_seq": 52} (each optional)
     POST /api/sessions/{id}/fork        fork(id, at_seq, new_session), body
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from eddies.connectors.gateway.hub import SessionHub
     from eddies.connectors.inspect.sessions import Recorded
     from eddies.connectors.runtime.settings import Settings
 
@@ -92,12 +96,14 @@ class ApiError(Exception):
 def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: ForkFn | None = None,
                signal: SignalFn | None = None, allowed_hosts: Sequence[str] | None = LOCAL_HOSTS,
                fork_reason: str = NO_FORK, evaluations: EvaluationsFn | None = None,
-               evaluation_page: EvaluationPageFn | None = None) -> Starlette:
+               evaluation_page: EvaluationPageFn | None = None, hub: SessionHub | None = None) -> Starlette:
     """The ASGI app of the web view over ``settings.app``'s topics.
 
     ``signal``: how to answer a waiting session (None: the view only shows it).
     ``evaluations``, ``evaluation_page``: the Evaluations tab's list and pages (None: the
     tab says it is not available).
+    ``hub``: the reader of the app's stream, for a running session's answer as it is
+    written (None: the view shows none).
     ``allowed_hosts``: the Host header values served (None: any, for a server behind a
     proxy of its own). ``fork_reason``: the fork button's tooltip when ``fork`` is None.
     """
@@ -153,6 +159,8 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
 
     async def session(request: Request) -> Response:
         session_id, part = _target(request)
+        if (request.method, part) == ("GET", "stream"):
+            return live(session_id)
         body: Any = None
         if request.method == "POST":
             if request.headers.get(POST_HEADER) != "1":
@@ -195,6 +203,22 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
         raise ApiError(404 if part not in ("", "tree", "replay", "fork", "signal", "approve", "reject")
                        else 405,
                        f"no {method} /api/sessions/{{id}}{'/' + part if part else ''}")
+
+    def live(session_id: str) -> Response:
+        """The session's stream as Server-Sent Events (what the hub kept of it first)."""
+        from starlette.responses import StreamingResponse
+
+        from eddies.connectors.gateway.following import session_events, sse
+
+        if hub is None:
+            return _json({"error": "the app has no stream this eddies ui reads"}, 501)
+
+        async def body() -> Any:
+            async for name, data in session_events(hub, session_id, keep_s=hub.keep_s):
+                yield sse(name, data)
+
+        return StreamingResponse(body(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
 
     def favicon(request: Request) -> Response:
         from starlette.responses import Response

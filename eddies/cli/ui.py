@@ -61,9 +61,10 @@ def ui(
         wildcard = host in ("0.0.0.0", "::", "")
         hosts = None if wildcard else (*LOCAL_HOSTS, host)
         listing, page = _evaluations(s)
+        hub = _stream_reader(s)
         web = create_app(s, replay=functools.partial(replay_view, s, plan, same_agent=same_agent), fork=fork,
                          signal=functools.partial(send_signal, s), allowed_hosts=hosts,
-                         evaluations=listing, evaluation_page=page)
+                         evaluations=listing, evaluation_page=page, hub=hub)
         try:
             sock = listen(host, port)
         except OSError as err:
@@ -73,7 +74,22 @@ def ui(
         console.print(f"eddies ui for app {escape(s.app)} on {escape(s.bootstrap_servers)}: "
                       f"[bold]{escape(url)}[/bold] (Ctrl-C stops it)", highlight=False)
         server = uvicorn.Server(uvicorn.Config(web, log_level="warning", access_log=False))
-        server.run(sockets=[sock])
+        try:
+            server.run(sockets=[sock])
+        finally:
+            if hub is not None:
+                hub.close()
+
+
+def _stream_reader(settings: Any) -> Any:
+    """The reader of the app's stream (a running session's answer as it is written), or
+    None for an app without one (made by a worker before streaming was)."""
+    from eddies.connectors.gateway.hub import SessionHub
+
+    try:
+        return SessionHub(settings).start()
+    except LookupError:
+        return None
 
 
 def _evaluations(settings: Any) -> tuple[Any, Any]:

@@ -179,3 +179,37 @@ def test_a_worker_killed_mid_stream_streams_the_call_again_and_answers_once(
     restarted = [c.restarted for r in records if (c := view.add(r)) is not None]
     assert any(restarted)
     assert view.text(answer_call) == expected
+
+
+def test_the_web_view_shows_a_running_sessions_answer_growing(settings: Settings, tmp_path: Path) -> None:
+    from tests.integration.test_ui import _skip_reason, browser_page, serve_ui
+
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    server = OpenAIServer(responder=_long_answer, token_delay=0.1).start()  # 4 s an answer
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, AGENT, log, TEST_OPENAI_BASE=server.base_url)
+    try:
+        with serve_ui(settings) as url, browser_page(tmp_path) as page:
+            # The view is up before the answer is written; the page is opened while it is.
+            send_input(settings, "web", json.dumps({"a": 4, "b": 4}))
+            wait_until("the answer being written", lambda: len(
+                [r for r in _stream(settings, "web") if r.kind is StreamKind.DELTA and r.text]) > 3,
+                worker, log)
+            page.goto(url + "#session=web")
+            page.wait_for_function("() => document.querySelector('#live-text').textContent.length > 0",
+                                   timeout=30_000)
+            shown = [page.text_content("#live-text") or ""]
+            page.wait_for_function("() => document.querySelector('#live-status').textContent === 'answered'",
+                                   timeout=30_000)
+            shown.append(page.text_content("#live-text") or "")
+            # The page takes the output into the timeline.
+            page.wait_for_function("() => document.querySelector('#timeline').textContent"
+                                   ".includes('OutputEvent')", timeout=30_000)
+    finally:
+        stop_worker(worker)
+        server.stop()
+    answer = " ".join([*(f"w{i}" for i in range(WORDS - 2)), "sum", "8"])
+    assert shown[0] and answer.startswith(shown[0]) and shown[0] != answer  # a part, then
+    assert shown[1] == answer  # all of it, as it was written

@@ -111,3 +111,32 @@ def test_provider_limits_bench_counts_windows_and_its_provider_storms() -> None:
         assert json.dumps(said)  # plain data
     finally:
         provider.stop()
+
+
+def test_streaming_bench_provider_streams_tokens_apart_and_notes_when_each_went(tmp_path: Path) -> None:
+    """The streaming bench's provider streams an answer a token at a time, the first one
+    the request's text (how the bench finds each answer), and notes each token's send time;
+    its percentiles are the usual ones."""
+    from eddies.connectors.models.litellm import LiteLLMChatModel
+    from eddies.events import ChatMessage
+
+    bench = _load("streaming")
+    assert bench.pct([5.0, 1.0, 3.0, 2.0, 4.0], 0.5) == 3.0
+    provider = bench.Provider(6, 10.0, tmp_path / "sent.jsonl")
+    try:
+        texts: list[str] = []
+
+        class Deltas:
+            def text(self, delta: str) -> None:
+                texts.append(delta)
+
+            def tool_call(self, *args: Any) -> None:
+                raise AssertionError("no tool calls")
+
+        reply = LiteLLMChatModel(api_base=provider.base_url, api_key="x").chat(
+            [ChatMessage(content="tag-1")], model="openai/test", tools=[], deltas=Deltas())
+        assert reply.content == "tag-1 t1 t2 t3 t4 t5" == "".join(texts)
+        times = provider.sent()["tag-1"]
+        assert len(times) == 6 and all(0.008 < b - a < 0.1 for a, b in zip(times, times[1:], strict=False))
+    finally:
+        provider.stop()
