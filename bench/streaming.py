@@ -91,7 +91,8 @@ def serve(port: int, tokens: int, token_ms: float, log: str) -> None:
             out.write(json.dumps([tag, i, time.time()]) + "\n")
         await send({}, "stop")
         usage = {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1}
-        await response.write(b"data: " + json.dumps({**base, "choices": [], "usage": usage}).encode() + b"\n\n")
+        last = {**base, "choices": [], "usage": usage}
+        await response.write(b"data: " + json.dumps(last).encode() + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
         return response
 
@@ -186,7 +187,11 @@ def raw_child(base: str, bootstrap: str, topic: str, tags: list[str], concurrenc
     litellm = load_litellm()
     prod = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "partitioner": "murmur2_random"})
     polling = threading.Event()
-    threading.Thread(target=lambda: [prod.poll(0.01) for _ in iter(polling.is_set, True)], daemon=True).start()
+    def poll() -> None:
+        while not polling.is_set():
+            prod.poll(0.01)
+
+    threading.Thread(target=poll, daemon=True).start()
 
     async def one(tag: str, gate: asyncio.Semaphore) -> None:
         async with gate:

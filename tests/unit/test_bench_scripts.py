@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,6 @@ def test_streaming_bench_provider_streams_tokens_apart_and_notes_when_each_went(
             [ChatMessage(content="tag-1")], model="openai/test", tools=[], deltas=Deltas())
         assert reply.content == "tag-1 t1 t2 t3 t4 t5" == "".join(texts)
         times = provider.sent()["tag-1"]
-        assert len(times) == 6 and all(0.008 < b - a < 0.1 for a, b in zip(times, times[1:], strict=False))
+        assert len(times) == 6 and all(0.008 < b - a < 0.1 for a, b in itertools.pairwise(times))
     finally:
         provider.stop()
