@@ -146,7 +146,8 @@ class StreamReader:
         from confluent_kafka import Consumer, TopicPartition
 
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
-                                  "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+                                  "enable.auto.commit": False, "fetch.wait.max.ms": 10,
+                                  "auto.offset.reset": "earliest"})
         parts = self.consumer.list_topics(topic, timeout=10).topics[topic].partitions
         starts = []
         for p in parts:
@@ -215,7 +216,9 @@ def run_raw(kb: Any, bootstrap: str, provider: Provider, n: int, concurrency: in
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     topic = f"raw-stream-{time.time_ns()}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, kb.PARTITIONS, 1)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for made in admin.create_topics([NewTopic(topic, kb.PARTITIONS, 1)]).values():
+        made.result()  # else the producer's first record makes it, with the broker's default count
     time.sleep(1.0)
     reader = StreamReader(bootstrap, topic, lambda v: v.decode())
     tags = [f"raw{i}" for i in range(n)]
@@ -322,6 +325,10 @@ def run_worker(kb: Any, bootstrap: str, provider: Provider, n: int, concurrency:
     expected = {tag: " ".join([tag, *(f"t{i}" for i in range(1, tokens))]) for tag in sent}
     whole = sum(1 for tag, parts in texts.items() if "".join(parts) == expected[tag])
     in_order = sum(1 for s in seqs.values() if s == sorted(s))
+    if os.environ.get("BENCH_STREAM_DUMP"):  # each answer's first token, for a closer look
+        Path(os.environ["BENCH_STREAM_DUMP"]).write_text(json.dumps(
+            {tag: [sent[tag][0], first_kafka.get(tag), sse.get(tag)]
+             for tag in sent if tag.startswith(label)}))
     return {"label": label, "answers": len(sse), "wall_s": wall, "cpu_s": cpu,
             "first_kafka_ms": list(first_kafka.values()),
             "first_sse_ms": [(at - sent[tag][0]) * 1000 for tag, at in sse.items() if tag in sent],
@@ -368,15 +375,15 @@ def main() -> None:
     print(f"\nprovider: {tokens} tokens {args.token_ms:g} ms apart per answer; {n} answers, "
           f"{args.concurrency} at once; embedded broker, {kb.PARTITIONS} partitions")
 
-    def line(what: str, values: list[float]) -> str:
+    def line(what: str, values: list[float], unit: str = "answers") -> str:
         return (f"  {what:<44} p50 {pct(values, 0.5):6.1f}  p95 {pct(values, 0.95):6.1f}  "
-                f"max {max(values, default=float('nan')):6.1f} ms  ({len(values)} answers)")
+                f"max {max(values, default=float('nan')):6.1f} ms  ({len(values):,} {unit})")
 
     print("first token, from the server's send:")
     print(line("raw: litellm -> produce -> reader", raw["first_ms"]))
     print(line("worker -> APP.stream -> reader", streamed["first_kafka_ms"]))
     print(line("worker -> APP.stream -> eddies serve SSE", streamed["first_sse_ms"]))
-    print(line("tokens held by the batcher (record - token)", streamed["held_ms"]))
+    print(line("tokens held by the batcher (record - token)", streamed["held_ms"], "records"))
     print(f"  answers whole in their records: {streamed['whole']}/{n}; records in seq order: "
           f"{streamed['in_order']}/{n}; stream records: {streamed['records']:,}")
     per_token = (streamed["cpu_s"] - plain["cpu_s"]) / (n * tokens) * 1e6

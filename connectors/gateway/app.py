@@ -36,8 +36,6 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from eddies.connectors.gateway.following import session_events, sse
-from eddies.connectors.gateway.hub import SessionHub
 from eddies.connectors.gateway.openai_api import (
     SESSION_HEADER,
     RequestError,
@@ -49,6 +47,8 @@ from eddies.connectors.gateway.openai_api import (
 )
 from eddies.connectors.gateway.sending import DeliveryError, InputSender, idempotent_id
 from eddies.connectors.gateway.tokens import Tokens
+from eddies.connectors.inspect.stream_events import session_events, sse
+from eddies.connectors.inspect.stream_hub import SessionHub
 from eddies.connectors.runtime.client import input_event, signal_event
 from eddies.connectors.runtime.settings import Settings
 from eddies.engine.approval import answer as approval_answer

@@ -60,8 +60,8 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from eddies.connectors.gateway.hub import SessionHub
     from eddies.connectors.inspect.sessions import Recorded
+    from eddies.connectors.inspect.stream_hub import SessionHub
     from eddies.connectors.runtime.settings import Settings
 
 #: ``replay(session_id, from_seq, to_seq)`` (None: the first step, the last): plain data
@@ -208,7 +208,7 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
         """The session's stream as Server-Sent Events (what the hub kept of it first)."""
         from starlette.responses import StreamingResponse
 
-        from eddies.connectors.gateway.following import session_events, sse
+        from eddies.connectors.inspect.stream_events import session_events, sse
 
         if hub is None:
             return _json({"error": "the app has no stream this eddies ui reads"}, 501)

@@ -41,8 +41,8 @@ from eddies.connectors.kafka.timekeeping import CallDone
 from eddies.connectors.models.provider_limits import ProviderBusyError, estimated_tokens
 from eddies.connectors.remote.error_classes import describe_error
 from eddies.connectors.runtime.records import journal_partition
+from eddies.connectors.runtime.stream_topic import topic_publisher
 from eddies.connectors.streaming.progress import StreamProgress, asked, ended
-from eddies.connectors.streaming.topic import topic_publisher
 from eddies.events import AgentEvent, CallStatus, ChatMessage, DurableCallRequest, encode_value
 
 if TYPE_CHECKING:
@@ -270,7 +270,8 @@ class CallRunner:
         began = time.perf_counter()
         returned = None
         try:
-            returned = performer.perform(req, request.scope, stream)
+            returned = (performer.perform(req, request.scope) if stream is None
+                        else performer.perform(req, request.scope, stream))
             value = encode_value(returned, "result of", req.target)
             result = result_event(request, CallStatus.OK, value)
         except Exception as err:

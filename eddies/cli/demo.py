@@ -102,7 +102,7 @@ def _demo_part(s: Any, agent: Any, prompts: list[tuple[str, str]], title: str, a
                 raise typer.Exit(1)
         feed = None
         if worker.plan.streams():  # the first answer shown as it is written
-            from eddies.connectors.streaming.session_feed import SessionFeed
+            from eddies.connectors.inspect.session_feed import SessionFeed
 
             feed = SessionFeed(s, prompts[0][0])
         prod = producer(s)

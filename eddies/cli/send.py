@@ -14,7 +14,7 @@ from eddies.cli.settings import kafka_settings, settings_or_exit
 send_app = typer.Typer()
 
 
-@send_app.command()
+@send_app.command(short_help="Send one input to a session (--follow: and print its answer).")
 def send(
     session: SessionArg,
     value: Annotated[str, typer.Argument(help="The input: text, or JSON with --json.")],
@@ -54,7 +54,7 @@ def send(
         count = require_topics(s, [names.input])[names.input]
         feed = None
         if follow:  # from where the topics end now: the answer cannot come before the input
-            from eddies.connectors.streaming.session_feed import SessionFeed
+            from eddies.connectors.inspect.session_feed import SessionFeed
 
             feed = SessionFeed(s, session, count)
         send_input(s, session, payload, event_id)

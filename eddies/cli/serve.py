@@ -23,7 +23,7 @@ from eddies.cli.settings import kafka_settings, settings_or_exit
 serve_app = typer.Typer()
 
 
-@serve_app.command(short_help="Serve an HTTP door to the app: inputs, SSE, OpenAI-compatible chat.")
+@serve_app.command(short_help="Serve an HTTP door to the app, OpenAI-compatible chat too.")
 def serve(
     port: Annotated[int, typer.Option(help="Port to serve on (0: any free one).")] = 8000,
     host: Annotated[str, typer.Option(

@@ -16,7 +16,7 @@ from eddies.cli.settings import kafka_settings, settings_or_exit
 tail_app = typer.Typer()
 
 
-@tail_app.command()
+@tail_app.command(short_help="Print outputs, events, stream records or dead letters.")
 def tail(
     config: ConfigOpt = None,
     app_id: AppOpt = None,

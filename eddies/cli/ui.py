@@ -84,7 +84,7 @@ def ui(
 def _stream_reader(settings: Any) -> Any:
     """The reader of the app's stream (a running session's answer as it is written), or
     None for an app without one (made by a worker before streaming was)."""
-    from eddies.connectors.gateway.hub import SessionHub
+    from eddies.connectors.inspect.stream_hub import SessionHub
 
     try:
         return SessionHub(settings).start()

@@ -104,13 +104,14 @@ def test_the_built_in_actions_use_only_the_public_context() -> None:
 #: row never import each other, and nothing imports a runner.
 CONNECTOR_LAYERS: tuple[tuple[str, ...], ...] = (
     ("kafka", "flink", "local"),   # the runners: the worker, the Flink job, in-process
-    ("evaluation",),               # cases, scorers and reports of an evaluation
+    ("evaluation", "gateway"),     # cases, scorers and reports of an evaluation; the HTTP door
     ("observability",),            # metrics and live spans of a running worker
     ("inspect",),                  # reading sessions back from the topics and showing them
     ("journal",),                  # the journal topic's records and the fold that reads them
     ("runtime",),                  # the per-record path, settings, topics, the Kafka client
     ("declarative", "execution"),  # agents from YAML and SQL; performing calls
-    ("models", "stores", "skills"),  # chat and embedding models; vector stores; skills
+    ("models", "stores", "skills", "streaming"),  # chat and embedding models; vector stores;
+    # skills; a call's deltas and progress, and how a reader follows them
     ("remote",),                   # MCP, A2A, HTTP sub-agents, environment secrets
 )
 
@@ -141,7 +142,7 @@ def test_no_import_circle_anywhere_in_the_project() -> None:
 
 
 #: eddies/cli/'s modules every command module may use; the rest hold one command group each.
-CLI_SHARED = {"output", "errors", "options", "settings", "agents"}
+CLI_SHARED = {"output", "errors", "options", "settings", "agents", "follow", "listening"}
 
 
 def test_cli_command_modules_import_only_the_shared_ones() -> None:

@@ -239,3 +239,37 @@ def test_litellm_streams_text_and_tool_calls_over_http_and_returns_the_whole_ans
         assert server.requests[-1]["stream"] is True
     finally:
         server.stop()
+
+
+def test_an_executor_says_a_call_started_ended_or_waits_for_an_approval() -> None:
+    from eddies.connectors.execution.calls import result_event
+    from eddies.connectors.streaming.progress import StreamProgress, ended
+    from eddies.events import AgentEvent, CallStatus, ErrorInfo
+
+    out = Published()
+    progress = StreamProgress(out, window_s=0.001)
+
+    def request(kind: CallKind, target: str, attempt: int = 1, **kwargs: Any) -> AgentEvent:
+        args = encode_value({"args": [], "kwargs": kwargs}, "a", "b")
+        req = DurableCallRequest(f"c-{target}", kind, target, args, attempt=attempt,
+                                 not_before=kwargs.get("due"))
+        return AgentEvent(f"e-{target}", "s1", 3, 2, [], DurableCallRequest.event_type, None, None, "", "",
+                          0, req)
+
+    tool = request(CallKind.TOOL, "weather", attempt=2, city="Oslo")
+    stream = progress.started(tool)
+    assert stream is not None
+    ended(stream, result_event(tool, CallStatus.ERROR, "null", ErrorInfo("ValueError", "no such city")))
+    assert progress.started(request(CallKind.TIMER, "run-deadline")) is None  # not a person's concern
+    progress.waiting(request(CallKind.SIGNAL, "approval:c-7", due=1_700_000_000_000))
+    progress.waiting(request(CallKind.TIMER, "later", due=5))  # a timer is no wait to tell of
+    progress.close()
+    started, done, waits = out.records
+    assert (started.kind, started.attempt, started.run) == (StreamKind.STARTED, 2, 2)
+    assert started.text == '{"city":"Oslo"}'
+    assert done.kind is StreamKind.ENDED and done.error == "ValueError: no such city"
+    assert (waits.kind, waits.text, waits.deadline_ms) == (StreamKind.WAITING, "approval", 1_700_000_000_000)
+    view = StreamFollower()
+    assert [view.add(r).status for r in (started, done)] == [  # type: ignore[union-attr]
+        'calling tool weather (attempt 2) {"city":"Oslo"}...',
+        "tool weather failed: ValueError: no such city"]

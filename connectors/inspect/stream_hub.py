@@ -1,5 +1,6 @@
-"""What the HTTP door's followers read: one consumer per process of ``APP.stream`` and
-``APP.output`` (every partition, from where they end when it starts), its records handed
+"""What followers of sessions read (the HTTP door, the web view): one consumer per process
+of ``APP.stream`` and ``APP.output`` (every partition, from where they end when it starts),
+its records handed
 to the followers of their session, and the last ``keep_s`` seconds of each session kept
 for a follower that comes a little after its input (a retried request, a page reloaded).
 
@@ -123,7 +124,10 @@ class SessionHub:
         last_prune = time.monotonic()
         while not self._stop.is_set():
             try:
-                msgs = self._consumer.consume(500, 0.1)
+                # The first record as soon as it comes, then what is fetched already:
+                # consume(500, 0.1) would wait for 500 records or the 100 ms, each time.
+                first = self._consumer.poll(0.1)
+                msgs = [] if first is None else [first, *self._consumer.consume(499, 0)]
             except Exception:  # a broker cut off: librdkafka reconnects; try again
                 log.exception("reading the stream failed")
                 time.sleep(0.5)

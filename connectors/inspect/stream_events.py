@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from eddies.connectors.gateway.hub import SessionHub
+from eddies.connectors.inspect.stream_hub import SessionHub
 from eddies.connectors.streaming.following import StreamFollower
 from eddies.events import AgentEvent, ApprovalRequestEvent, OutputEvent
 from eddies.events.stream import StreamEvent, StreamKind
