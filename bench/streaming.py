@@ -7,10 +7,10 @@ OpenAI-compatible server, in a process of its own (aiohttp), streams every answe
 written to a log; the first token of an answer carries the request's text, so each
 answer is found by it. In one run, on one embedded broker:
 
-- ``raw``: the floor. One asyncio process streams the answers with ``litellm.acompletion``
-  and produces each chunk at once (confluent-kafka, ``linger.ms`` 0) to a topic a reader
-  (``fetch.wait.max.ms`` 10) reads: the first token's delay from the server's send to the
-  reader, with nothing of Eddies in between.
+- ``raw``: the floor. One asyncio process reads the answers' streams with httpx and
+  orjson and produces each chunk at once (confluent-kafka, ``linger.ms`` 0) to a topic a
+  reader (``fetch.wait.max.ms`` 10) reads: the first token's delay from the server's send
+  to the reader, with nothing of Eddies in between.
 - ``worker``: one ``eddies worker`` (default settings) serving a one-call agent whose model
   streams; ``eddies serve`` in front of it. Each input is POSTed to the door with
   ``Accept: text/event-stream`` (``--concurrency`` at once), and the first ``delta`` event's
@@ -180,32 +180,35 @@ def pct(values: list[float], q: float) -> float:
 # --- raw ---------------------------------------------------------------------------------
 
 def raw_child(base: str, bootstrap: str, topic: str, tags: list[str], concurrency: int) -> None:
-    """litellm streams -> a produce per chunk (linger.ms 0): the floor."""
+    """httpx streams -> orjson -> a produce per chunk (linger.ms 0): the floor."""
+    import httpx
+    import orjson
     from confluent_kafka import Producer
 
-    from eddies.connectors.models.litellm import load_litellm
-
-    litellm = load_litellm()
     prod = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "partitioner": "murmur2_random"})
     polling = threading.Event()
+
     def poll() -> None:
         while not polling.is_set():
             prod.poll(0.01)
 
     threading.Thread(target=poll, daemon=True).start()
 
-    async def one(tag: str, gate: asyncio.Semaphore) -> None:
-        async with gate:
-            stream = await litellm.acompletion(model=MODEL, api_base=base, api_key="x", stream=True,
-                                               messages=[{"role": "user", "content": tag}], num_retries=0)
-            async for chunk in stream:
-                text = chunk.choices[0].delta.content if chunk.choices else None
+    async def one(client: httpx.AsyncClient, tag: str, gate: asyncio.Semaphore) -> None:
+        body = {"model": "test", "stream": True, "messages": [{"role": "user", "content": tag}]}
+        async with gate, client.stream("POST", f"{base}/chat/completions", json=body, timeout=60) as r:
+            async for line in r.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                choices = orjson.loads(line[6:]).get("choices") or [{}]
+                text = (choices[0].get("delta") or {}).get("content")
                 if text:
                     prod.produce(topic, text.encode(), tag.encode())
 
     async def main() -> None:
         gate = asyncio.Semaphore(concurrency)
-        await asyncio.gather(*(one(t, gate) for t in tags))
+        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=None)) as client:
+            await asyncio.gather(*(one(client, t, gate) for t in tags))
 
     asyncio.run(main())
     prod.flush(10)
@@ -380,7 +383,7 @@ def main() -> None:
                 f"max {max(values, default=float('nan')):6.1f} ms  ({len(values):,} {unit})")
 
     print("first token, from the server's send:")
-    print(line("raw: litellm -> produce -> reader", raw["first_ms"]))
+    print(line("raw: httpx -> produce -> reader", raw["first_ms"]))
     print(line("worker -> APP.stream -> reader", streamed["first_kafka_ms"]))
     print(line("worker -> APP.stream -> eddies serve SSE", streamed["first_sse_ms"]))
     print(line("tokens held by the batcher (record - token)", streamed["held_ms"], "records"))

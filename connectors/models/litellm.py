@@ -26,7 +26,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from eddies.connectors.models.openai_stream import StreamedAnswer, direct_request, stream_async, stream_sync
 from eddies.connectors.models.provider_limits import ProviderLimits
+from eddies.connectors.remote.http_clients import loop_client
 from eddies.connectors.remote.secrets import remember
 from eddies.engine.content import BlobStore, is_blob
 from eddies.engine.resources import ToolSpec
@@ -247,6 +249,7 @@ class LiteLLMChatModel:
         self.prices = (None if input_cost_per_token is None or output_cost_per_token is None
                        else (float(input_cost_per_token), float(output_cost_per_token)))
         self.params = params
+        self._http: Any = None  # streamed calls' client on call threads (_sync_client)
 
     def warm(self) -> None:
         """Import litellm and what its first completion imports now, not in the first call
@@ -265,6 +268,10 @@ class LiteLLMChatModel:
         request = self._request(messages, model, tools, arguments)
         if deltas is None:
             return self._reply(litellm, litellm.completion(**request), started)
+        asked = direct_request(model, self.api_base, self.api_key, request)
+        if asked is not None:
+            answer = stream_sync(self._sync_client(), asked, self.timeout, deltas)
+            return self._direct_reply(litellm, answer, model, started)
         chunks = [_relay(chunk, deltas) for chunk in litellm.completion(**_streamed(request))]
         return self._reply(litellm, _whole(litellm, chunks, request), started)
 
@@ -278,8 +285,50 @@ class LiteLLMChatModel:
         request = self._request(messages, model, tools, arguments)
         if deltas is None:
             return self._reply(litellm, await litellm.acompletion(**request), started)
+        asked = direct_request(model, self.api_base, self.api_key, request)
+        if asked is not None:  # an OpenAI-compatible server: read without litellm's wrapper
+            answer = await stream_async(loop_client(), asked, self.timeout, deltas)
+            return self._direct_reply(litellm, answer, model, started)
         chunks = [_relay(chunk, deltas) async for chunk in await litellm.acompletion(**_streamed(request))]
         return self._reply(litellm, _whole(litellm, chunks, request), started)
+
+    def _sync_client(self) -> Any:
+        """The HTTP client of this connection's streamed calls on call threads (made at the
+        first; httpx's client is shared by threads)."""
+        if self._http is None:
+            import httpx
+
+            self._http = httpx.Client(limits=httpx.Limits(max_connections=None))
+        return self._http
+
+    def _direct_reply(self, litellm: Any, answer: StreamedAnswer, model: str, started: float) -> ChatMessage:
+        """The reply of a call :mod:`.openai_stream` read, noted as :meth:`_reply` notes
+        litellm's (latency, cost, finish reason)."""
+        reply = answer.message()
+        usage = reply.extra_args.get("usage")
+        if usage is not None:
+            usage["latency_ms"] = round((time.perf_counter() - started) * 1000)
+            usage["cost_usd"] = self._token_cost(litellm, model, usage)
+        if answer.finish:
+            reply.extra_args["finish_reason"] = answer.finish
+        return reply
+
+    def _priced(self, usage: dict[str, Any]) -> float:
+        """``usage``'s cost at the registered prices (there are some)."""
+        assert self.prices is not None
+        return float(usage["prompt_tokens"] * self.prices[0] + usage["completion_tokens"] * self.prices[1])
+
+    def _token_cost(self, litellm: Any, model: str, usage: dict[str, Any]) -> float | None:
+        """The cost in USD of ``usage``'s tokens: the registered prices, else litellm's
+        local price table (None when it does not know the model)."""
+        if self.prices is not None:
+            return self._priced(usage)
+        try:
+            prompt, completion = litellm.cost_per_token(model=model, prompt_tokens=usage["prompt_tokens"],
+                                                        completion_tokens=usage["completion_tokens"])
+            return float(prompt + completion)
+        except Exception:  # litellm raises for a model it has no price for
+            return None
 
     def _request(self, messages: list[ChatMessage], model: str, tools: list[ToolSpec],
                  arguments: dict[str, Any]) -> dict[str, Any]:
@@ -318,8 +367,7 @@ class LiteLLMChatModel:
         """The call's cost in USD: from the registered prices, else litellm's local price
         table (None when it does not know the model)."""
         if self.prices is not None:
-            return float(usage["prompt_tokens"] * self.prices[0]
-                         + usage["completion_tokens"] * self.prices[1])
+            return self._priced(usage)
         try:
             return float(litellm.completion_cost(completion_response=response))
         except Exception:  # litellm raises for a model it has no price for

@@ -20,21 +20,15 @@ never arrived; if the lookup cannot be made, the call fails closed.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from eddies.connectors.remote.configuration import resolve_env, secret
+from eddies.connectors.remote.http_clients import loop_client
 from eddies.connectors.remote.subagent_calls import IDEMPOTENCY_HEADER, subagent_timeout
 from eddies.engine.remote_tools import A2aServer, redact_url
 from eddies.engine.subagents import SubagentSetup
-
-#: Idle connections HTTP sub-agents keep open, per event loop.
-KEPT_CONNECTIONS = 100
-#: The HTTP client of each event loop that calls HTTP sub-agents (a client is its loop's).
-_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
 
 class HttpSubagentError(RuntimeError):
@@ -80,16 +74,9 @@ class HttpSubagentSetup(SubagentSetup):
     async def perform_async(self, prompt: Any, *, session_id: str | None, call_id: str,
                             timeout_s: float) -> Any:
         """:meth:`perform` on an event loop (an executor's call loop): no thread waits."""
-        import httpx
 
         headers, body = self._request(prompt, session_id, call_id)
-        loop = asyncio.get_running_loop()
-        client = _CLIENTS.get(loop)
-        if client is None:
-            # One client per loop, its connections kept between calls (a TLS handshake per
-            # call adds up at thousands in flight); as many at once as the loop makes.
-            client = _CLIENTS[loop] = httpx.AsyncClient(
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEPT_CONNECTIONS))
+        client = loop_client()
         with self._transport_errors(call_id, timeout_s):
             reply = await client.post(self.endpoint, json=body, headers=headers, timeout=timeout_s)
         return self._answer(reply)

@@ -273,3 +273,50 @@ def test_an_executor_says_a_call_started_ended_or_waits_for_an_approval() -> Non
     assert [view.add(r).status for r in (started, done)] == [  # type: ignore[union-attr]
         'calling tool weather (attempt 2) {"city":"Oslo"}...',
         "tool weather failed: ValueError: no such city"]
+
+
+def test_a_streamed_call_to_an_openai_compatible_server_is_read_without_litellms_wrapper() -> None:
+    from eddies.connectors.models.openai_stream import direct_request
+
+    request = {"model": "openai/m", "messages": [{"role": "user", "content": "hi"}], "tools": [],
+               "timeout": 120, "num_retries": 0, "temperature": 0.2, "api_key": "k"}
+    asked = direct_request("openai/m", "http://h/v1/", "k", request)
+    assert asked is not None and asked.url == "http://h/v1/chat/completions"
+    assert asked.headers["Authorization"] == "Bearer k"
+    assert asked.body == {"model": "m", "messages": request["messages"], "temperature": 0.2, "stream": True,
+                          "stream_options": {"include_usage": True}}
+    # Another provider, no api_base, or a parameter litellm would translate: litellm's.
+    assert direct_request("anthropic/claude", "http://h/v1", "k", request) is None
+    assert direct_request("openai/m", None, "k", request) is None
+    assert direct_request("openai/m", "http://h/v1", "k", {**request, "drop_params": True}) is None
+
+
+def test_a_provider_refusing_a_streamed_call_is_an_error_the_executor_classifies() -> None:
+    import asyncio
+
+    from eddies.connectors.remote.error_classes import describe_error
+    from eddies.events import ErrorCategory
+
+    server = OpenAIServer().start()
+    try:
+        conn = LiteLLMChatModel(api_base=server.base_url, api_key="test")
+        server.fail(429, headers={"Retry-After": "2"}, message="slow down")
+        with pytest.raises(Exception) as caught:
+            asyncio.run(conn.chat_async([ChatMessage(content="x")], model="openai/m", tools=[],
+                                        deltas=Deltas()))
+        error = describe_error(caught.value)
+        assert (error.http_status, error.retry_after_ms) == (429, 2000)
+        assert error.category is ErrorCategory.TRANSIENT
+        assert "slow down" in error.message
+        server.fail(401, message="bad key")
+        with pytest.raises(Exception) as caught:
+            conn.chat([ChatMessage(content="x")], model="openai/m", tools=[], deltas=Deltas())
+        assert describe_error(caught.value).category is ErrorCategory.PERMANENT
+        # A parameter only litellm knows: the call goes through litellm, and streams as well.
+        deltas = Deltas()
+        reply = LiteLLMChatModel(api_base=server.base_url, api_key="test", drop_params=True).chat(
+            [ChatMessage(content="x"), ChatMessage(role="tool", content="7", tool_call_id="c")],  # type: ignore[arg-type]
+            model="openai/m", tools=[], deltas=deltas)
+        assert reply.content == "The result is 7." == "".join(deltas.parts)
+    finally:
+        server.stop()
