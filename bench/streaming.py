@@ -169,10 +169,11 @@ class StreamReader:
                 self.got.append((time.time(), self.decode(msg.value())))
                 # A fetch that skipped records (the embedded broker's, see BROKER-NOTES)
                 # shows as an offset gap: counted, so a lost record is told from a skipped one.
-                last = self.offsets.get(msg.partition())
-                if last is not None and msg.offset() > last + 1:
-                    self.skipped += msg.offset() - last - 1
-                self.offsets[msg.partition()] = msg.offset()
+                part, offset = int(msg.partition() or 0), int(msg.offset() or 0)
+                last = self.offsets.get(part)
+                if last is not None and offset > last + 1:
+                    self.skipped += offset - last - 1
+                self.offsets[part] = offset
 
     def close(self) -> None:
         self.stop.set()
