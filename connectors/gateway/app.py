@@ -47,7 +47,7 @@ from eddies.connectors.gateway.openai_api import (
 )
 from eddies.connectors.gateway.sending import DeliveryError, InputSender, idempotent_id
 from eddies.connectors.gateway.tokens import Tokens
-from eddies.connectors.inspect.stream_events import session_events, sse
+from eddies.connectors.inspect.stream_events import session_events, sse_stream
 from eddies.connectors.inspect.stream_hub import SessionHub
 from eddies.connectors.runtime.client import input_event, signal_event
 from eddies.connectors.runtime.settings import Settings
@@ -136,11 +136,7 @@ def create_gateway(settings: Settings, *, tokens: Tokens | None = None,
 
     def events_response(events: AsyncIterator[tuple[str, dict[str, Any]]],
                         headers: dict[str, str]) -> Response:
-        async def body() -> AsyncIterator[bytes]:
-            async for name, data in events:
-                yield sse(name, data)
-
-        return StreamingResponse(body(), media_type="text/event-stream",
+        return StreamingResponse(sse_stream(events), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
 
     async def inputs(request: Request) -> Response:
@@ -153,7 +149,7 @@ def create_gateway(settings: Settings, *, tokens: Tokens | None = None,
         else:
             value = (await request.body()).decode("utf-8", errors="replace")
         key = request.headers.get("idempotency-key")
-        event_id = idempotent_id(session_id, key) if key else f"http-{uuid.uuid4().hex}"
+        event_id = idempotent_id(session_id, key)
         event = input_event(session_id, value, event_id)
         headers = {"X-Eddies-Event-Id": event_id}
         if "text/event-stream" in request.headers.get("accept", ""):
@@ -217,7 +213,7 @@ def create_gateway(settings: Settings, *, tokens: Tokens | None = None,
             named = f"{prefix or ''}chat-{uuid.uuid4().hex[:12]}"
         allowed(request, named)
         key = request.headers.get("idempotency-key")
-        event_id = idempotent_id(named, key) if key else f"http-{uuid.uuid4().hex}"
+        event_id = idempotent_id(named, key)
         event = input_event(named, text, event_id)
         model = str(body.get("model") or settings.app)
         completion_id = f"chatcmpl-{event_id}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
+import uuid
 from concurrent.futures import Future
 from typing import Any
 
@@ -25,9 +26,11 @@ class DeliveryError(RuntimeError):
     """The broker did not take a record (the message says why)."""
 
 
-def idempotent_id(session_id: str, key: str) -> str:
+def idempotent_id(session_id: str, key: str | None) -> str:
     """The event id of an input sent with idempotency key ``key``: the same for every
-    retry of one request, so the session applies it once."""
+    retry of one request, so the session applies it once (no key: a new one)."""
+    if not key:
+        return f"http-{uuid.uuid4().hex}"
     digest = hashlib.sha256(f"{session_id}\0{key}".encode()).hexdigest()[:32]
     return f"http-{digest}"
 

@@ -94,3 +94,9 @@ def sse(name: str, data: dict[str, Any]) -> bytes:
     if name == "keep-alive":
         return b": keep-alive\n\n"
     return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+async def sse_stream(events: AsyncIterator[tuple[str, dict[str, Any]]]) -> AsyncIterator[bytes]:
+    """``events`` as the bytes of Server-Sent Events (an HTTP response's body)."""
+    async for name, data in events:
+        yield sse(name, data)

@@ -208,16 +208,12 @@ def create_app(settings: Settings, *, replay: ReplayFn | None = None, fork: Fork
         """The session's stream as Server-Sent Events (what the hub kept of it first)."""
         from starlette.responses import StreamingResponse
 
-        from eddies.connectors.inspect.stream_events import session_events, sse
+        from eddies.connectors.inspect.stream_events import session_events, sse_stream
 
         if hub is None:
             return _json({"error": "the app has no stream this eddies ui reads"}, 501)
-
-        async def body() -> Any:
-            async for name, data in session_events(hub, session_id, keep_s=hub.keep_s):
-                yield sse(name, data)
-
-        return StreamingResponse(body(), media_type="text/event-stream",
+        return StreamingResponse(sse_stream(session_events(hub, session_id, keep_s=hub.keep_s)),
+                                 media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
     def favicon(request: Request) -> Response:

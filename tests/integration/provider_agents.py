@@ -108,12 +108,13 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def streaming_react_agent() -> Any:
+def streaming_react_agent(name: str = "streamer", remember_turns: int = 0) -> Any:
     """A ReActAgent with the ``add`` tool whose model (litellm, at the test's server)
-    streams its answers to the app's stream."""
-    from eddies.engine import FunctionTool, ReActAgent
+    streams its answers to the app's stream (``remember_turns``: see ReActOptions)."""
+    from eddies.engine import FunctionTool, ReActAgent, ReActOptions
 
-    agent = ReActAgent("streamer", model="llm", prompt="You add numbers.")
+    agent = ReActAgent(name, model="llm", prompt="You add numbers.",
+                       options=ReActOptions(remember_turns=remember_turns))
     agent.add_resource("add", ResourceType.TOOL, FunctionTool(add, idempotent=True))
     agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION,
                        LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
@@ -124,13 +125,4 @@ def streaming_react_agent() -> Any:
 
 def streaming_chat_agent() -> Any:
     """:func:`streaming_react_agent` that keeps the session's last 5 turns (a chat)."""
-    from eddies.engine import FunctionTool, ReActAgent, ReActOptions
-
-    agent = ReActAgent("adder", model="llm", prompt="You add numbers.",
-                       options=ReActOptions(remember_turns=5))
-    agent.add_resource("add", ResourceType.TOOL, FunctionTool(add, idempotent=True))
-    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION,
-                       LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
-    agent.add_resource("llm", ResourceType.CHAT_MODEL,
-                       ChatModelSetup("conn", model="openai/test-model", tools=["add"], stream=True))
-    return agent
+    return streaming_react_agent("adder", remember_turns=5)
