@@ -7,7 +7,9 @@ Example::
 
 from __future__ import annotations
 
-from eddies.events import AgentEvent, Event, event_type_name
+import dataclasses
+
+from eddies.events import AgentEvent, Event, OutputEvent, event_type_name
 from eddies.events.ids import event_id
 
 from .plan import AgentPlan
@@ -25,11 +27,15 @@ def emit(
     scope: tuple[str, ...] = (),
 ) -> AgentEvent:
     """Stamp ``payload`` as the session's next event (of ``run``, in ``scope``, caused by
-    event ``causation``, emitted by ``action``), append it to ``out`` and return it."""
+    event ``causation``, emitted by ``action``), append it to ``out`` and return it. An
+    output names the input whose run it answers (a producer's only way to tell its answer
+    from an earlier input's, whose run may still be going)."""
     state.seq += 1
     type_name = payload.event_type
     if type_name == "CustomEvent":
         type_name = event_type_name(payload)
+    elif type_name == "OutputEvent" and run.input_id:
+        payload = _answering(payload, run.input_id)
     if scope:
         plan = plan.for_scope(scope)
     env = AgentEvent(
@@ -48,6 +54,15 @@ def emit(
     )
     out.append(env)
     return env
+
+
+def _answering(payload: Event, input_id: str) -> Event:
+    """``payload``, an OutputEvent, naming ``input_id`` (a copy: an action may send one
+    object in every run)."""
+    if type(payload) is OutputEvent:  # constructed: replace() costs several times more
+        return payload if payload.input_id else OutputEvent(payload.output, payload.error, input_id)
+    assert isinstance(payload, OutputEvent)
+    return payload if payload.input_id else dataclasses.replace(payload, input_id=input_id)
 
 
 def envelope(

@@ -242,12 +242,15 @@ class InputEvent(Event):
 
 @dataclass(slots=True)
 class OutputEvent(Event):
-    """A result of a run for downstream consumers; ``error`` is set when the run failed."""
+    """A result of a run for downstream consumers; ``error`` is set when the run failed.
+    ``input_id`` is set by the engine: the event id of the input whose run this answers
+    (not compared: two outputs are equal when they say the same)."""
 
     event_type: ClassVar[str] = "OutputEvent"
     _builtin: ClassVar[bool] = True
     output: Any = None
     error: ErrorInfo | None = None
+    input_id: str | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)

@@ -117,7 +117,8 @@ def _in(p: Any) -> Record:
 
 
 def _out(p: Any) -> Record:
-    return {"output": encode_value(p.output, "OutputEvent.output"), "error": _err(p.error)}
+    return {"output": encode_value(p.output, "OutputEvent.output"), "error": _err(p.error),
+            "input_id": p.input_id}
 
 
 def _chat_req(p: Any) -> Record:
@@ -333,7 +334,7 @@ def _custom_in(r: Record) -> Event:
 _READERS: dict[str, Callable[[Record], Event]] = {
     "eddies.InputEvent": lambda r: InputEvent(decode_value(r["input"], "InputEvent.input")),
     "eddies.OutputEvent": lambda r: OutputEvent(
-        decode_value(r["output"], "OutputEvent.output"), _err_in(r["error"])
+        decode_value(r["output"], "OutputEvent.output"), _err_in(r["error"]), r.get("input_id")
     ),
     "eddies.ChatRequestEvent": lambda r: ChatRequestEvent(
         r["model"],

@@ -291,3 +291,21 @@ def delegating_agent() -> Any:
     boss.add_resource("add", ResourceType.TOOL, add)
     boss.add_resource("reviewer", ResourceType.AGENT, reviewer)
     return boss
+
+
+def streaming_travel_agent() -> Any:
+    """The demo's travel helper, its answers streamed a word every 10 ms, without the clock
+    tool (its answers change with the time: two runners' histories could not be compared).
+    Its deadline is far off: conformance inputs are stamped in 2023."""
+    from eddies import ReActAgent, ReActOptions
+    from eddies.demo import TRAVEL_PROMPT, travel_model, weather
+    from eddies.engine import ChatModelSetup, FunctionTool, ResourceType
+
+    agent = ReActAgent("travel", model="llm", prompt=TRAVEL_PROMPT,
+                       options=ReActOptions(max_iterations=5, request_timeout=2e9))
+    agent.add_resource("weather", ResourceType.TOOL, FunctionTool(weather, idempotent=True))
+    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION,
+                       ScriptedChatModel(travel_model, word_delay=0.01))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("offline", tools=["weather"], stream=True))
+    return agent

@@ -71,7 +71,7 @@ args_text = st.builds(
 
 payloads = st.one_of(
     st.builds(InputEvent, json_values),
-    st.builds(OutputEvent, json_values, errors),
+    st.builds(OutputEvent, json_values, errors, st.none() | text),
     st.builds(ChatRequestEvent, text, st.lists(messages, max_size=3), st.none() | json_objects),
     st.builds(ChatResponseEvent, text, messages, usage),
     st.builds(ToolRequestEvent, text, text, st.lists(tool_calls, max_size=3)),

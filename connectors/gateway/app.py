@@ -153,7 +153,8 @@ def create_gateway(settings: Settings, *, tokens: Tokens | None = None,
         event = input_event(session_id, value, event_id)
         headers = {"X-Eddies-Event-Id": event_id}
         if "text/event-stream" in request.headers.get("accept", ""):
-            events = session_events(parts["hub"], session_id, since_ms=event.timestamp, until_output=True)
+            events = session_events(parts["hub"], session_id, input_id=event_id, since_ms=event.timestamp,
+                                    until_output=True)
             first = await _started(events, send(event))
             return events_response(first, headers)
         await send(event)
@@ -217,7 +218,8 @@ def create_gateway(settings: Settings, *, tokens: Tokens | None = None,
         event = input_event(named, text, event_id)
         model = str(body.get("model") or settings.app)
         completion_id = f"chatcmpl-{event_id}"
-        events = session_events(parts["hub"], named, since_ms=event.timestamp, until_output=True)
+        events = session_events(parts["hub"], named, input_id=event_id, since_ms=event.timestamp,
+                                until_output=True)
         headers = {SESSION_HEADER: named}
         first = await _started(events, send(event))
         if body.get("stream"):

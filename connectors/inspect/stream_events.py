@@ -23,13 +23,15 @@ from eddies.events.stream import StreamEvent, StreamKind
 KEEP_ALIVE_S = 15.0
 
 
-async def session_events(hub: SessionHub, session_id: str, *, since_ms: int = 0,
+async def session_events(hub: SessionHub, session_id: str, *, input_id: str = "", since_ms: int = 0,
                          until_output: bool = False, keep_s: float = 0.0,
                          keep_alive_s: float = KEEP_ALIVE_S) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """The named events of ``session_id`` from now (and the last ``keep_s`` seconds the hub
     kept): ``delta``, ``progress``, ``approval``, ``output``; ``keep-alive`` when idle.
-    Outputs stamped before ``since_ms`` (an earlier run's) are left out; ``until_output``:
-    it ends after the first output it sends."""
+    With ``input_id``, only that input's output is sent (an earlier input's run may still
+    be going); an output that names no input (a worker from before outputs did) counts
+    when it is stamped at ``since_ms`` or later. ``until_output``: it ends after the first
+    output it sends."""
     loop = asyncio.get_running_loop()
     follower = hub.follow(session_id, loop, since=time.monotonic() - keep_s if keep_s else None)
     view = StreamFollower()
@@ -48,12 +50,18 @@ async def session_events(hub: SessionHub, session_id: str, *, since_ms: int = 0,
             payload = record.payload
             if isinstance(payload, ApprovalRequestEvent):
                 yield "approval", approval_data(record)
-            elif isinstance(payload, OutputEvent) and record.timestamp >= since_ms:
+            elif isinstance(payload, OutputEvent) and _answers(payload, record.timestamp, input_id, since_ms):
                 yield "output", output_data(record)
                 if until_output:
                     return
     finally:
         hub.leave(follower)
+
+
+def _answers(output: OutputEvent, stamped_ms: int, input_id: str, since_ms: int) -> bool:
+    if input_id and output.input_id:
+        return output.input_id == input_id
+    return stamped_ms >= since_ms
 
 
 def _stream_event(view: StreamFollower, record: StreamEvent) -> tuple[str, dict[str, Any]] | None:
@@ -76,8 +84,8 @@ def output_data(ev: AgentEvent) -> dict[str, Any]:
     p = ev.payload
     assert isinstance(p, OutputEvent)
     error = None if p.error is None else {"type": p.error.type, "message": p.error.message}
-    return {"session_id": ev.session_id, "run": ev.run, "event_id": ev.event_id, "output": p.output,
-            "error": error}
+    return {"session_id": ev.session_id, "run": ev.run, "event_id": ev.event_id,
+            "input_id": p.input_id, "output": p.output, "error": error}
 
 
 def approval_data(ev: AgentEvent) -> dict[str, Any]:

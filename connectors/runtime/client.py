@@ -95,33 +95,49 @@ def send_signal(settings: Settings, session_id: str, name: str, value: Any,
 
 
 def send_input(settings: Settings, session_id: str, value: Any, event_id: str = "",
-               prod: Any = None) -> None:
-    """Produce one input for ``session_id`` to the application's input topic."""
-    send_event(settings, input_event(session_id, value, event_id), f"input for session {session_id!r}",
-               prod)
+               prod: Any = None) -> str:
+    """Produce one input for ``session_id`` to the application's input topic; the input's
+    id as the worker names it (see :func:`send_event`), which the run's OutputEvent carries
+    as ``input_id``."""
+    return send_event(settings, input_event(session_id, value, event_id),
+                      f"input for session {session_id!r}", prod)
 
 
-def send_event(settings: Settings, ev: AgentEvent, what: str, prod: Any = None) -> None:
+def send_event(settings: Settings, ev: AgentEvent, what: str, prod: Any = None) -> str:
     """Produce ``ev`` (an input or a signal) to the application's input topic, keyed by its
-    session; with no ``prod``, on a producer of its own, waiting for the delivery."""
-    errors = None
-    if prod is None:
-        from eddies.connectors.runtime.outbox import DeliveryErrors
+    session; with no ``prod``, on a producer of its own, waiting for the delivery. Returns
+    the event's id as the worker names it: its own, or for one sent without an id on a
+    producer of its own, ``in/PARTITION/OFFSET`` of its record (``""`` on ``prod``, whose
+    delivery this does not wait for)."""
+    names = TopicNames(settings.app)
+    if prod is not None:
+        prod.produce(names.input, encode(ev), ev.session_id.encode(), headers=HEADERS)
+        return ev.event_id
+    from eddies.connectors.runtime.admission import arrival_id
+    from eddies.connectors.runtime.outbox import DeliveryErrors
 
-        errors = DeliveryErrors(what)
-        # A record the broker does not take within the connect timeout fails with a
-        # delivery report, instead of being retried for librdkafka's default 5 minutes.
-        extra = {} if "message.timeout.ms" in settings.kafka else {
-            "message.timeout.ms": settings.connect_timeout_ms}
-        prod = producer(settings, **errors.config(), **extra)
-    prod.produce(TopicNames(settings.app).input, encode(ev), ev.session_id.encode(),
-                 headers=HEADERS)
-    if errors is not None:
-        wait = settings.connect_timeout_ms / 1000 + 5  # the report comes at the timeout
-        if prod.flush(wait):
-            raise TimeoutError(f"{what} not delivered within {wait:g} s (broker "
-                               f"{settings.bootstrap_servers})")
-        errors.check()
+    errors = DeliveryErrors(what)
+    delivered: list[tuple[int, int]] = []
+
+    def reported(err: Any, msg: Any) -> None:
+        errors.report(err, msg)
+        if err is None:
+            delivered.append((msg.partition(), msg.offset()))
+
+    # A record the broker does not take within the connect timeout fails with a delivery
+    # report, instead of being retried for librdkafka's default 5 minutes.
+    extra = {} if "message.timeout.ms" in settings.kafka else {
+        "message.timeout.ms": settings.connect_timeout_ms}
+    prod = producer(settings, **errors.config(successes=True), **extra)
+    prod.produce(names.input, encode(ev), ev.session_id.encode(), headers=HEADERS, on_delivery=reported)
+    wait = settings.connect_timeout_ms / 1000 + 5  # the report comes at the timeout
+    if prod.flush(wait):
+        raise TimeoutError(f"{what} not delivered within {wait:g} s (broker "
+                           f"{settings.bootstrap_servers})")
+    errors.check()
+    if ev.event_id or not delivered or not isinstance(ev.payload, (InputEvent, SignalEvent)):
+        return ev.event_id
+    return arrival_id(ev.payload, lambda name: None, *delivered[0])
 
 
 def read_records(settings: Settings, topic: str, *, follow: bool = False, timeout: float = 30.0,

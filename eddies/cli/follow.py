@@ -9,9 +9,11 @@ from typing import Any
 from eddies.cli.output import approval_line, console
 
 
-def follow(feed: Any, app: str, idle_s: float) -> bool:
-    """Print ``feed``'s session until an output that is not an approval request arrives;
-    whether it did within ``idle_s`` idle seconds. On a terminal the answer grows in place
+def follow(feed: Any, app: str, idle_s: float, input_id: str = "") -> bool:
+    """Print ``feed``'s session until the output of input ``input_id``'s run arrives (with
+    no id, or from a worker that does not name inputs in outputs: the first output);
+    whether it did within ``idle_s`` idle seconds. An earlier input's output is printed as
+    a note. On a terminal the answer grows in place
     with the status below it; elsewhere (a pipe, a log) the text is printed as it comes and
     each status on a line of its own, marked ``...``."""
     from eddies.connectors.streaming.following import StreamFollower
@@ -24,6 +26,10 @@ def follow(feed: Any, app: str, idle_s: float) -> bool:
             if isinstance(record, AgentEvent):
                 if isinstance(record.payload, ApprovalRequestEvent):
                     screen.note(approval_line(record, app))
+                    continue
+                answers = getattr(record.payload, "input_id", None)
+                if input_id and answers and answers != input_id:
+                    screen.note(f"(an earlier input's answer) {_output(record)}")
                     continue
                 screen.done(_output(record))
                 return True

@@ -57,14 +57,14 @@ def send(
             from eddies.connectors.inspect.session_feed import SessionFeed
 
             feed = SessionFeed(s, session, count)
-        send_input(s, session, payload, event_id)
+        sent = send_input(s, session, payload, event_id)
         console.print(f"sent to {session} (partition {partition_for(session, count)} of {names.input}: "
                       "murmur2 of the session id, as Kafka's Java client does)")
         if feed is not None:
             from eddies.cli.follow import follow as follow_session
 
             try:
-                answered = follow_session(feed, s.app, idle)
+                answered = follow_session(feed, s.app, idle, sent)
             finally:
                 feed.close()
             if not answered:

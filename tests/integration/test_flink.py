@@ -68,6 +68,11 @@ CONFORMANCE = [
         ("sub-1", ["the plan", "the next plan"]),
         ("sub-2", ["a draft"]),
     ]),
+    # Its model streams: the executors a Flink job uses write APP.stream as a worker's do.
+    ("tests.agents:streaming_travel_agent", [
+        ("tr-1", ["Packing for Oslo and Rome?", "And Lisbon?"]),
+        ("tr-2", ["What about Cairo?"]),
+    ]),
 ]
 #: The logical time of the first input _send_all sends (2023-11-14).
 SENT_AT = 1_700_000_000_000
@@ -140,6 +145,27 @@ def _history(settings: Settings) -> dict[str, list[tuple[str, int, str, str]]]:
         payload = _comparable(e)
         seen.setdefault(e.session_id, {})[e.event_id] = (e.event_id, e.seq, e.type, payload)
     return {sid: sorted(evs.values(), key=lambda r: r[1]) for sid, evs in seen.items()}
+
+
+def _streamed(settings: Settings) -> dict[tuple[str, int], list[str]]:
+    """Each run's model replies as APP.stream has them: the deltas of each call's newest
+    execution, joined, in the order the calls started."""
+    from eddies.connectors.runtime.client import read_records
+    from eddies.events.stream import StreamKind, decode_stream
+
+    calls: dict[tuple[str, int], dict[str, tuple[str, list[tuple[int, str]]]]] = {}
+    for msg in read_records(settings, TopicNames(settings.app).stream, timeout=10):
+        rec = decode_stream(msg.value())
+        if rec.kind != StreamKind.DELTA or not rec.text:
+            continue
+        run = calls.setdefault((rec.session_id, rec.run), {})
+        execution, deltas = run.get(rec.call_id, ("", []))
+        if execution != rec.execution:  # a newer execution replaces an older one
+            execution, deltas = rec.execution, []
+            run[rec.call_id] = (execution, deltas)
+        deltas.append((rec.seq, rec.text))
+    return {key: ["".join(t for _, t in sorted(deltas)) for _, deltas in run.values()]
+            for key, run in calls.items()}
 
 
 def _comparable(e: AgentEvent) -> str:
@@ -233,6 +259,14 @@ def test_flink_job_writes_the_history_the_worker_writes(
         scoped = {e.scope[0].split("@")[0] for e in read_events(flink_app, TopicNames(flink_app.app).events)
                   if e.scope}
         assert scoped == {"reviewer", "general-purpose"}
+    if agent.endswith("streaming_travel_agent"):  # each answer was streamed as it was written
+        streamed = _streamed(flink_app)
+        assert streamed == _streamed(worker_app)
+        outs = {(e.session_id, e.run): p.output for e in by_flink
+                if isinstance(p := e.payload, OutputEvent) and e.session_id.startswith("tr-")}
+        assert sorted(outs) == [("tr-1", 1), ("tr-1", 2), ("tr-2", 1)], outs
+        for (sid, run), output in outs.items():
+            assert streamed[sid, run][-1] == output, (sid, run, streamed)
     # A ten-round ReAct run really ran ten tool rounds.
     if agent.endswith("react_agent"):
         outs = [e.payload for e in by_flink

@@ -211,3 +211,40 @@ def test_a_browser_follows_a_session_as_server_sent_events(
     assert text == "The result is 7."
     assert names.index("delta") < names.index("output")
     assert any(d["status"].startswith("calling tool add") for name, d in got if name == "progress")
+
+
+def _followed(url: str, body: Any) -> list[tuple[str, Any]]:
+    """POST an input with ``Accept: text/event-stream``: the events until the stream ends."""
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+    events: list[tuple[str, Any]] = []
+    name = ""
+    with urllib.request.urlopen(req, timeout=60) as r:
+        for raw in r:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line[6:])))
+    return events
+
+
+def test_inputs_sent_while_a_run_goes_on_each_get_their_own_answer(
+        settings: Settings, worker_and_model: OpenAIServer) -> None:
+    """The second input waits for the first's run, whose output comes after the second was
+    sent: each follower ends with the output that names its own input."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with door(settings, None) as url, ThreadPoolExecutor(2) as pool:
+        inputs = f"{url}/sessions/two-1/inputs"
+        first = pool.submit(_followed, inputs, {"input": json.dumps({"a": 1, "b": 2})})
+        time.sleep(0.3)  # the first is sent first, and its run is going on
+        second = pool.submit(_followed, inputs, {"input": json.dumps({"a": 3, "b": 4})})
+        answers = [f.result(90) for f in (first, second)]
+    sent = [e.event_id for e in _inputs(settings, "two-1")]
+    assert len(sent) == 2
+    for events, event_id, answer in zip(answers, sent, ("The result is 3.", "The result is 7."), strict=True):
+        name, data = events[-1]
+        assert (name, data["output"], data["input_id"]) == ("output", answer, event_id), events
+    outputs = _outputs(settings, "two-1")
+    assert [(o.run, o.payload.input_id) for o in outputs] == [(1, sent[0]), (2, sent[1])]

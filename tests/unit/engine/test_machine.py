@@ -20,7 +20,7 @@ from eddies import (
 )
 from eddies.engine import UnsupportedEventError
 from eddies.engine.resources import ToolSpec
-from eddies.events import DurableCallRequest, encode
+from eddies.events import DurableCallRequest, ErrorInfo, encode
 from tests.agents import Echo, calculator
 from tests.unit.engine.executor import answer, drive
 
@@ -83,6 +83,39 @@ def test_queued_inputs_run_in_order_per_session_with_sessions_interleaved() -> N
     s1 = [e for e in history if e.session_id == "s1"]
     assert [(e.type, e.run) for e in s1[:3]] == [
         ("InputEvent", 1), ("DurableCallRequest", 1), ("InputEvent", 2)]
+    # Each output names the input its run answers: how a producer tells its answer apart.
+    inputs_by_run = {e.run: e.event_id for e in s1 if e.type == "InputEvent"}
+    answered = [(e.run, e.payload.input_id) for e in s1 if e.type == "OutputEvent"]  # type: ignore[attr-defined]
+    assert answered == [(run, inputs_by_run[run]) for run in (1, 2, 3)]
+
+
+class Constant(Agent):
+    """Sends one OutputEvent object in every run (the engine must not stamp the object)."""
+
+    DONE = OutputEvent(output="done")
+
+    @action(InputEvent)
+    def start(event: InputEvent, ctx: Any) -> None:
+        ctx.send_event(Constant.DONE)
+
+
+def test_an_output_names_its_runs_input_even_when_an_action_reuses_one_object() -> None:
+    machine = SessionMachine(Constant())
+    state = machine.new_state("s1")
+    named = []
+    for n in (1, 2):
+        state, out = machine.apply(state, AgentEvent.external("s1", InputEvent(n), event_id=f"in-{n}",
+                                                              timestamp=n))
+        named += [e.payload.input_id for e in out if isinstance(e.payload, OutputEvent)]
+    assert named == ["in-1", "in-2"] and Constant.DONE.input_id is None
+    # Its queued inputs failed by the runner: each failed output names its own input.
+    machine = SessionMachine(Slow())
+    state = machine.new_state("s2")
+    for n in (1, 2):
+        state, _ = machine.apply(state, AgentEvent.external("s2", InputEvent("x"), event_id=f"q-{n}",
+                                                            timestamp=n))
+    state, out = machine.fail_session(state, ErrorInfo("TooLarge", "too large"))
+    assert [e.payload.input_id for e in out if isinstance(e.payload, OutputEvent)] == ["q-1", "q-2"]
 
 
 def test_duplicates_are_ignored() -> None:
