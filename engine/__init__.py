@@ -18,6 +18,7 @@ from .durable import (
     function_name,
 )
 from .embeddings import EmbeddingModelConnection, EmbeddingModelSetup
+from .hooks import CallView, Hook, HookError, InputInfo, Refuse
 from .journal import Journal
 from .long_term_memory import MemorySet, MemorySetSetup
 from .machine import SessionMachine, UnsupportedEventError
@@ -38,6 +39,7 @@ __all__ = [
     "ActionSpec",
     "Agent",
     "AgentPlan",
+    "CallView",
     "ChatModelConnection",
     "ChatModelSetup",
     "Document",
@@ -47,6 +49,9 @@ __all__ = [
     "EmbeddingModelConnection",
     "EmbeddingModelSetup",
     "FunctionTool",
+    "Hook",
+    "HookError",
+    "InputInfo",
     "Journal",
     "JournalMismatchError",
     "McpPrompt",
@@ -65,6 +70,7 @@ __all__ = [
     "ReActOptions",
     "ReflectionAgent",
     "ReflectionOptions",
+    "Refuse",
     "ResourceType",
     "Result",
     "RunnerContext",

@@ -108,6 +108,8 @@ class Agent:
         self.builtin_actions = builtin_actions
         self.actions: list[ActionSpec] = []
         self.resources: list[Resource] = []
+        #: Hooks on its inputs and calls, in the order they run (see :mod:`eddies.engine.hooks`).
+        self.hooks: list[Any] = []
         seen: set[str] = set()
         for klass in reversed(type(self).__mro__):
             for attr, value in vars(klass).items():
@@ -128,6 +130,12 @@ class Agent:
         """Add an action without decorating it; returns the agent for chaining."""
         trig = triggers if isinstance(triggers, tuple) else (triggers,)
         self.actions.append(ActionSpec(name, fn, trig, dict(config)))
+        return self
+
+    def add_hook(self, hook: Any) -> Agent:
+        """Add a :class:`~eddies.engine.hooks.Hook` after those added before (a sub-agent's
+        calls go through its caller's hooks, then its own); returns the agent for chaining."""
+        self.hooks.append(hook)
         return self
 
     def add_resource(self, name: str, resource_type: ResourceType, obj: Any) -> Agent:

@@ -12,6 +12,7 @@ import dataclasses
 from eddies.events import AgentEvent, Event, OutputEvent, event_type_name
 from eddies.events.ids import event_id
 
+from .hooks import InputInfo, on_output
 from .plan import AgentPlan
 from .state import RunState, SessionState
 
@@ -34,8 +35,8 @@ def emit(
     type_name = payload.event_type
     if type_name == "CustomEvent":
         type_name = event_type_name(payload)
-    elif type_name == "OutputEvent" and run.input_id:
-        payload = _answering(payload, run.input_id)
+    elif type_name == "OutputEvent" and (run.input_id or plan.hooks):
+        payload = _output(plan, state, run, payload, scope)
     if scope:
         plan = plan.for_scope(scope)
     env = AgentEvent(
@@ -56,13 +57,20 @@ def emit(
     return env
 
 
-def _answering(payload: Event, input_id: str) -> Event:
-    """``payload``, an OutputEvent, naming ``input_id`` (a copy: an action may send one
-    object in every run)."""
-    if type(payload) is OutputEvent:  # constructed: replace() costs several times more
-        return payload if payload.input_id else OutputEvent(payload.output, payload.error, input_id)
-    assert isinstance(payload, OutputEvent)
-    return payload if payload.input_id else dataclasses.replace(payload, input_id=input_id)
+def _output(plan: AgentPlan, state: SessionState, run: RunState, payload: Event,
+            scope: tuple[str, ...]) -> Event:
+    """``payload``, an OutputEvent, naming the input its run answers, and as the plan's
+    hooks let a run's answer out (a sub-agent's, to its caller, is not theirs to see)."""
+    output = payload
+    assert isinstance(output, OutputEvent)
+    if run.input_id and not output.input_id:  # a copy: an action may send one object each run
+        if type(output) is OutputEvent:  # constructed: replace() costs several times more
+            output = OutputEvent(output.output, output.error, run.input_id)
+        else:
+            output = dataclasses.replace(output, input_id=run.input_id)
+    if plan.hooks and not scope and output.error is None:
+        output = on_output(plan.hooks, output, InputInfo(state.session_id, run.input_id, run.number))
+    return output
 
 
 def envelope(

@@ -19,6 +19,7 @@ from . import chat, retrieval
 from .agent import ActionSpec, Agent, PlanError, Resource
 from .budgets import Budget, budgets
 from .embeddings import EmbeddingModelSetup
+from .hooks import Hook
 from .long_term_memory import MemorySetSetup, memory_tool_spec
 from .prompts import McpPrompt, Prompt, check_prompt
 from .remote_tools import A2aServer, A2aTool, McpServer, McpTool, RemoteTool, remote_names, remote_tools
@@ -64,6 +65,8 @@ class AgentPlan:
     budgets: dict[str, Budget] = field(default_factory=dict)
     #: The plans of its internal sub-agents (AGENT resources that are Agents), by name.
     subagents: dict[str, AgentPlan] = field(default_factory=dict, repr=False)
+    #: Its hooks, in order: a sub-agent's caller's, then its own (see engine/hooks.py).
+    hooks: tuple[Hook, ...] = ()
     _tool_specs: dict[str, list[ToolSpec]] = field(default_factory=dict, compare=False, repr=False)
     _offered: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
 
@@ -122,6 +125,9 @@ class AgentPlan:
                             f"got {deadline!r}")
         if not agent.name:
             raise PlanError("agent: the name is empty")
+        for hook in agent.hooks:
+            if not isinstance(hook, Hook):
+                raise PlanError(f"hook {hook!r}: not a Hook (subclass eddies.engine.hooks.Hook)")
         plan = cls(
             agent_name=agent.name,
             agent_version=agent.version,
@@ -132,6 +138,7 @@ class AgentPlan:
             retry=retry,
             timeouts=timeouts,
             budgets=limits,
+            hooks=(*(() if parent is None else parent.hooks), *agent.hooks),
         )
         # An agent class may check what it needs of the whole plan (a ReActAgent: its model).
         check = getattr(agent, "check_plan", None)

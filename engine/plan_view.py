@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from eddies.events import CallKind
 
 from .agent import ActionSpec
+from .hooks import Hook
 from .remote_tools import RemoteTool
 from .resources import ChatModelSetup, FunctionTool, ResourceType
 
@@ -33,6 +34,9 @@ class PlanView(Protocol):
 
     @property
     def agent_name(self) -> str: ...
+
+    @property
+    def hooks(self) -> tuple[Hook, ...]: ...
 
     def tool(self, name: str) -> FunctionTool | RemoteTool: ...
 

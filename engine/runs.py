@@ -19,6 +19,7 @@ from eddies.events import (
     DurableCallRequest,
     ErrorCategory,
     ErrorInfo,
+    InputEvent,
     OutputEvent,
     SubagentCallEvent,
     encode_value,
@@ -28,6 +29,7 @@ from .calls import SUSPEND, Suspend
 from .context import RunnerContext
 from .envelopes import emit
 from .halts import PROCESS_EXITS
+from .hooks import HOOK_ERROR, HookError, InputInfo, Refusal, on_input
 from .live import LiveCalls, SuspendedActions
 from .outcomes import CallOutcomes
 from .plan import AgentPlan
@@ -87,14 +89,37 @@ class Runs:
         state.runs += 1
         state.seq += 1
         plan = self._plan
+        payload, refused = ev.payload, None
+        if plan.hooks:
+            payload, refused = self._hooked_input(state, ev)
         accepted = AgentEvent(
             ev.event_id, state.session_id, state.seq, state.runs, ev.scope, ev.type, None, None,
-            plan.agent_name, plan.agent_version, state.clock, ev.payload,
+            plan.agent_name, plan.agent_version, state.clock, payload,
         )
         out.append(accepted)
+        if refused is not None:  # its run ends before it starts (another may be going on)
+            emit(plan, state, RunState(state.runs, ev.event_id), OutputEvent(None, refused), ev.event_id,
+                 None, out)
+            self._stats["runs_failed"] += 1
+            return
         state.queue.append(accepted)
         if state.run is None:
             self.start_runs(state, out)
+
+    def _hooked_input(self, state: SessionState, ev: AgentEvent) -> tuple[InputEvent, ErrorInfo | None]:
+        """The input as the plan's hooks let the session record it, or recorded without its
+        value (a hook refused it, or raised: nothing it was to hide is kept) with the error
+        its run fails with."""
+        asked = ev.payload
+        assert isinstance(asked, InputEvent)
+        try:
+            info = InputInfo(state.session_id, ev.event_id, state.runs)
+            value = on_input(self._plan.hooks, asked.input, info)
+        except HookError as err:
+            return InputEvent(None), ErrorInfo(HOOK_ERROR, str(err), category=ErrorCategory.PERMANENT)
+        if isinstance(value, Refusal):
+            return InputEvent(None), value.error()
+        return (asked if value is asked.input else InputEvent(value)), None
 
     def start_runs(self, state: SessionState, out: list[AgentEvent]) -> None:
         while state.run is None and state.queue:

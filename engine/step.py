@@ -30,11 +30,12 @@ from eddies.events.ids import call_digest, call_id
 
 from .calls import CallSpec, Suspend
 from .durable import JournalMismatchError, durable_error, function_name
+from .hooks import CallView, Refusal, before_call
 from .live import LiveCalls
 from .memory import Memory, Metrics
 from .plan_view import PlanView
 from .scope_paths import parent_memory
-from .state import OK, TERMINAL, CallRecord, Frame, Invocation, RunState, SessionState
+from .state import ERROR, OK, TERMINAL, CallRecord, Frame, Invocation, RunState, SessionState
 
 #: What one activation of an action left for the machine to do, frozen (a tuple), in this
 #: order (unpack it: ``sent, requests, notices, waiting, wake_any, abandon, short_term,
@@ -194,6 +195,9 @@ class Step:
             self._ordinal += 1
         args = encode_value({"args": spec.args, "kwargs": spec.kwargs}, "arguments of durable call",
                             spec.target)
+        refusal = None
+        if self.plan.hooks:  # on every execution: a replay must send what the first one sent
+            args, refusal = self._hooked(spec, args)
         kind: str = spec.kind  # a StrEnum: formats and compares as its value
         dig = call_digest(kind, spec.target, args)
         rec = run.calls.get(cid)
@@ -217,6 +221,11 @@ class Step:
                 rec.due = spec.due_at
             elif spec.due_after is not None:
                 rec.due = self.state.clock + spec.due_after
+            if refusal is not None:  # settled here: no request is made
+                rec.status = ERROR
+                rec.error = refusal.error()
+                rec.at = self.state.clock
+                return rec
             if spec.kind is CallKind.SIGNAL and self._take_signal(spec.target, rec):
                 return rec
             if self._requests is _NONE:
@@ -242,6 +251,20 @@ class Step:
             self._waiting = []
         self._waiting.append(cid)
         return None
+
+    def _hooked(self, spec: CallSpec, args: str) -> tuple[str, Refusal | None]:
+        """The call's arguments (JSON text) as the plan's hooks let it be made, or the
+        hook's refusal (the arguments then as the action gave them)."""
+        asked = decode_value(args)
+        call = CallView(spec.kind, spec.target, asked["args"], asked["kwargs"], self.state.session_id,
+                    self.run.number, self.invocation.trigger.scope)
+        decided = before_call(self.plan.hooks, call)
+        if isinstance(decided, Refusal):
+            return args, decided
+        if decided is call:
+            return args, None
+        return encode_value({"args": decided.args, "kwargs": decided.kwargs}, "arguments of durable call",
+                            spec.target), None
 
     def _take_signal(self, name: str, rec: CallRecord) -> bool:
         """A signal of ``name`` that arrived before this wait answers it at once."""

@@ -56,4 +56,25 @@ def import_target(text: str, at: str, key: str, dotted: bool = False) -> Any:
     return obj
 
 
-__all__ = ["env_name", "import_target", "read_env"]
+def hooks_named(texts: list[str], at: str, key: str = "hooks") -> list[Any]:
+    """The hooks ``texts`` name (each ``module:attribute``): a Hook as it is, a Hook class
+    made with no arguments; anything else is an error naming it."""
+    from eddies.engine import Hook
+
+    made = []
+    for text in texts:
+        target = import_target(text, at, key)
+        if isinstance(target, type) and issubclass(target, Hook):
+            try:
+                target = target()
+            except TypeError as err:
+                raise DefinitionError(f"{at}: {key}: {text} cannot be made without arguments ({err}): "
+                                      "name an instance of it") from None
+        if not isinstance(target, Hook):
+            raise DefinitionError(f"{at}: {key}: {text} is not a Hook (subclass eddies.engine.Hook) "
+                                  "or an instance of one")
+        made.append(target)
+    return made
+
+
+__all__ = ["env_name", "hooks_named", "import_target", "read_env"]

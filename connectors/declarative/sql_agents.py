@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from eddies.connectors.declarative.located import DefinitionError, read_definition
-from eddies.connectors.declarative.references import import_target
+from eddies.connectors.declarative.references import hooks_named, import_target
 from eddies.connectors.declarative.sql_models import ChatModel, model
 from eddies.connectors.declarative.sql_options import With, checked_options, option_at
 from eddies.connectors.declarative.sql_parse import Name, Option, Statement, parse_sql
@@ -248,6 +248,15 @@ class _Script:
         return self.make(top[0])
 
     def make(self, name: str) -> Agent:
+        agent = self._made(name)
+        hooks = With(self.by_kind["AGENT"][name]).pop("hooks")
+        if hooks is not None:
+            texts = [t.strip() for t in str(hooks.value).split(",") if t.strip()]
+            for hook in hooks_named(texts, hooks.at):
+                agent.add_hook(hook)
+        return agent
+
+    def _made(self, name: str) -> Agent:
         built = self.build("AGENT", name)
         agent: Agent
         if isinstance(built, SubagentSetup):
@@ -314,6 +323,7 @@ class _Script:
         schema = (None if schema_ref is None else
                   import_target(str(schema_ref.value), schema_ref.at, "output_schema"))
         opts.pop("type")
+        opts.pop("hooks")  # read by make
         return version, config, schema
 
     def _options(self, standard: _Standard) -> ReActOptions | RagOptions:

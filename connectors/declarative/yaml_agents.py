@@ -38,7 +38,7 @@ from eddies.connectors.declarative.located import (
     read_definition,
     where,
 )
-from eddies.connectors.declarative.references import read_env
+from eddies.connectors.declarative.references import hooks_named, read_env
 from eddies.connectors.declarative.yaml_entries import blob_folder
 from eddies.connectors.declarative.yaml_entries import boolean as _bool
 from eddies.connectors.declarative.yaml_entries import entry_at as _entry
@@ -93,7 +93,7 @@ _AGENT_KEYS = {"name", "description", "version", "type", "config", "actions", "p
                "mcp_servers", "a2a_servers",
                "model", "prompt",
                "options", "drafter", "critic", "drafter_prompt", "critic_prompt", "output_schema",
-               "subagents", "subagent_compatible"}
+               "subagents", "subagent_compatible", "hooks"}
 _SECTIONS = ("prompts", "mcp_servers", "a2a_servers", "tools", "subagents", "chat_model_connections",
              "chat_model_setups", "embedding_model_connections", "embedding_model_setups",
              "vector_stores", "memory_sets", "skills")
@@ -203,6 +203,12 @@ def _agent(agents: Seq, index: int, path: tuple[str, ...] = ()) -> Agent:
         if spec["vector_store"] not in stores:
             raise DefinitionError(f"{where(spec, 'vector_store')}: vector store "
                                   f"{spec['vector_store']!r} is not declared in vector_stores")
+    for i, item in enumerate(_list(spec, "hooks")):  # in order, each module:attribute
+        if not isinstance(item, str):
+            raise DefinitionError(f"{where(spec['hooks'], i)}: a hook is written module:attribute, "
+                                  f"got {item!r}")
+        for hook in hooks_named([item], where(spec["hooks"], i)):
+            agent.add_hook(hook)
     for i, item in enumerate(_list(spec, "subagents")):
         entry = _entry(spec["subagents"], i, item, _SUBAGENT_KEYS, "a sub-agent")
         agent.add_resource(_text(entry, "name", required=True), ResourceType.AGENT,

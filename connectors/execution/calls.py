@@ -15,6 +15,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from eddies.connectors.execution.result_hooks import hooked_value, hooks_on_results
 from eddies.connectors.execution.store_calls import (
     embed,
     embed_async,
@@ -29,6 +30,7 @@ from eddies.connectors.remote import secrets
 from eddies.engine import AgentPlan
 from eddies.engine.calls import message_from_value
 from eddies.engine.embeddings import embedding_value
+from eddies.engine.hooks import Hook, Refusal
 from eddies.engine.remote_tools import RemoteTool
 from eddies.engine.resources import ResourceType
 from eddies.engine.subagents import RECONCILER, SubagentSetup
@@ -46,6 +48,7 @@ from eddies.events import (
     MessageRole,
     decode_value,
     encode,
+    encode_value,
 )
 from eddies.events.ids import call_digest, result_event_id
 
@@ -140,12 +143,42 @@ class CallPerformer:
         self.plan = plan
         self.resolver: Resolver = resolver or (lambda _req: None)
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The hooks on the results of the calls of each scope, found once.
+        self._result_hooks: dict[tuple[str, ...], tuple[Hook, ...]] = {}
+
+    def outcome(self, request: AgentEvent, returned: Any) -> AgentEvent:
+        """The result event of ``request``'s call, which returned ``returned``: its value as
+        the plan's hooks let it be journaled, or their refusal (see result_hooks.py)."""
+        req = request.payload
+        assert isinstance(req, DurableCallRequest)
+        value = encode_value(returned, "result of", req.target)
+        if self.plan.hooks:
+            hooks = self._hooks_on_results(request.scope)
+            if hooks:
+                decided = hooked_value(hooks, request, value)
+                if isinstance(decided, Refusal):
+                    return result_event(request, CallStatus.ERROR, "null", decided.error())
+                value = decided
+        return result_event(request, CallStatus.OK, value)
+
+    def streams(self, req: DurableCallRequest, scope: tuple[str, ...]) -> bool:
+        """Whether a model call may stream its answer as it comes: not when hooks look at
+        its result (the stream would show what they may change)."""
+        return not self.plan.hooks or not self._hooks_on_results(scope)
+
+    def _hooks_on_results(self, scope: tuple[str, ...]) -> tuple[Hook, ...]:
+        hooks = self._result_hooks.get(scope)
+        if hooks is None:
+            hooks = self._result_hooks[scope] = hooks_on_results(self.plan, scope)
+        return hooks
 
     def perform(self, req: DurableCallRequest, scope: tuple[str, ...] = (),
                 stream: Deltas | None = None) -> Any:
         """Perform the call (made in sub-agent ``scope``: its request's) and return its
         value (exceptions propagate). ``stream``: where a model whose setup streams writes
         its answer as it comes (see :class:`ChatModelSetup`)."""
+        if stream is not None and not self.streams(req, scope):
+            stream = None
         call = decode_value(req.args, "arguments of", req.call_id)
         args, kwargs = call.get("args", []), call.get("kwargs", {})
         kind = req.kind
@@ -209,6 +242,8 @@ class CallPerformer:
         A provider's seconds then hold no thread. None: :meth:`perform` it on a thread."""
         if req.kind not in _MAYBE_ASYNC:
             return None
+        if stream is not None and not self.streams(req, scope):
+            stream = None
         try:
             return self._on_loop(req, scope, stream)
         except (KeyError, DecodeError):  # no such resource, arguments that do not decode: the

@@ -43,7 +43,7 @@ from eddies.connectors.remote.error_classes import describe_error
 from eddies.connectors.runtime.records import journal_partition
 from eddies.connectors.runtime.stream_topic import topic_publisher
 from eddies.connectors.streaming.progress import StreamProgress, asked, ended
-from eddies.events import AgentEvent, CallStatus, ChatMessage, DurableCallRequest, encode_value
+from eddies.events import AgentEvent, CallStatus, ChatMessage, DurableCallRequest
 
 if TYPE_CHECKING:
     from eddies.connectors.observability.prometheus import WorkerMetrics
@@ -272,8 +272,7 @@ class CallRunner:
         try:
             returned = (performer.perform(req, request.scope) if stream is None
                         else performer.perform(req, request.scope, stream))
-            value = encode_value(returned, "result of", req.target)
-            result = result_event(request, CallStatus.OK, value)
+            result = performer.outcome(request, returned)
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
         if stream is not None:
@@ -392,8 +391,7 @@ class CallRunner:
                 usage = returned.extra_args.get("usage")
                 if type(usage) is dict:
                     usage["waited_ms"] = round(waited * 1000)
-            made = result_event(request, CallStatus.OK,
-                                encode_value(returned, "result of", req.target)), returned
+            made = self._async_performer.outcome(request, returned), returned
         except Exception as err:
             error = describe_error(err)
             if error.http_status in (429, 503) and error.retry_after_ms:

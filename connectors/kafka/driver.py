@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from eddies.connectors.execution.calls import CallPerformer, result_event
+from eddies.connectors.execution.calls import CallPerformer
 from eddies.connectors.journal.claims import Claimant
 from eddies.connectors.journal.epochs import ORCHESTRATOR, stamp_of
 from eddies.connectors.kafka.memory_broker import (
@@ -41,11 +41,9 @@ from eddies.connectors.runtime.topics import TopicNames
 from eddies.engine import Agent, AgentPlan
 from eddies.events import (
     AgentEvent,
-    CallStatus,
     DurableCallRequest,
     decode,
     encode,
-    encode_value,
 )
 
 
@@ -174,7 +172,7 @@ class Driver:
             machine = next(iter(self.orchestrators.values())).machine
             self._performer = CallPerformer(self.plan, machine.callable_for)
         returned = self._performer.perform(req, request.scope)
-        result = result_event(request, CallStatus.OK, encode_value(returned, req.target))
+        result = self._performer.outcome(request, returned)
         data = self._outcomes[(req.call_id, req.attempt)] = encode(result)
         self._producer.produce(self.names.journal, data, outcome_key(req.call_id, req.attempt),
                                partition=journal_partition(request.session_id,

@@ -22,7 +22,7 @@ from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.remote.error_classes import describe_error
 from eddies.connectors.remote.loop_thread import LoopThread
 from eddies.engine import AgentPlan, Journal
-from eddies.events import AgentEvent, CallStatus, DurableCallRequest, encode_value
+from eddies.events import AgentEvent, CallStatus, DurableCallRequest
 
 __all__ = ["InProcessExecutor", "import_target"]
 
@@ -61,8 +61,7 @@ class InProcessExecutor:
                 return result_event(request, CallStatus.UNKNOWN)
             self.journal.mark_started(req.call_id, req.attempt)
         try:
-            value = encode_value(self._perform(req, request.scope), "result of", req.target)
-            result = result_event(request, CallStatus.OK, value)
+            result = self.performer.outcome(request, self._perform(req, request.scope))
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
         self.performed += 1

@@ -126,3 +126,24 @@ def streaming_react_agent(name: str = "streamer", remember_turns: int = 0) -> An
 def streaming_chat_agent() -> Any:
     """:func:`streaming_react_agent` that keeps the session's last 5 turns (a chat)."""
     return streaming_react_agent("adder", remember_turns=5)
+
+
+def customer_record(order: str) -> dict[str, str]:
+    """Look an order up: the customer's record, personal data and all."""
+    return {"order": order, "customer": "Ann Lee", "email": "ann.lee@example.com",
+            "card": "5555 5555 5555 4444", "status": "charged twice"}
+
+
+def support_agent() -> Any:
+    """A customer-support ReActAgent on litellm at the test's server, with a tool that
+    returns a customer's record, behind the personal-data guardrail (masking)."""
+    from eddies.connectors.guardrails.pii import PiiRedaction
+    from eddies.engine import FunctionTool, ReActAgent
+
+    agent = ReActAgent("support", model="llm", prompt="You help customers with their orders.")
+    agent.add_resource("customer_record", ResourceType.TOOL, FunctionTool(customer_record, idempotent=True))
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION,
+                       LiteLLMChatModel(api_base=os.environ["TEST_OPENAI_BASE"], api_key="test"))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL,
+                       ChatModelSetup("conn", model="openai/test-model", tools=["customer_record"]))
+    return agent.add_hook(PiiRedaction())

@@ -110,8 +110,9 @@ CONNECTOR_LAYERS: tuple[tuple[str, ...], ...] = (
     ("journal",),                  # the journal topic's records and the fold that reads them
     ("runtime",),                  # the per-record path, settings, topics, the Kafka client
     ("declarative", "execution"),  # agents from YAML and SQL; performing calls
-    ("models", "stores", "skills", "streaming"),  # chat and embedding models; vector stores;
-    # skills; a call's deltas and progress, and how a reader follows them
+    ("models", "stores", "skills", "streaming", "guardrails"),  # chat and embedding models;
+    # vector stores; skills; a call's deltas and progress, and how a reader follows them;
+    # built-in hooks
     ("remote",),                   # MCP, A2A, HTTP sub-agents, environment secrets
 )
 

@@ -502,3 +502,17 @@ def test_a_model_names_its_fallbacks_in_sql_and_the_fallback_answers() -> None:
         "'provider' = 'scripted', 'task'", "'provider' = 'offline', 'task'")
     with pytest.raises(DefinitionError, match="fallback 'backup' is an embedding model"):
         load_sql_text(embedding)
+
+
+def test_an_agent_names_its_hooks_in_sql() -> None:
+    """'hooks' names Hook classes (made with no arguments) or instances, in order."""
+    from eddies.engine import Hook
+
+    named = "tests.unit.engine.test_hooks:MaskCards, tests.unit.engine.test_hooks:TRIALS"
+    text = FALLBACK_SQL.replace("USING TOOLS add;", f"USING TOOLS add WITH ('hooks' = '{named}');")
+    hooks = load_sql_text(text).hooks
+    assert [type(h).__name__ for h in hooks] == ["MaskCards", "NoRefundsForTrials"]
+    assert all(isinstance(h, Hook) for h in hooks)
+    AgentPlan.compile(load_sql_text(text))
+    with pytest.raises(DefinitionError, match=r"<sql>:7:\d+: hooks: eddies.demo:add is not a Hook"):
+        load_sql_text(text.replace("tests.unit.engine.test_hooks:TRIALS", "eddies.demo:add"))

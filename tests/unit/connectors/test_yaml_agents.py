@@ -336,3 +336,20 @@ def test_a_model_connection_declares_its_provider_limits(tmp_path: Path) -> None
     with pytest.raises(DefinitionError,
                        match=r"agents.yaml:4:.*limits.request_per_minute: not a provider limit"):
         load_yaml(path)
+
+
+def test_an_agent_names_its_hooks_in_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "agents.yaml"
+    path.write_text("""agents:
+  - name: asks
+    hooks: [tests.unit.engine.test_hooks:MaskCards, tests.unit.engine.test_hooks:TRIALS]
+    chat_model_connections:
+      - {name: main, clazz: scripted}
+""")
+    assert [type(h).__name__ for h in load_yaml(path).hooks] == ["MaskCards", "NoRefundsForTrials"]
+    path.write_text(path.read_text().replace("test_hooks:TRIALS", "test_hooks:nothing"))
+    with pytest.raises(DefinitionError, match=r"agents.yaml:3:\d+: '[\w.]+test_hooks' has no 'nothing'"):
+        load_yaml(path)
+    path.write_text(path.read_text().replace("test_hooks:nothing", "test_hooks:refund"))
+    with pytest.raises(DefinitionError, match=r"agents.yaml:3:\d+: hooks: .*:refund is not a Hook"):
+        load_yaml(path)

@@ -1,0 +1,217 @@
+"""Hooks: code an agent declares to stand between it and what it is given and asks for.
+
+A hook sees each input before the session records it, and each durable call (model, tool,
+sub-agent, retrieval, memory, embedding, user function, timer, signal wait) before it is
+made, and may pass it, change it or refuse it. Hooks run here, in the engine, where calls
+are asked: they must be deterministic (the same call, the same decision), because an
+action is executed again from its journal and its hooks with it. What they decide is
+therefore what the history holds: a changed input is recorded changed (the input topic
+keeps what its producer wrote), a changed call's request carries the changed arguments,
+and a refused call is an error the action (or the model, for a tool it asked for) sees,
+without any request made. A hook whose decision needs I/O (a guard model as judge) is an
+executor's, not one of these.
+
+Example (no card numbers reach a model; one tool for one kind of customer)::
+
+    class NoCards(Hook):
+        def on_input(self, value, session):
+            return CARD.sub("[card]", value) if isinstance(value, str) else value
+
+        def before_call(self, call):
+            if call.kind is CallKind.TOOL and call.target == "refund" and call.kwargs.get("amount", 0) > 500:
+                return Refuse("refunds over 500 need a person")
+            return None
+
+    agent.add_hook(NoCards())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from eddies.events import CallKind, ErrorCategory, ErrorInfo, OutputEvent
+
+#: The error type of a call or an input a hook refused.
+REFUSED = "CallRefusedError"
+INPUT_REFUSED = "InputRefusedError"
+OUTPUT_REFUSED = "OutputRefusedError"
+HOOK_ERROR = "HookError"
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """What a hook returns to refuse: ``reason`` is what the action or the model sees."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallView:
+    """A durable call as a hook sees it before it is made: its kind, its target (the
+    resource or function it calls) and its arguments as JSON values (``args``, ``kwargs``),
+    in the session ``session_id``, run ``run``, and the sub-agent ``scope`` it is made in
+    (``()``: the agent's own). A model call's ``kwargs["messages"]`` are its messages
+    (``{"role", "content", ...}``); a tool's kwargs are the tool's arguments."""
+
+    kind: CallKind
+    target: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    session_id: str
+    run: int
+    scope: tuple[str, ...] = ()
+
+    def with_arguments(self, *args: Any, **kwargs: Any) -> CallView:
+        """This call with other arguments (each positional or keyword one given replaces
+        the call's; the rest are kept). Example: ``call.with_arguments(messages=masked)``."""
+        return replace(self, args=list(args) if args else self.args, kwargs={**self.kwargs, **kwargs})
+
+
+@dataclass(frozen=True, slots=True)
+class InputInfo:
+    """The input a hook's ``on_input`` is given the value of: its session and event id."""
+
+    session_id: str
+    event_id: str
+    run: int
+
+
+class Hook:
+    """Base class of hooks: override what the hook looks at. ``name`` (default: the class
+    name) is how errors and refusals name it. Hooks run in the order they were added."""
+
+    name: str = ""
+
+    def hook_name(self) -> str:
+        return self.name or type(self).__name__
+
+    def on_input(self, value: Any, info: InputInfo) -> Any:
+        """The input's value as the session records and runs it (``value``: unchanged), or
+        :class:`Refuse`: the input is recorded without its value and its run fails."""
+        return value
+
+    def on_output(self, value: Any, info: InputInfo) -> Any:
+        """The value of a run's output as it is recorded and sent (``value``: unchanged), or
+        :class:`Refuse`: the run's output is a failure instead. ``info`` names the input the
+        run answers. Failed outputs and a sub-agent's answers to its caller are not shown."""
+        return value
+
+    def on_result(self, call: CallView, value: Any) -> Any:
+        """What a call returned (JSON: a model's reply is ``{"role", "content", ...}``) as
+        it is journaled and its action sees it (``value``: unchanged), or :class:`Refuse`:
+        the call's error is the refusal. It runs in the executor, where the call was made,
+        before its outcome is written anywhere: what it decides is journaled, so a replay
+        reads it and does not run the hook again. A model call whose hooks look at results
+        does not stream its answer as it comes (it would show what the hook may change)."""
+        return value
+
+    def sees_results(self) -> bool:
+        """Whether executors run :meth:`on_result` (by default: when the class overrides
+        it). A model call none of whose hooks sees results may stream."""
+        return type(self).on_result is not Hook.on_result
+
+    def before_call(self, call: CallView) -> CallView | Refuse | None:
+        """``None``: the call is made as it is; a :class:`CallView` (``call.with_arguments``):
+        made with those arguments; :class:`Refuse`: not made, its error is the refusal."""
+        return None
+
+
+class HookError(RuntimeError):
+    """A hook raised or returned what a hook may not: the message names the hook."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A refusal, with the hook that made it."""
+
+    hook: str
+    reason: str
+    kind: str = field(default=REFUSED)
+
+    def error(self) -> ErrorInfo:
+        """The error a refused call or input ends with (not retried: it would be refused again)."""
+        said = (f"hook {self.hook!r} {self.reason}" if self.kind == HOOK_ERROR
+                else f"refused by hook {self.hook!r}: {self.reason}")
+        return ErrorInfo(self.kind, said, category=ErrorCategory.PERMANENT)
+
+
+def before_call(hooks: Sequence[Hook], call: CallView) -> CallView | Refusal:
+    """``call`` through ``hooks`` in order: the call to make, or the first refusal."""
+    for hook in hooks:
+        try:
+            decided = hook.before_call(call)
+        except Exception as err:
+            raise HookError(f"hook {hook.hook_name()!r} raised on {call.kind} {call.target!r}: "
+                            f"{type(err).__name__}: {err}") from err
+        if decided is None:
+            continue
+        if isinstance(decided, Refuse):
+            return Refusal(hook.hook_name(), str(decided.reason))
+        if not isinstance(decided, CallView):
+            raise HookError(f"hook {hook.hook_name()!r}: before_call returned {type(decided).__name__}; "
+                            "expected None, a CallView or Refuse")
+        if decided.kind is not call.kind or decided.target != call.target:
+            raise HookError(f"hook {hook.hook_name()!r}: before_call may change a call's arguments, "
+                            f"not what it calls ({call.kind} {call.target!r})")
+        call = decided
+    return call
+
+
+def on_input(hooks: Sequence[Hook], value: Any, info: InputInfo) -> Any:
+    """``value`` through ``hooks`` in order: the value to record, or the first :class:`Refusal`."""
+    for hook in hooks:
+        try:
+            decided = hook.on_input(value, info)
+        except Exception as err:
+            raise HookError(f"hook {hook.hook_name()!r} raised on the input {info.event_id!r}: "
+                            f"{type(err).__name__}: {err}") from err
+        if isinstance(decided, Refuse):
+            return Refusal(hook.hook_name(), str(decided.reason), INPUT_REFUSED)
+        value = decided
+    return value
+
+
+def result_hooks(hooks: Sequence[Hook]) -> tuple[Hook, ...]:
+    """Those of ``hooks`` that look at calls' results (see :meth:`Hook.sees_results`)."""
+    return tuple(h for h in hooks if h.sees_results())
+
+
+def on_result(hooks: Sequence[Hook], call: CallView, value: Any) -> Any:
+    """What ``call`` returned through ``hooks`` in order: the value to journal, or the first
+    :class:`Refusal`; a hook that raises is a refusal of its own (``HookError``): nothing
+    it was to hide is journaled."""
+    for hook in hooks:
+        try:
+            decided = hook.on_result(call, value)
+        except Exception as err:
+            return Refusal(hook.hook_name(), f"raised on the result of {call.kind} {call.target!r}: "
+                           f"{type(err).__name__}: {err}", HOOK_ERROR)
+        if isinstance(decided, Refuse):
+            return Refusal(hook.hook_name(), str(decided.reason))
+        value = decided
+    return value
+
+
+def on_output(hooks: Sequence[Hook], output: OutputEvent, info: InputInfo) -> OutputEvent:
+    """A run's ``output`` through ``hooks`` in order: as they let it out, or failed with the
+    first refusal (or the error of a hook that raised: nothing it was to hide goes out)."""
+    value = output.output
+    for hook in hooks:
+        try:
+            decided = hook.on_output(value, info)
+        except Exception as err:
+            return OutputEvent(None, ErrorInfo(HOOK_ERROR, f"hook {hook.hook_name()!r} raised on the "
+                                               f"output of run {info.run}: {type(err).__name__}: {err}",
+                                               category=ErrorCategory.PERMANENT), output.input_id)
+        if isinstance(decided, Refuse):
+            refusal = Refusal(hook.hook_name(), str(decided.reason), OUTPUT_REFUSED)
+            return OutputEvent(None, refusal.error(), output.input_id)
+        value = decided
+    return output if value is output.output else OutputEvent(value, None, output.input_id)
+
+
+__all__ = ["HOOK_ERROR", "INPUT_REFUSED", "OUTPUT_REFUSED", "REFUSED", "CallView", "Hook", "HookError",
+           "InputInfo", "Refusal", "Refuse", "before_call", "on_input", "on_output", "on_result",
+           "result_hooks"]

@@ -1,0 +1,66 @@
+"""The personal-data guardrail on a worker (issue 57): a customer's e-mail and card number,
+in the input and in a tool's result, never reach the provider (a local OpenAI-compatible
+server that keeps every request it gets) nor APP.events; the answer goes out masked;
+APP.input keeps what its producer wrote."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eddies.connectors.runtime.client import read_events, send_input
+from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.topics import TopicNames
+from eddies.events import DurableCallResult, InputEvent
+from tests.integration.workers import answers, start_worker, stop_worker, wait_until
+from tests.openai_server import OpenAIServer
+
+pytestmark = pytest.mark.integration
+
+AGENT = "tests.integration.provider_agents:support_agent"
+SECRETS = ("ann.lee@example.com", "4111 1111 1111 1111", "4111111111111111", "5555 5555 5555 4444")
+
+
+def _support(body: dict[str, Any]) -> dict[str, Any]:
+    """Looks the order up, then answers with what it read (the record included)."""
+    messages = body["messages"]
+    results = [m for m in messages if m["role"] == "tool"]
+    if not results:
+        return {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "customer_record", "arguments": json.dumps({"order": "o-17"})}}]}
+    record = json.loads(results[0]["content"])
+    asked = next(m["content"] for m in messages if m["role"] == "user")
+    said = f"Refunded {record['customer']} ({record['email']}, card {record['card']})."
+    return {"role": "assistant", "content": f"{said} You said: {asked}"}
+
+
+def test_a_customers_data_reaches_neither_the_provider_nor_the_history(
+        settings: Settings, tmp_path: Path) -> None:
+    server = OpenAIServer(responder=_support).start()
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, AGENT, log, TEST_OPENAI_BASE=server.base_url)
+    try:
+        send_input(settings, "cust-1", "I am ann.lee@example.com; card 4111 1111 1111 1111 was charged twice")
+        [out] = wait_until("the answer", lambda: answers(settings), worker, log, timeout=90)
+    finally:
+        stop_worker(worker)
+        server.stop()
+    assert out.payload.output == ("Refunded Ann Lee ([email], card [card]). You said: I am [email]; "
+                                  "card [card] was charged twice")
+    sent = json.dumps(server.requests)
+    assert len(server.requests) == 2 and not any(s in sent for s in SECRETS), sent
+    assert "[email]" in sent and "[card]" in sent  # what it was sent instead
+    names = TopicNames(settings.app)
+    history = [repr(e.payload) for e in read_events(settings, names.events)]
+    assert history and not any(s in h for s in SECRETS for h in history)
+    # The input topic keeps what its producer wrote (give it a short retention if need be);
+    # the calls' results an executor writes there were masked before they were written.
+    inputs = list(read_events(settings, names.input))
+    [raw] = [e.payload.input for e in inputs if isinstance(e.payload, InputEvent)]
+    assert "4111 1111 1111 1111" in raw
+    results = [repr(e.payload) for e in inputs if isinstance(e.payload, DurableCallResult)]
+    assert len(results) == 3 and not any(s in r for s in SECRETS for r in results), results
