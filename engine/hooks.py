@@ -1,20 +1,22 @@
 """Hooks: code an agent declares to stand between it and what it is given and asks for.
 
-A hook sees each input before the session records it, and each durable call (model, tool,
+A hook sees each input before the session records it, each durable call (model, tool,
 sub-agent, retrieval, memory, embedding, user function, timer, signal wait) before it is
-made, and may pass it, change it or refuse it. Hooks run here, in the engine, where calls
+made, a ReAct agent's answer before it is given and each run's output before it goes out,
+and may pass it, change it or refuse it. Those methods run here, in the engine, where calls
 are asked: they must be deterministic (the same call, the same decision), because an
 action is executed again from its journal and its hooks with it. What they decide is
 therefore what the history holds: a changed input is recorded changed (the input topic
 keeps what its producer wrote), a changed call's request carries the changed arguments,
 and a refused call is an error the action (or the model, for a tool it asked for) sees,
-without any request made. A hook whose decision needs I/O (a guard model as judge) is an
-executor's, not one of these.
+without any request made. ``on_result`` is the one that runs where the call was made (an
+executor), once, and may use I/O (a guard model as judge): its decision is the call's
+journaled outcome.
 
 Example (no card numbers reach a model; one tool for one kind of customer)::
 
     class NoCards(Hook):
-        def on_input(self, value, session):
+        def on_input(self, value, info):
             return CARD.sub("[card]", value) if isinstance(value, str) else value
 
         def before_call(self, call):
@@ -71,7 +73,8 @@ class CallView:
 
 @dataclass(frozen=True, slots=True)
 class InputInfo:
-    """The input a hook's ``on_input`` is given the value of: its session and event id."""
+    """The input a hook's ``on_input`` is given the value of (or, for ``check_answer`` and
+    ``on_output``, the input the run answers): its session, event id and run."""
 
     session_id: str
     event_id: str
@@ -107,6 +110,13 @@ class Hook:
         does not stream its answer as it comes (it would show what the hook may change)."""
         return value
 
+    def check_answer(self, value: Any, info: InputInfo) -> Refuse | None:
+        """The answer a ReAct agent is about to give (as its output schema read it): None
+        lets it go on to :meth:`on_output`; :class:`Refuse` sends it back to the model once,
+        with the reason, and a second refusal fails the run (``OutputRefusedError``). It
+        runs in the session machine: deterministic, as ``before_call`` is."""
+        return None
+
     def sees_results(self) -> bool:
         """Whether executors run :meth:`on_result` (by default: when the class overrides
         it). A model call none of whose hooks sees results may stream."""
@@ -120,6 +130,10 @@ class Hook:
 
 class HookError(RuntimeError):
     """A hook raised or returned what a hook may not: the message names the hook."""
+
+
+class OutputRefusedError(RuntimeError):
+    """An agent's answer was refused by a hook after it had been sent back to the model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +187,22 @@ def on_input(hooks: Sequence[Hook], value: Any, info: InputInfo) -> Any:
     return value
 
 
+def answer_refusal(hooks: Sequence[Hook], value: Any, info: InputInfo) -> Refusal | None:
+    """The first refusal of the answer ``value`` by ``hooks`` (see :meth:`Hook.check_answer`)."""
+    for hook in hooks:
+        try:
+            decided = hook.check_answer(value, info)
+        except Exception as err:
+            raise HookError(f"hook {hook.hook_name()!r} raised on the answer of run {info.run}: "
+                            f"{type(err).__name__}: {err}") from err
+        if isinstance(decided, Refuse):
+            return Refusal(hook.hook_name(), str(decided.reason), OUTPUT_REFUSED)
+        if decided is not None:
+            raise HookError(f"hook {hook.hook_name()!r}: check_answer returned {type(decided).__name__}; "
+                            "expected None or Refuse")
+    return None
+
+
 def result_hooks(hooks: Sequence[Hook]) -> tuple[Hook, ...]:
     """Those of ``hooks`` that look at calls' results (see :meth:`Hook.sees_results`)."""
     return tuple(h for h in hooks if h.sees_results())
@@ -213,5 +243,5 @@ def on_output(hooks: Sequence[Hook], output: OutputEvent, info: InputInfo) -> Ou
 
 
 __all__ = ["HOOK_ERROR", "INPUT_REFUSED", "OUTPUT_REFUSED", "REFUSED", "CallView", "Hook", "HookError",
-           "InputInfo", "Refusal", "Refuse", "before_call", "on_input", "on_output", "on_result",
-           "result_hooks"]
+           "InputInfo", "OutputRefusedError", "Refusal", "Refuse", "answer_refusal", "before_call",
+           "on_input", "on_output", "on_result", "result_hooks"]

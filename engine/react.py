@@ -47,6 +47,7 @@ from eddies.events import ChatMessage, ErrorCategory, ErrorInfo, InputEvent, Mes
 from .agent import Agent, PlanError
 from .conversation import earlier_turns, remember_turn
 from .durable import DurableCallError
+from .hooks import InputInfo, OutputRefusedError, Refusal, answer_refusal
 from .options import from_mapping
 from .plan_view import PlanView
 from .prompts import INPUT_PLACEHOLDER, opening_messages, prompt_variables
@@ -220,7 +221,9 @@ async def react_action(event: InputEvent, ctx: RunnerContext) -> None:
     schema = config["output_schema"]
     parse = None if schema is None else (lambda text: parse_output(text, schema))
     llm: ChatModelHandle = ctx.get_resource(model, ResourceType.CHAT_MODEL)
-    value = await under_policy(ctx, opts, lambda: answer(llm, _opening(event, config, llm, ctx), opts, parse))
+    check = _answer_check(ctx)
+    value = await under_policy(ctx, opts, lambda: answer(llm, _opening(event, config, llm, ctx), opts, parse,
+                                                         check))
     if opts.remember_turns:
         asked = event.input if isinstance(event.input, str) else json.dumps(event.input)
         told = value if isinstance(value, str) else json.dumps(value, default=str)
@@ -245,13 +248,25 @@ async def under_policy(ctx: RunnerContext, options: ReActOptions,
                                            category=ErrorCategory.UNCLASSIFIED))
 
 
+def _answer_check(ctx: RunnerContext) -> Callable[[Any], Refusal | None] | None:
+    """What checks the agent's answers: its hooks' ``check_answer`` (None: it has none)."""
+    hooks = ctx.step.plan.hooks
+    if not hooks:
+        return None
+    info = InputInfo(ctx.session_id, ctx.step.run.input_id, ctx.step.run.number)
+    return lambda value: answer_refusal(hooks, value, info)
+
+
 async def answer(llm: ChatModelHandle, messages: list[ChatMessage], options: ReActOptions,
-                 parse: Callable[[str], Any] | None = None) -> Any:
+                 parse: Callable[[str], Any] | None = None,
+                 check: Callable[[Any], Refusal | None] | None = None) -> Any:
     """Ask ``llm``, run the tools it asks for, repeat: its final answer (``parse``d: an
-    OutputParseError is shown to the model, which answers again). ``messages`` is the
-    conversation so far, kept within the token budget of ``options``. Raises
-    MaxIterationsError, ModelFailedError, or the last OutputParseError."""
-    failures, iterations = 0, 0
+    OutputParseError is shown to the model, which answers again; then ``check``ed: a first
+    refusal is shown to the model, which answers again, a second raises OutputRefusedError).
+    ``messages`` is the conversation so far, kept within the token budget of ``options``.
+    Raises MaxIterationsError, ModelFailedError, the last OutputParseError, or
+    OutputRefusedError."""
+    failures, iterations, refused = 0, 0, False
     budget = _budget(options)
     while iterations < options.max_iterations:
         try:
@@ -288,16 +303,26 @@ async def answer(llm: ChatModelHandle, messages: list[ChatMessage], options: ReA
                                             blocks=r.blocks))
             continue
         if parse is None:
-            return reply.content
-        try:
-            return parse(reply.content)
-        except OutputParseError as err:
-            failures += 1
-            if failures >= options.max_consecutive_failures:
-                raise
-            messages += [reply, ChatMessage(MessageRole.USER, f"That answer cannot be used: {err}. "
-                                            "Answer again with only a JSON object that matches "
-                                            "the schema.")]
+            value: Any = reply.content
+        else:
+            try:
+                value = parse(reply.content)
+            except OutputParseError as err:
+                failures += 1
+                if failures >= options.max_consecutive_failures:
+                    raise
+                messages += [reply, ChatMessage(MessageRole.USER, f"That answer cannot be used: {err}. "
+                                                "Answer again with only a JSON object that matches "
+                                                "the schema.")]
+                continue
+        refusal = None if check is None else check(value)
+        if refusal is None:
+            return value
+        if refused:  # it was sent back once already
+            raise OutputRefusedError(refusal.error().message)
+        refused = True
+        messages += [reply, ChatMessage(MessageRole.USER, f"That answer cannot be given: {refusal.reason}. "
+                                        "Answer again.")]
     raise MaxIterationsError(f"no final answer from model {llm.name!r} within max_iterations="
                              f"{options.max_iterations} model calls")
 
