@@ -12,6 +12,9 @@
 - A travel guide (:func:`rag_agent`), the built-in RAG agent: the passages of a shipped
   corpus nearest to the question, from the embedded vector store and the offline
   embedding model, then an answer that cites them.
+- A support desk (:func:`support_agent`) behind the personal-data guardrail: a customer's
+  e-mail and card number, in the question or in the customer record a tool returns, reach
+  neither the model nor the session's history, and the answer names them masked.
 
 Every model and tool call is a durable call, so a session's history is the trace that
 ``eddies demo`` prints, and a replay recomputes it without calling anything.
@@ -366,4 +369,46 @@ def rag_agent(model: Any = None) -> RagAgent:
     agent.add_resource("guide_model", ResourceType.CHAT_MODEL_CONNECTION,
                        model or ScriptedChatModel(rag_model))
     agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("guide_model"))
+    return agent
+
+
+
+# --- the support desk: personal data kept out of the model and the history ---------------
+
+def customer_record(order: str) -> dict[str, str]:
+    """The customer record of ``order`` (fake data, personal data and all)."""
+    return {"order": order, "customer": "Ann Lee", "email": "ann.lee@example.com",
+            "card": "5555 5555 5555 4444", "status": "charged twice"}
+
+
+def support_model(messages: list[ChatMessage], tools: list[ToolSpec]) -> ChatMessage | str:
+    """The support desk's scripted model: it looks the order up, then answers from the
+    customer record (with what it was given of the e-mail and the card)."""
+    results = [m.content for m in messages if m.role is MessageRole.TOOL]
+    if not results:
+        question = next((m.content for m in reversed(messages) if m.role is MessageRole.USER), "")
+        order = re.search(r"\bo-\d+\b", question)
+        if order is None:
+            return "Which order is it about? (Its number looks like o-123.)"
+        return ChatMessage(MessageRole.ASSISTANT, "", [ToolCall("call-1", "customer_record",
+                                                                {"order": order.group()})])
+    record = json.loads(results[0])
+    return (f"Sorry about order {record['order']}, {record['customer']}: it was {record['status']}. "
+            f"We refunded the card {record['card']} and wrote to {record['email']}.")
+
+
+def support_agent(model: Any = None) -> ReActAgent:
+    """The support desk: a ReActAgent with the ``customer_record`` tool on connection
+    ``model`` (default: :func:`support_model` on the offline scripted model), behind
+    ``PiiRedaction`` (the ``pii`` extra), which masks e-mail addresses, phone numbers, card
+    numbers, IBANs and US SSNs wherever they would be recorded or sent."""
+    from eddies.connectors.guardrails.pii import PiiRedaction
+    from eddies.connectors.models.scripted import ScriptedChatModel
+
+    agent = ReActAgent("support", model="llm", prompt="You help customers with their orders.")
+    agent.add_resource("customer_record", ResourceType.TOOL, FunctionTool(customer_record, idempotent=True))
+    agent.add_resource("offline", ResourceType.CHAT_MODEL_CONNECTION,
+                       model or ScriptedChatModel(support_model))
+    agent.add_resource("llm", ResourceType.CHAT_MODEL, ChatModelSetup("offline", tools=["customer_record"]))
+    agent.add_hook(PiiRedaction())
     return agent

@@ -58,6 +58,9 @@ def check(
             console.print(f"  action {name}: on {on}", highlight=False, markup=False)
         for name, (kind, obj) in plan.resources.items():
             console.print(f"  {kind.value} {name}: {type(obj).__name__}", highlight=False, markup=False)
+        for n, hook in enumerate(plan.hooks, 1):  # in the order they run
+            console.print(f"  hook {n}: {hook.hook_name()} ({type(hook).__name__})", highlight=False,
+                          markup=False)
     if len(plans) > 1:  # commands that run one agent need to be told which
         names = ", ".join(plan.agent_name for plan in plans)
         console.print(f"{len(plans)} agents ({names}); to run one: {escape(str(file))}#NAME",

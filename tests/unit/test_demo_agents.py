@@ -98,3 +98,17 @@ def test_the_travel_helper_asks_the_mcp_time_server_too() -> None:
              if isinstance(p := e.payload, DurableCallRequest) and p.kind is CallKind.TOOL]
     assert ("get_current_time", {"timezone": "Europe/Lisbon"}) in tools
     assert _replays(runner, TRAVEL_PROMPTS[0][0])
+
+
+def test_the_support_desk_never_records_or_sends_a_customers_email_or_card() -> None:
+    from eddies.demo import support_agent
+
+    runner = LocalRunner(support_agent())
+    [answer] = runner.run([("ann", "Order o-17: my card 4111 1111 1111 1111 was charged twice. "
+                                   "Mail me at ann.lee@example.com")])
+    assert answer == ("Sorry about order o-17, Ann Lee: it was charged twice. We refunded the card [card] "
+                      "and wrote to [email].")
+    for ev in runner.history:  # the input, the model's and the tool's calls and results, the answer
+        text = repr(ev.payload)
+        assert not any(s in text for s in ("4111 1111", "5555 5555", "ann.lee@")), text
+    assert _replays(runner, "ann")

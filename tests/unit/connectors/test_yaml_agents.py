@@ -347,6 +347,9 @@ def test_an_agent_names_its_hooks_in_yaml(tmp_path: Path) -> None:
       - {name: main, clazz: scripted}
 """)
     assert [type(h).__name__ for h in load_yaml(path).hooks] == ["MaskCards", "NoRefundsForTrials"]
+    checked = CliRunner().invoke(app, ["check", str(path)])  # listed in the order they run
+    assert checked.exit_code == 0, checked.output
+    assert "hook 1: MaskCards (MaskCards)\n  hook 2: trial-limits (NoRefundsForTrials)" in checked.output
     path.write_text(path.read_text().replace("test_hooks:TRIALS", "test_hooks:nothing"))
     with pytest.raises(DefinitionError, match=r"agents.yaml:3:\d+: '[\w.]+test_hooks' has no 'nothing'"):
         load_yaml(path)
