@@ -29,7 +29,7 @@ Example (no card numbers reach a model; one tool for one kind of customer)::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -173,18 +173,26 @@ def before_call(hooks: Sequence[Hook], call: CallView) -> CallView | Refusal:
     return call
 
 
-def on_input(hooks: Sequence[Hook], value: Any, info: InputInfo) -> Any:
-    """``value`` through ``hooks`` in order: the value to record, or the first :class:`Refusal`."""
+def _passed(hooks: Sequence[Hook], value: Any, decide: Callable[[Hook, Any], Any], on: str,
+            refused: str) -> Any:
+    """``value`` through ``decide`` of each of ``hooks`` in order: what they let through, or
+    the first refusal (of kind ``refused``); a hook that raises (on ``on``) is a refusal of
+    kind ``HookError``, so that nothing it was to hide goes through."""
     for hook in hooks:
         try:
-            decided = hook.on_input(value, info)
+            decided = decide(hook, value)
         except Exception as err:
-            raise HookError(f"hook {hook.hook_name()!r} raised on the input {info.event_id!r}: "
-                            f"{type(err).__name__}: {err}") from err
+            return Refusal(hook.hook_name(), f"raised on {on}: {type(err).__name__}: {err}", HOOK_ERROR)
         if isinstance(decided, Refuse):
-            return Refusal(hook.hook_name(), str(decided.reason), INPUT_REFUSED)
+            return Refusal(hook.hook_name(), str(decided.reason), refused)
         value = decided
     return value
+
+
+def on_input(hooks: Sequence[Hook], value: Any, info: InputInfo) -> Any:
+    """``value`` through ``hooks`` in order: the value to record, or the first :class:`Refusal`."""
+    return _passed(hooks, value, lambda hook, v: hook.on_input(v, info), f"the input {info.event_id!r}",
+                   INPUT_REFUSED)
 
 
 def answer_refusal(hooks: Sequence[Hook], value: Any, info: InputInfo) -> Refusal | None:
@@ -212,33 +220,17 @@ def on_result(hooks: Sequence[Hook], call: CallView, value: Any) -> Any:
     """What ``call`` returned through ``hooks`` in order: the value to journal, or the first
     :class:`Refusal`; a hook that raises is a refusal of its own (``HookError``): nothing
     it was to hide is journaled."""
-    for hook in hooks:
-        try:
-            decided = hook.on_result(call, value)
-        except Exception as err:
-            return Refusal(hook.hook_name(), f"raised on the result of {call.kind} {call.target!r}: "
-                           f"{type(err).__name__}: {err}", HOOK_ERROR)
-        if isinstance(decided, Refuse):
-            return Refusal(hook.hook_name(), str(decided.reason))
-        value = decided
-    return value
+    return _passed(hooks, value, lambda hook, v: hook.on_result(call, v),
+                   f"the result of {call.kind} {call.target!r}", REFUSED)
 
 
 def on_output(hooks: Sequence[Hook], output: OutputEvent, info: InputInfo) -> OutputEvent:
     """A run's ``output`` through ``hooks`` in order: as they let it out, or failed with the
     first refusal (or the error of a hook that raised: nothing it was to hide goes out)."""
-    value = output.output
-    for hook in hooks:
-        try:
-            decided = hook.on_output(value, info)
-        except Exception as err:
-            return OutputEvent(None, ErrorInfo(HOOK_ERROR, f"hook {hook.hook_name()!r} raised on the "
-                                               f"output of run {info.run}: {type(err).__name__}: {err}",
-                                               category=ErrorCategory.PERMANENT), output.input_id)
-        if isinstance(decided, Refuse):
-            refusal = Refusal(hook.hook_name(), str(decided.reason), OUTPUT_REFUSED)
-            return OutputEvent(None, refusal.error(), output.input_id)
-        value = decided
+    value = _passed(hooks, output.output, lambda hook, v: hook.on_output(v, info),
+                    f"the output of run {info.run}", OUTPUT_REFUSED)
+    if isinstance(value, Refusal):
+        return OutputEvent(None, value.error(), output.input_id)
     return output if value is output.output else OutputEvent(value, None, output.input_id)
 
 

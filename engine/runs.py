@@ -29,7 +29,7 @@ from .calls import SUSPEND, Suspend
 from .context import RunnerContext
 from .envelopes import emit
 from .halts import PROCESS_EXITS
-from .hooks import HOOK_ERROR, HookError, InputInfo, Refusal, on_input
+from .hooks import InputInfo, Refusal, on_input
 from .live import LiveCalls, SuspendedActions
 from .outcomes import CallOutcomes
 from .plan import AgentPlan
@@ -112,11 +112,7 @@ class Runs:
         its run fails with."""
         asked = ev.payload
         assert isinstance(asked, InputEvent)
-        try:
-            info = InputInfo(state.session_id, ev.event_id, state.runs)
-            value = on_input(self._plan.hooks, asked.input, info)
-        except HookError as err:
-            return InputEvent(None), ErrorInfo(HOOK_ERROR, str(err), category=ErrorCategory.PERMANENT)
+        value = on_input(self._plan.hooks, asked.input, InputInfo(state.session_id, ev.event_id, state.runs))
         if isinstance(value, Refusal):
             return InputEvent(None), value.error()
         return (asked if value is asked.input else InputEvent(value)), None

@@ -148,24 +148,20 @@ def _history(settings: Settings) -> dict[str, list[tuple[str, int, str, str]]]:
 
 
 def _streamed(settings: Settings) -> dict[tuple[str, int], list[str]]:
-    """Each run's model replies as APP.stream has them: the deltas of each call's newest
-    execution, joined, in the order the calls started."""
+    """Each run's model replies as a follower of APP.stream reads them (the stream's
+    contract: each call's newest execution), in the order the calls started."""
     from eddies.connectors.runtime.client import read_records
+    from eddies.connectors.streaming.following import StreamFollower
     from eddies.events.stream import StreamKind, decode_stream
 
-    calls: dict[tuple[str, int], dict[str, tuple[str, list[tuple[int, str]]]]] = {}
+    view = StreamFollower()  # call ids name their session: one follower reads them all
+    calls: dict[tuple[str, int], dict[str, None]] = {}
     for msg in read_records(settings, TopicNames(settings.app).stream, timeout=10):
         rec = decode_stream(msg.value())
-        if rec.kind != StreamKind.DELTA or not rec.text:
-            continue
-        run = calls.setdefault((rec.session_id, rec.run), {})
-        execution, deltas = run.get(rec.call_id, ("", []))
-        if execution != rec.execution:  # a newer execution replaces an older one
-            execution, deltas = rec.execution, []
-            run[rec.call_id] = (execution, deltas)
-        deltas.append((rec.seq, rec.text))
-    return {key: ["".join(t for _, t in sorted(deltas)) for _, deltas in run.values()]
-            for key, run in calls.items()}
+        view.add(rec)
+        if rec.kind is StreamKind.DELTA and rec.text:
+            calls.setdefault((rec.session_id, rec.run), {})[rec.call_id] = None
+    return {key: [view.text(call_id) for call_id in run] for key, run in calls.items()}
 
 
 def _comparable(e: AgentEvent) -> str:

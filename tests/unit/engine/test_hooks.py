@@ -324,3 +324,27 @@ def test_a_result_hook_that_raises_is_the_calls_error_naming_it() -> None:
     assert out.error is not None and \
         "HookError: hook 'Raises' raised on the result of CHAT_MODEL 'llm': ValueError: no verdict" \
         in out.error.message, out.error
+
+
+def test_an_input_or_output_hook_that_raises_fails_the_run_naming_it_and_lets_nothing_through() -> None:
+    class RaisesOnInput(Hook):
+        def on_input(self, value: Any, info: InputInfo) -> Any:
+            raise ValueError("no scanner")
+
+    class RaisesOnOutput(Hook):
+        def on_output(self, value: Any, info: InputInfo) -> Any:
+            raise ValueError("no scanner")
+
+    runner = LocalRunner(support_agent(RaisesOnInput()))
+    runner.submit("s1", "card 4111 1111 1111 1111", event_id="in-1")
+    runner.run_until_idle()
+    assert [e.payload.input for e in runner.history if isinstance(e.payload, InputEvent)] == [None]
+    [out] = [p for e in runner.outputs if isinstance(p := e.payload, OutputEvent)]
+    assert out.error is not None and (out.error.type, out.error.message) == (
+        "HookError", "hook 'RaisesOnInput' raised on the input 'in-1': ValueError: no scanner")
+    runner = LocalRunner(support_agent(RaisesOnOutput()))
+    runner.submit("s1", "refund o-1")
+    runner.run_until_idle()
+    [out] = [p for e in runner.outputs if isinstance(p := e.payload, OutputEvent)]
+    assert out.output is None and out.error is not None and (out.error.type, out.error.message) == (
+        "HookError", "hook 'RaisesOnOutput' raised on the output of run 1: ValueError: no scanner")
