@@ -8,11 +8,12 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from eddies.events import AgentEvent, Event, OutputEvent, event_type_name
 from eddies.events.ids import event_id
 
-from .hooks import InputInfo, on_output
+from .hooks import HookCounts, InputInfo, on_output
 from .plan import AgentPlan
 from .state import RunState, SessionState
 
@@ -26,6 +27,8 @@ def emit(
     action: str | None,
     out: list[AgentEvent],
     scope: tuple[str, ...] = (),
+    *,
+    counted: Callable[[SessionState, dict[str, float]], None] | None = None,
 ) -> AgentEvent:
     """Stamp ``payload`` as the session's next event (of ``run``, in ``scope``, caused by
     event ``causation``, emitted by ``action``), append it to ``out`` and return it. An
@@ -36,7 +39,7 @@ def emit(
     if type_name == "CustomEvent":
         type_name = event_type_name(payload)
     elif type_name == "OutputEvent" and (run.input_id or plan.hooks):
-        payload = _output(plan, state, run, payload, scope)
+        payload = _output(plan, state, run, payload, scope, counted)
     if scope:
         plan = plan.for_scope(scope)
     env = AgentEvent(
@@ -58,7 +61,8 @@ def emit(
 
 
 def _output(plan: AgentPlan, state: SessionState, run: RunState, payload: Event,
-            scope: tuple[str, ...]) -> Event:
+            scope: tuple[str, ...],
+            counted: Callable[[SessionState, dict[str, float]], None] | None) -> Event:
     """``payload``, an OutputEvent, naming the input its run answers, and as the plan's
     hooks let a run's answer out (a sub-agent's, to its caller, is not theirs to see)."""
     output = payload
@@ -69,7 +73,10 @@ def _output(plan: AgentPlan, state: SessionState, run: RunState, payload: Event,
         else:
             output = dataclasses.replace(output, input_id=run.input_id)
     if plan.hooks and not scope and output.error is None:
-        output = on_output(plan.hooks, output, InputInfo(state.session_id, run.input_id, run.number))
+        counts = HookCounts()
+        output = on_output(plan.hooks, output, InputInfo(state.session_id, run.input_id, run.number, counts))
+        if counts.counts and counted is not None:
+            counted(state, counts.counts)
     return output
 
 

@@ -49,6 +49,26 @@ class Refuse:
     reason: str
 
 
+class HookCounts:
+    """What hooks counted while deciding on one input, call, result or output (see
+    :meth:`CallView.count`): ``"HOOK.NAME" -> n``, the hook being the one deciding."""
+
+    __slots__ = ("counts", "hook")
+
+    def __init__(self) -> None:
+        self.hook = ""
+        self.counts: dict[str, float] = {}
+
+    def add(self, name: str, n: float) -> None:
+        key = f"{self.hook}.{name}"
+        self.counts[key] = self.counts.get(key, 0) + n
+
+
+def _count(counts: HookCounts | None, name: str, n: float) -> None:
+    if counts is not None and n:
+        counts.add(name, n)
+
+
 @dataclass(frozen=True, slots=True)
 class CallView:
     """A durable call as a hook sees it before it is made: its kind, its target (the
@@ -64,6 +84,14 @@ class CallView:
     session_id: str
     run: int
     scope: tuple[str, ...] = ()
+    counts: HookCounts | None = field(default=None, compare=False, repr=False)
+
+    def count(self, name: str, n: float = 1) -> None:
+        """Count ``n`` of ``name`` (say, redactions of a kind: counts, never what was
+        found) in the worker's metrics, as ``eddies_hook_counter{hook, name}``. A call is
+        counted once (when it is first asked, however often its action is replayed) and a
+        result once, by the executor that journals it."""
+        _count(self.counts, name, n)
 
     def with_arguments(self, *args: Any, **kwargs: Any) -> CallView:
         """This call with other arguments (each positional or keyword one given replaces
@@ -79,6 +107,12 @@ class InputInfo:
     session_id: str
     event_id: str
     run: int
+    counts: HookCounts | None = field(default=None, compare=False, repr=False)
+
+    def count(self, name: str, n: float = 1) -> None:
+        """Count ``n`` of ``name`` in the worker's metrics (see :meth:`CallView.count`);
+        an input and an output are counted when they are admitted and emitted."""
+        _count(self.counts, name, n)
 
 
 class Hook:
@@ -153,7 +187,10 @@ class Refusal:
 
 def before_call(hooks: Sequence[Hook], call: CallView) -> CallView | Refusal:
     """``call`` through ``hooks`` in order: the call to make, or the first refusal."""
+    counts = call.counts
     for hook in hooks:
+        if counts is not None:
+            counts.hook = hook.hook_name()
         try:
             decided = hook.before_call(call)
         except Exception as err:
@@ -169,16 +206,20 @@ def before_call(hooks: Sequence[Hook], call: CallView) -> CallView | Refusal:
         if decided.kind is not call.kind or decided.target != call.target:
             raise HookError(f"hook {hook.hook_name()!r}: before_call may change a call's arguments, "
                             f"not what it calls ({call.kind} {call.target!r})")
+        if decided.counts is not counts:  # a view built anew: the next hooks count too
+            decided = replace(decided, counts=counts)
         call = decided
     return call
 
 
 def _passed(hooks: Sequence[Hook], value: Any, decide: Callable[[Hook, Any], Any], on: str,
-            refused: str) -> Any:
+            refused: str, counts: HookCounts | None) -> Any:
     """``value`` through ``decide`` of each of ``hooks`` in order: what they let through, or
     the first refusal (of kind ``refused``); a hook that raises (on ``on``) is a refusal of
     kind ``HookError``, so that nothing it was to hide goes through."""
     for hook in hooks:
+        if counts is not None:
+            counts.hook = hook.hook_name()
         try:
             decided = decide(hook, value)
         except Exception as err:
@@ -192,7 +233,7 @@ def _passed(hooks: Sequence[Hook], value: Any, decide: Callable[[Hook, Any], Any
 def on_input(hooks: Sequence[Hook], value: Any, info: InputInfo) -> Any:
     """``value`` through ``hooks`` in order: the value to record, or the first :class:`Refusal`."""
     return _passed(hooks, value, lambda hook, v: hook.on_input(v, info), f"the input {info.event_id!r}",
-                   INPUT_REFUSED)
+                   INPUT_REFUSED, info.counts)
 
 
 def answer_refusal(hooks: Sequence[Hook], value: Any, info: InputInfo) -> Refusal | None:
@@ -221,19 +262,19 @@ def on_result(hooks: Sequence[Hook], call: CallView, value: Any) -> Any:
     :class:`Refusal`; a hook that raises is a refusal of its own (``HookError``): nothing
     it was to hide is journaled."""
     return _passed(hooks, value, lambda hook, v: hook.on_result(call, v),
-                   f"the result of {call.kind} {call.target!r}", REFUSED)
+                   f"the result of {call.kind} {call.target!r}", REFUSED, call.counts)
 
 
 def on_output(hooks: Sequence[Hook], output: OutputEvent, info: InputInfo) -> OutputEvent:
     """A run's ``output`` through ``hooks`` in order: as they let it out, or failed with the
     first refusal (or the error of a hook that raised: nothing it was to hide goes out)."""
     value = _passed(hooks, output.output, lambda hook, v: hook.on_output(v, info),
-                    f"the output of run {info.run}", OUTPUT_REFUSED)
+                    f"the output of run {info.run}", OUTPUT_REFUSED, info.counts)
     if isinstance(value, Refusal):
         return OutputEvent(None, value.error(), output.input_id)
     return output if value is output.output else OutputEvent(value, None, output.input_id)
 
 
-__all__ = ["HOOK_ERROR", "INPUT_REFUSED", "OUTPUT_REFUSED", "REFUSED", "CallView", "Hook", "HookError",
-           "InputInfo", "OutputRefusedError", "Refusal", "Refuse", "answer_refusal", "before_call",
-           "on_input", "on_output", "on_result", "result_hooks"]
+__all__ = ["HOOK_ERROR", "INPUT_REFUSED", "OUTPUT_REFUSED", "REFUSED", "CallView", "Hook", "HookCounts",
+           "HookError", "InputInfo", "OutputRefusedError", "Refusal", "Refuse", "answer_refusal",
+           "before_call", "on_input", "on_output", "on_result", "result_hooks"]

@@ -97,16 +97,25 @@ class Memory:
 
 
 class Metrics:
-    """Counters and observations of an action, reported only if it completes."""
+    """Counters and observations of an action, reported only if it completes; and what
+    the agent's hooks counted of the calls it asked (``hooked``: ``"HOOK.NAME" -> n``),
+    reported whether it completes, waits or fails."""
 
-    __slots__ = ("updates",)
+    __slots__ = ("hooked", "updates")
 
     def __init__(self) -> None:
         self.updates: list[tuple[str, str, float]] = []
+        self.hooked: dict[str, float] = {}
 
     def inc(self, name: str, n: float = 1) -> None:
         """Add ``n`` to counter ``name``."""
         self.updates.append(("counter", name, n))
+
+    def count_hooked(self, counts: dict[str, float]) -> None:
+        """Add what hooks counted of one call."""
+        hooked = self.hooked
+        for key, n in counts.items():
+            hooked[key] = hooked.get(key, 0) + n
 
     def observe(self, name: str, value: float) -> None:
         """Record one observation of histogram ``name``."""

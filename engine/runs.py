@@ -29,7 +29,7 @@ from .calls import SUSPEND, Suspend
 from .context import RunnerContext
 from .envelopes import emit
 from .halts import PROCESS_EXITS
-from .hooks import InputInfo, Refusal, on_input
+from .hooks import HookCounts, InputInfo, Refusal, on_input
 from .live import LiveCalls, SuspendedActions
 from .outcomes import CallOutcomes
 from .plan import AgentPlan
@@ -112,7 +112,11 @@ class Runs:
         its run fails with."""
         asked = ev.payload
         assert isinstance(asked, InputEvent)
-        value = on_input(self._plan.hooks, asked.input, InputInfo(state.session_id, ev.event_id, state.runs))
+        counts = HookCounts()
+        value = on_input(self._plan.hooks, asked.input, InputInfo(state.session_id, ev.event_id, state.runs,
+                                                                 counts))
+        if counts.counts:
+            self._count_hooked(state, counts.counts)
         if isinstance(value, Refusal):
             return InputEvent(None), value.error()
         return (asked if value is asked.input else InputEvent(value)), None
@@ -165,7 +169,9 @@ class Runs:
                 inv = holder.pending.popleft()
                 holder.active = inv
             failure, effects = self.run_action(state, run, inv, frame)
-            _, requests, notices, waiting, wake_any, abandon, _, _, _ = effects
+            _, requests, notices, waiting, wake_any, abandon, _, _, metrics = effects
+            if metrics is not None and metrics.hooked:
+                self._count_hooked(state, metrics.hooked)
             if abandon:  # a batch's first answer came: the other calls are not needed
                 self.scopes.abandon(state, run, list(abandon), out)
             starts: list[tuple[DurableCallRequest, AgentEvent]] = []
@@ -194,6 +200,13 @@ class Runs:
                 self.fail(state, run, inv, failure, out, frame)
                 return
             self.complete(state, run, inv, effects, out, frame)
+
+    def _count_hooked(self, state: SessionState, hooked: dict[str, float]) -> None:
+        """Report what hooks counted of calls just asked (once: a replay asks nothing new)."""
+        if self.metrics is not None:
+            for key, n in hooked.items():
+                self.metrics("hook", key, state.session_id, n)
+        hooked.clear()
 
     def run_action(
         self, state: SessionState, run: RunState, inv: Invocation, frame: Frame | None = None
@@ -268,8 +281,10 @@ class Runs:
             return
         scope = () if frame is None else frame.scope
         by_type = (self._plan if frame is None else self._plan.for_scope(scope)).by_type
+        counted = self._count_hooked if self._plan.hooks else None  # of what output hooks count
         for payload in sent:
-            env = emit(self._plan, state, run, payload, inv.trigger.event_id, inv.action, out, scope)
+            env = emit(self._plan, state, run, payload, inv.trigger.event_id, inv.action, out, scope,
+                       counted=counted)
             if frame is not None and isinstance(payload, OutputEvent):  # the answer, so far
                 frame.output = None if payload.error else encode_value(payload.output, "OutputEvent.output")
                 frame.error = payload.error

@@ -30,7 +30,7 @@ from eddies.events.ids import call_digest, call_id
 
 from .calls import CallSpec, Suspend
 from .durable import JournalMismatchError, durable_error, function_name
-from .hooks import CallView, Refusal, before_call
+from .hooks import CallView, HookCounts, Refusal, before_call
 from .live import LiveCalls
 from .memory import Memory, Metrics
 from .plan_view import PlanView
@@ -195,9 +195,9 @@ class Step:
             self._ordinal += 1
         args = encode_value({"args": spec.args, "kwargs": spec.kwargs}, "arguments of durable call",
                             spec.target)
-        refusal = None
+        refusal = counts = None
         if self.plan.hooks:  # on every execution: a replay must send what the first one sent
-            args, refusal = self._hooked(spec, args)
+            args, refusal, counts = self._hooked(spec, args)
         kind: str = spec.kind  # a StrEnum: formats and compares as its value
         dig = call_digest(kind, spec.target, args)
         rec = run.calls.get(cid)
@@ -217,6 +217,8 @@ class Step:
             # replay of the action computes them again (see LiveCalls).
             rec = CallRecord(str(kind), spec.target, dig, "", "", spec.idempotent, reconciler)
             run.calls[cid] = rec
+            if counts:  # what the hooks counted of a call, counted once: when it is first asked
+                self.metrics.count_hooked(counts)
             if spec.due_at is not None:
                 rec.due = spec.due_at
             elif spec.due_after is not None:
@@ -252,19 +254,20 @@ class Step:
         self._waiting.append(cid)
         return None
 
-    def _hooked(self, spec: CallSpec, args: str) -> tuple[str, Refusal | None]:
+    def _hooked(self, spec: CallSpec, args: str) -> tuple[str, Refusal | None, dict[str, float]]:
         """The call's arguments (JSON text) as the plan's hooks let it be made, or the
-        hook's refusal (the arguments then as the action gave them)."""
+        hook's refusal (the arguments then as the action gave them), and what they counted."""
         asked = decode_value(args)
+        counts = HookCounts()
         call = CallView(spec.kind, spec.target, asked["args"], asked["kwargs"], self.state.session_id,
-                    self.run.number, self.invocation.trigger.scope)
+                        self.run.number, self.invocation.trigger.scope, counts)
         decided = before_call(self.plan.hooks, call)
         if isinstance(decided, Refusal):
-            return args, decided
+            return args, decided, counts.counts
         if decided is call:
-            return args, None
+            return args, None, counts.counts
         return encode_value({"args": decided.args, "kwargs": decided.kwargs}, "arguments of durable call",
-                            spec.target), None
+                            spec.target), None, counts.counts
 
     def _take_signal(self, name: str, rec: CallRecord) -> bool:
         """A signal of ``name`` that arrived before this wait answers it at once."""

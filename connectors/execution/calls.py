@@ -30,7 +30,7 @@ from eddies.connectors.remote import secrets
 from eddies.engine import AgentPlan
 from eddies.engine.calls import message_from_value
 from eddies.engine.embeddings import embedding_value
-from eddies.engine.hooks import Hook, Refusal
+from eddies.engine.hooks import Hook, HookCounts, Refusal
 from eddies.engine.remote_tools import RemoteTool
 from eddies.engine.resources import ResourceType
 from eddies.engine.subagents import RECONCILER, SubagentSetup
@@ -139,9 +139,12 @@ MODEL_KEY = "model"
 class CallPerformer:
     """Turns a request into a call of a function, reconciler, chat model or tool."""
 
-    def __init__(self, plan: AgentPlan, resolver: Resolver | None = None) -> None:
+    def __init__(self, plan: AgentPlan, resolver: Resolver | None = None,
+                 counted: Callable[[dict[str, float]], None] | None = None) -> None:
         self.plan = plan
         self.resolver: Resolver = resolver or (lambda _req: None)
+        #: Where what result hooks count goes (``"HOOK.NAME" -> n``; None: nowhere).
+        self.counted = counted
         self._loop: asyncio.AbstractEventLoop | None = None
         # The hooks on the results of the calls of each scope, found once.
         self._result_hooks: dict[tuple[str, ...], tuple[Hook, ...]] = {}
@@ -155,7 +158,10 @@ class CallPerformer:
         if self.plan.hooks:
             hooks = self._hooks_on_results(request.scope)
             if hooks:
-                decided = hooked_value(hooks, request, value)
+                counts = HookCounts()
+                decided = hooked_value(hooks, request, value, counts)
+                if counts.counts and self.counted is not None:
+                    self.counted(counts.counts)
                 if isinstance(decided, Refusal):
                     return result_event(request, CallStatus.ERROR, "null", decided.error())
                 value = decided

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from eddies.engine import AgentPlan
-from eddies.engine.hooks import CallView, Hook, Refusal, on_result, result_hooks
+from eddies.engine.hooks import CallView, Hook, HookCounts, Refusal, on_result, result_hooks
 from eddies.events import AgentEvent, DurableCallRequest, decode_value, encode_value
 
 
@@ -21,14 +21,15 @@ def hooks_on_results(plan: AgentPlan, scope: tuple[str, ...]) -> tuple[Hook, ...
     return result_hooks((plan.for_scope(scope) if scope else plan).hooks)
 
 
-def hooked_value(hooks: tuple[Hook, ...], request: AgentEvent, value: str) -> str | Refusal:
+def hooked_value(hooks: tuple[Hook, ...], request: AgentEvent, value: str,
+                 counts: HookCounts | None = None) -> str | Refusal:
     """``value`` (JSON text: what the call returned) as ``hooks`` let it be journaled, or
-    the refusal."""
+    the refusal; what they count goes into ``counts``."""
     req = request.payload
     assert isinstance(req, DurableCallRequest)
     asked = decode_value(req.args, "arguments of", req.call_id)
     call = CallView(req.kind, req.target, asked.get("args", []), asked.get("kwargs", {}), request.session_id,
-                    request.run, request.scope)
+                    request.run, request.scope, counts)
     decided: Any = on_result(hooks, call, decode_value(value, "result of", req.target))
     if isinstance(decided, Refusal):
         return decided

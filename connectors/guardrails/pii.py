@@ -152,9 +152,12 @@ class PiiRedaction(Hook):
             return {k: self._value(v, found) for k, v in value.items()}
         return value
 
-    def _decided(self, value: Any) -> tuple[Any, Refuse | None]:
+    def _decided(self, value: Any, view: CallView | InputInfo) -> tuple[Any, Refuse | None]:
+        """``value`` redacted (or refused); what was found counted by kind in ``view``."""
         found: list[str] = []
         redacted = self._value(value, found)
+        for kind in set(found):
+            view.count(kind, found.count(kind))
         if found and self.action == "refuse":
             return value, Refuse(f"it holds personal data ({', '.join(sorted(set(found)))})")
         return (redacted if found else value), None
@@ -163,18 +166,18 @@ class PiiRedaction(Hook):
     def on_input(self, value: Any, info: InputInfo) -> Any:
         if not self.inputs:
             return value
-        redacted, refused = self._decided(value)
+        redacted, refused = self._decided(value, info)
         return refused or redacted
 
     def before_call(self, call: CallView) -> CallView | Refuse | None:
         if call.kind not in self.calls:
             return None
         if call.kind is CallKind.CHAT_MODEL:  # what the model reads: its messages
-            messages, refused = self._decided(call.kwargs.get("messages", []))
+            messages, refused = self._decided(call.kwargs.get("messages", []), call)
             if refused is not None:
                 return refused
             return None if messages is call.kwargs.get("messages") else call.with_arguments(messages=messages)
-        asked, refused = self._decided({"args": call.args, "kwargs": call.kwargs})
+        asked, refused = self._decided({"args": call.args, "kwargs": call.kwargs}, call)
         if refused is not None:
             return refused
         if asked["args"] is call.args and asked["kwargs"] is call.kwargs:
@@ -187,13 +190,13 @@ class PiiRedaction(Hook):
     def on_result(self, call: CallView, value: Any) -> Any:
         if call.kind not in self.calls:
             return value
-        redacted, refused = self._decided(value)
+        redacted, refused = self._decided(value, call)
         return refused or redacted
 
     def on_output(self, value: Any, info: InputInfo) -> Any:
         if not self.outputs:
             return value
-        redacted, refused = self._decided(value)
+        redacted, refused = self._decided(value, info)
         return refused or redacted
 
 

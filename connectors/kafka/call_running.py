@@ -72,7 +72,8 @@ class CallRunner:
         self._done = done
         self._lock = lock  # the executor's: guards the thread list's spares
         #: Makes each call thread's performer (a test may make its own).
-        self.make_performer: Callable[[], Any] = lambda: CallPerformer(ctx.plan, resolver)
+        counted = None if ctx.metrics is None else ctx.metrics.hook_counted
+        self.make_performer: Callable[[], Any] = lambda: CallPerformer(ctx.plan, resolver, counted)
         self._per_thread = threading.local()
         # Calls run on threads fed by one queue (lighter per call than concurrent.futures:
         # no future, no callback; a failure stops the worker).
@@ -81,7 +82,7 @@ class CallRunner:
         self._performing: set[int] = set()  # the call threads in perform() now, by ident
         self._spare = 0  # call threads started in place of ones held by abandoned calls
         self._loop: CallLoop | None = None  # made at the first call with an async client
-        self._async_performer = CallPerformer(ctx.plan, resolver)
+        self._async_performer = CallPerformer(ctx.plan, resolver, counted)
         self._claimers: ThreadPoolExecutor | None = None  # made at the loop's first claim
         #: Each provider's limits and Retry-After, on the call loop.
         self.gates = ProviderGates()

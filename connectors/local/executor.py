@@ -14,6 +14,7 @@ ran on), stopped at its ``timeout_ms``.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from eddies.connectors.execution.call_deadlines import timed_out, within
@@ -34,10 +35,11 @@ class InProcessExecutor:
     """Performs requests one at a time in this process (async functions on a private loop)."""
 
     def __init__(self, plan: AgentPlan, journal: Journal, resolver: Resolver,
-                 recorded: RecordedCalls | None = None) -> None:
+                 recorded: RecordedCalls | None = None,
+                 counted: Callable[[dict[str, float]], None] | None = None) -> None:
         self.plan = plan
         self.journal = journal
-        self.performer = CallPerformer(plan, resolver)
+        self.performer = CallPerformer(plan, resolver, counted)
         self.performed = 0
         #: Outcomes of another run, reused for the calls they answer (fork, reprocess).
         self.recorded = recorded

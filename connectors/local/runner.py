@@ -57,6 +57,23 @@ class RunFailedError(RuntimeError):
         self.errors = errors
 
 
+class _Counted:
+    """What a runner's machine and executor counted (an object of its own: handing them the
+    runner's bound methods would make the runner a cycle, freed only by the collector)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, str], float] = {}
+
+    def metric(self, kind: str, name: str, _session: str, value: float) -> None:
+        self.values[(kind, name)] = self.values.get((kind, name), 0) + value
+
+    def hooks(self, counts: dict[str, float]) -> None:
+        for key, n in counts.items():
+            self.values[("hook", key)] = self.values.get(("hook", key), 0) + n
+
+
 class LocalRunner:
     """Runs an agent in-process with durable calls journaled in ``journal``."""
 
@@ -81,12 +98,18 @@ class LocalRunner:
         self._seen: set[str] = set()
         self._inputs: dict[str, int] = {}
         self._clock = 0
+        #: What was counted, as a worker's metrics count it: ``("counter", "ACTION.NAME")``
+        #: (``ctx.metrics.inc``), ``("histogram", "ACTION.NAME")`` (the sum of what
+        #: ``ctx.metrics.observe`` saw) and ``("hook", "HOOK.NAME")`` (what hooks counted,
+        #: e.g. ``("hook", "pii.email")``: the e-mail addresses PiiRedaction redacted).
+        self._counted = _Counted()
+        self.metrics: dict[tuple[str, str], float] = self._counted.values
         self._boot()
 
     def _boot(self) -> None:
-        self.machine = SessionMachine(self.plan)
+        self.machine = SessionMachine(self.plan, self._counted.metric)
         self.executor = InProcessExecutor(self.plan, self.journal, self.machine.callable_for,
-                                          self.recorded)
+                                          self.recorded, self._counted.hooks)
         self.states: dict[str, SessionState] = {}
         self._applies: dict[str, int] = {}
         self._work: deque[AgentEvent] = deque()

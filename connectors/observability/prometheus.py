@@ -101,6 +101,9 @@ COUNTED: dict[str, tuple[str, tuple[str, ...], tuple[float, ...] | None]] = {
     "eddies_action_counter": ("ctx.metrics.inc(name) of user actions.", ("action", "name"), None),
     "eddies_action_observation": ("ctx.metrics.observe(name, value) of user actions.",
                                   ("action", "name"), ACTION_BUCKETS),
+    "eddies_hook_counter": ("What an agent's hooks counted (call.count(name, n)), e.g. the personal "
+                            "data PiiRedaction redacted, by kind: counts, never the values.",
+                            ("hook", "name"), None),
 }
 
 
@@ -346,14 +349,23 @@ class WorkerMetrics:
         """The session machine's ``metrics=`` sink: ``ctx.metrics.inc(name, n)`` (kind
         "counter") and ``ctx.metrics.observe(name, v)`` ("histogram") of action
         ``name``'s prefix (``"ACTION.NAME"``), reported when the action completes. The
-        session is not a label."""
+        session is not a label. Kind "hook": what a hook counted, ``name`` being
+        ``"HOOK.NAME"`` (:meth:`hook_counted`)."""
         action, _, metric = name.partition(".")
-        if kind == "counter":
+        if kind == "hook":
+            self.tally.add(("eddies_hook_counter", action, metric), value)
+        elif kind == "counter":
             self.tally.add(("eddies_action_counter", action, metric), value)
         else:
             self.tally.observe(("eddies_action_observation", action, metric), value, ACTION_BUCKETS)
 
     # --- the executor ------------------------------------------------------------------------
+    def hook_counted(self, counts: dict[str, float]) -> None:
+        """What an executor's result hooks counted of one result (``"HOOK.NAME" -> n``)."""
+        for key, n in counts.items():
+            hook, _, name = key.partition(".")
+            self.tally.add(("eddies_hook_counter", hook, name), n)
+
     def call_performed(self, req: DurableCallRequest, seconds: float, returned: Any) -> None:
         """A call this worker performed took ``seconds`` and returned ``returned`` (None if
         it raised); a model call's reply carries its tokens and cost."""

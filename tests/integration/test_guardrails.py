@@ -1,11 +1,14 @@
 """The personal-data guardrail on a worker (issue 57): a customer's e-mail and card number,
 in the input and in a tool's result, never reach the provider (a local OpenAI-compatible
 server that keeps every request it gets) nor APP.events; the answer goes out masked;
-APP.input keeps what its producer wrote."""
+APP.input keeps what its producer wrote; the worker's metrics count what was redacted,
+by kind, and never show it."""
 
 from __future__ import annotations
 
 import json
+import re
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from eddies.connectors.runtime.client import read_events, send_input
 from eddies.connectors.runtime.settings import Settings
 from eddies.connectors.runtime.topics import TopicNames
 from eddies.events import DurableCallResult, InputEvent
+from tests.integration.tool_servers import free_port
 from tests.integration.workers import answers, start_worker, stop_worker, wait_until
 from tests.openai_server import OpenAIServer
 
@@ -42,10 +46,14 @@ def test_a_customers_data_reaches_neither_the_provider_nor_the_history(
         settings: Settings, tmp_path: Path) -> None:
     server = OpenAIServer(responder=_support).start()
     log = tmp_path / "worker.log"
-    worker = start_worker(settings, AGENT, log, TEST_OPENAI_BASE=server.base_url)
+    port = free_port()
+    worker = start_worker(settings, AGENT, log, TEST_OPENAI_BASE=server.base_url,
+                          args=("--metrics-port", str(port), "--metrics-host", "127.0.0.1"))
     try:
         send_input(settings, "cust-1", "I am ann.lee@example.com; card 4111 1111 1111 1111 was charged twice")
         [out] = wait_until("the answer", lambda: answers(settings), worker, log, timeout=90)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as got:
+            metrics = got.read().decode()
     finally:
         stop_worker(worker)
         server.stop()
@@ -64,3 +72,9 @@ def test_a_customers_data_reaches_neither_the_provider_nor_the_history(
     assert "4111 1111 1111 1111" in raw
     results = [repr(e.payload) for e in inputs if isinstance(e.payload, DurableCallResult)]
     assert len(results) == 3 and not any(s in r for s in SECRETS for r in results), results
+    # Counted: the input's e-mail and card (at admission), the record's (by the executor
+    # that made the call); nothing else held any. Counts only, never what was found.
+    counted = {m["name"]: float(m["n"]) for m in re.finditer(
+        r'eddies_hook_counter_total\{[^}]*hook="pii",name="(?P<name>\w+)"\} (?P<n>[\d.]+)', metrics)}
+    assert counted == {"email": 2.0, "card": 2.0}, metrics
+    assert not any(s in metrics for s in SECRETS)

@@ -88,6 +88,9 @@ def test_the_model_and_the_history_never_hold_the_customers_data() -> None:
                 if isinstance(p := e.payload, DurableCallRequest) and p.kind is CallKind.CHAT_MODEL]
     assert requests and [e.payload.input for e in runner.history if isinstance(e.payload, InputEvent)] == \
         ["card [card] was charged twice, I am [email]"]
+    # Counted where found: the input's card and address, the address in the model's answer.
+    assert {k: n for k, n in runner.metrics.items() if k[0] == "hook"} == {
+        ("hook", "pii.card"): 1, ("hook", "pii.email"): 2}
 
 
 def test_refusing_fails_the_input_and_tells_what_it_held() -> None:

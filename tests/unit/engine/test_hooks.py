@@ -348,3 +348,53 @@ def test_an_input_or_output_hook_that_raises_fails_the_run_naming_it_and_lets_no
     [out] = [p for e in runner.outputs if isinstance(p := e.payload, OutputEvent)]
     assert out.output is None and out.error is not None and (out.error.type, out.error.message) == (
         "HookError", "hook 'RaisesOnOutput' raised on the output of run 1: ValueError: no scanner")
+
+
+def shout(text: str) -> str:
+    return text.upper()
+
+
+class Counting(Hook):
+    """Counts what it sees, as a redacting hook counts what it redacts."""
+
+    name = "counting"
+
+    def on_input(self, value: Any, info: InputInfo) -> Any:
+        info.count("inputs")
+        return value
+
+    def before_call(self, call: CallView) -> CallView | Refuse | None:
+        call.count("asked")
+        call.count("words", len(call.args[0].split()))
+        return None
+
+    def on_result(self, call: CallView, value: Any) -> Any:
+        call.count("results")
+        return value
+
+    def on_output(self, value: Any, info: InputInfo) -> Any:
+        info.count("outputs")
+        return value
+
+
+class ThreeCalls(Agent):
+    @action(InputEvent)
+    def shout_thrice(event: InputEvent, ctx: Any) -> None:  # executed again at every result
+        texts = [ctx.durable_execute(shout, f"{event.input} {n}") for n in range(3)]
+        ctx.send_event(OutputEvent(output=" / ".join(texts)))
+
+
+def test_what_hooks_count_is_counted_once_however_often_the_action_is_replayed() -> None:
+    """A synchronous action runs again from its journal at each result: its calls go
+    through before_call every time, and are counted only when first asked."""
+    agent = ThreeCalls()
+    agent.add_hook(Counting())
+    runner = LocalRunner(agent)
+    for text in ("a b", "c d e"):
+        runner.submit("s1", text)
+    runner.run_until_idle()
+    assert [p.output for e in runner.outputs if isinstance(p := e.payload, OutputEvent)] == \
+        ["A B 0 / A B 1 / A B 2", "C D E 0 / C D E 1 / C D E 2"]
+    assert {name: n for (kind, name), n in runner.metrics.items() if kind == "hook"} == {
+        "counting.inputs": 2, "counting.asked": 6, "counting.words": 3 * 3 + 3 * 4,
+        "counting.results": 6, "counting.outputs": 2}
