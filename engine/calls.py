@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from eddies.events import CallKind, ChatMessage, Event, MessageRole, ToolCall
+from eddies.events import CallKind, ChatMessage, Event, Identity, MessageRole, ToolCall
 
 from .content import block_of
 from .durable import Outcome
@@ -49,6 +49,10 @@ class CallSite(Protocol):
 
     @property
     def session_id(self) -> str: ...
+
+    @property
+    def identity(self) -> Identity | None:
+        """Who asked for the run (None: anonymous)."""
 
     @property
     def trigger(self) -> Event:

@@ -16,6 +16,7 @@ from eddies.events import (
     CallKind,
     ErrorInfo,
     Event,
+    Identity,
     ToolCall,
     ToolResult,
 )
@@ -96,6 +97,13 @@ class RunnerContext:
     def run_number(self) -> int:
         """The run number (from 1) within the session."""
         return self._step.run.number
+
+    @property
+    def identity(self) -> Identity | None:
+        """Who asked for this run: the identity its input's producer signed (``eddies
+        serve`` from its token, ``eddies send --user``), None for an anonymous input.
+        Example: ``tenant = ctx.identity.tenant if ctx.identity else None``."""
+        return self._step.run.identity
 
     @property
     def event_id(self) -> str:

@@ -74,7 +74,8 @@ def _output(plan: AgentPlan, state: SessionState, run: RunState, payload: Event,
             output = dataclasses.replace(output, input_id=run.input_id)
     if plan.hooks and not scope and output.error is None:
         counts = HookCounts()
-        output = on_output(plan.hooks, output, InputInfo(state.session_id, run.input_id, run.number, counts))
+        info = InputInfo(state.session_id, run.input_id, run.number, run.identity, counts)
+        output = on_output(plan.hooks, output, info)
         if counts.counts and counted is not None:
             counted(state, counts.counts)
     return output

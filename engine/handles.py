@@ -255,7 +255,7 @@ _MISSING = object()
 
 def prepared(site: CallSite, tool: AnyTool, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """``arguments`` checked against the tool's schema, with its injected arguments filled
-    in (from the config or short-term memory, over any the model sent); the same object
+    in (from the config, short-term memory or who asked, over any the model sent); the same object
     when there is nothing to inject. ToolArgumentError saying what is wrong."""
     inject = tool.inject
     given = {k: v for k, v in arguments.items() if k not in inject} if inject else arguments
@@ -270,6 +270,10 @@ def prepared(site: CallSite, tool: AnyTool, arguments: Mapping[str, Any]) -> dic
     for name, source in inject.items():
         kind, _, key = source.partition(":")
         if kind == "call":  # the executor fills it in: the call has no id yet
+            continue
+        if kind == "identity":  # anonymous: None, for the tool to decide
+            who = site.identity
+            out[name] = None if who is None else who.user if key == "user" else who.tenant
             continue
         where = site.config if kind == "config" else site.short_term_memory
         value = where.get(key, _MISSING)

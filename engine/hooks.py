@@ -9,9 +9,9 @@ action is executed again from its journal and its hooks with it. What they decid
 therefore what the history holds: a changed input is recorded changed (the input topic
 keeps what its producer wrote), a changed call's request carries the changed arguments,
 and a refused call is an error the action (or the model, for a tool it asked for) sees,
-without any request made. ``on_result`` is the one that runs where the call was made (an
-executor), once, and may use I/O (a guard model as judge): its decision is the call's
-journaled outcome.
+without any request made. ``admit`` and ``on_result`` run where the call is made (an
+executor), once, before and after it, and may use I/O (a policy service, a guard model as
+judge): their decision is the call's journaled outcome.
 
 Example (no card numbers reach a model; one tool for one kind of customer)::
 
@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from eddies.events import CallKind, ErrorCategory, ErrorInfo, OutputEvent
+from eddies.events import CallKind, ErrorCategory, ErrorInfo, Identity, OutputEvent
 
 #: The error type of a call or an input a hook refused.
 REFUSED = "CallRefusedError"
@@ -75,7 +75,8 @@ class CallView:
     resource or function it calls) and its arguments as JSON values (``args``, ``kwargs``),
     in the session ``session_id``, run ``run``, and the sub-agent ``scope`` it is made in
     (``()``: the agent's own). A model call's ``kwargs["messages"]`` are its messages
-    (``{"role", "content", ...}``); a tool's kwargs are the tool's arguments."""
+    (``{"role", "content", ...}``); a tool's kwargs are the tool's arguments. ``identity``:
+    who asked for the run (its input's verified identity; None: anonymous)."""
 
     kind: CallKind
     target: str
@@ -84,6 +85,7 @@ class CallView:
     session_id: str
     run: int
     scope: tuple[str, ...] = ()
+    identity: Identity | None = None
     counts: HookCounts | None = field(default=None, compare=False, repr=False)
 
     def count(self, name: str, n: float = 1) -> None:
@@ -102,11 +104,13 @@ class CallView:
 @dataclass(frozen=True, slots=True)
 class InputInfo:
     """The input a hook's ``on_input`` is given the value of (or, for ``check_answer`` and
-    ``on_output``, the input the run answers): its session, event id and run."""
+    ``on_output``, the input the run answers): its session, event id, run and who asked
+    (``identity``: verified at admission; None: anonymous)."""
 
     session_id: str
     event_id: str
     run: int
+    identity: Identity | None = None
     counts: HookCounts | None = field(default=None, compare=False, repr=False)
 
     def count(self, name: str, n: float = 1) -> None:
@@ -150,6 +154,18 @@ class Hook:
         with the reason, and a second refusal fails the run (``OutputRefusedError``). It
         runs in the session machine: deterministic, as ``before_call`` is."""
         return None
+
+    def admit(self, call: CallView) -> Refuse | None:
+        """Whether the call may be made: None, or :class:`Refuse` (the call is not made;
+        its error is the refusal). It runs in the executor, once, right before the call is
+        made, and may use I/O (a policy service, a guard model as judge): what it decides
+        is the call's journaled outcome, so a replay, a fork or ``eddies eval`` reads it
+        and does not ask again. A rule that needs no I/O belongs in :meth:`before_call`."""
+        return None
+
+    def admits(self) -> bool:
+        """Whether executors run :meth:`admit` (by default: when the class overrides it)."""
+        return type(self).admit is not Hook.admit
 
     def sees_results(self) -> bool:
         """Whether executors run :meth:`on_result` (by default: when the class overrides
@@ -252,6 +268,31 @@ def answer_refusal(hooks: Sequence[Hook], value: Any, info: InputInfo) -> Refusa
     return None
 
 
+def admitting_hooks(hooks: Sequence[Hook]) -> tuple[Hook, ...]:
+    """Those of ``hooks`` that decide whether calls may be made (see :meth:`Hook.admits`)."""
+    return tuple(h for h in hooks if h.admits())
+
+
+def admission(hooks: Sequence[Hook], call: CallView) -> Refusal | None:
+    """The first refusal of ``call`` by ``hooks`` (see :meth:`Hook.admit`); a hook that
+    raises or returns what it may not refuses it (``HookError``): fail closed."""
+    counts = call.counts
+    for hook in hooks:
+        if counts is not None:
+            counts.hook = hook.hook_name()
+        try:
+            decided = hook.admit(call)
+        except Exception as err:
+            return Refusal(hook.hook_name(), f"raised on {call.kind} {call.target!r}: "
+                           f"{type(err).__name__}: {err}", HOOK_ERROR)
+        if isinstance(decided, Refuse):
+            return Refusal(hook.hook_name(), str(decided.reason))
+        if decided is not None:
+            return Refusal(hook.hook_name(), f"returned {type(decided).__name__} from admit; expected "
+                           "None or Refuse", HOOK_ERROR)
+    return None
+
+
 def result_hooks(hooks: Sequence[Hook]) -> tuple[Hook, ...]:
     """Those of ``hooks`` that look at calls' results (see :meth:`Hook.sees_results`)."""
     return tuple(h for h in hooks if h.sees_results())
@@ -276,5 +317,6 @@ def on_output(hooks: Sequence[Hook], output: OutputEvent, info: InputInfo) -> Ou
 
 
 __all__ = ["HOOK_ERROR", "INPUT_REFUSED", "OUTPUT_REFUSED", "REFUSED", "CallView", "Hook", "HookCounts",
-           "HookError", "InputInfo", "OutputRefusedError", "Refusal", "Refuse", "answer_refusal",
-           "before_call", "on_input", "on_output", "on_result", "result_hooks"]
+           "HookError", "InputInfo", "OutputRefusedError", "Refusal", "Refuse", "admission",
+           "admitting_hooks", "answer_refusal", "before_call", "on_input", "on_output", "on_result",
+           "result_hooks"]

@@ -156,17 +156,18 @@ class CallOutcomes:
     def request(self, state: SessionState, call_id: str, rec: CallRecord, args: str) -> DurableCallRequest:
         """The request of a call's current attempt, as its record says: to its reconciler
         when it is RECONCILING, else to its target, with its timeout and due time."""
+        who = None if state.run is None else state.run.identity
         if rec.status == RECONCILING:
             return DurableCallRequest(call_id=call_id, kind=CallKind.RECONCILE,
                                       target=rec.reconciler or "", args=args, idempotent=True,
-                                      attempt=rec.attempt)
+                                      attempt=rec.attempt, identity=who)
         kind = CallKind(rec.kind)
         plan = self._plan.for_scope(scope_of_call(call_id, state.session_id))
         asked = decode_value(args).get("kwargs") if kind is CallKind.SUBAGENT and args else None
         return DurableCallRequest(
             call_id=call_id, kind=kind, target=rec.target, args=args, idempotent=rec.idempotent,
             attempt=rec.attempt, timeout_ms=plan.call_timeout(kind, rec.target, asked),
-            digest=rec.digest, not_before=rec.due)
+            digest=rec.digest, not_before=rec.due, identity=who)
 
     def _end_run(self, state: SessionState, run: RunState, cause: AgentEvent, error: ErrorInfo,
                  out: list[AgentEvent]) -> None:

@@ -67,6 +67,9 @@ class AgentPlan:
     subagents: dict[str, AgentPlan] = field(default_factory=dict, repr=False)
     #: Its hooks, in order: a sub-agent's caller's, then its own (see engine/hooks.py).
     hooks: tuple[Hook, ...] = ()
+    #: Whether it or one of its sub-agents has hooks: an executor, which makes the calls
+    #: of every scope, looks for the hooks of a call's scope only then.
+    any_hooks: bool = False
     _tool_specs: dict[str, list[ToolSpec]] = field(default_factory=dict, compare=False, repr=False)
     _offered: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
 
@@ -158,6 +161,8 @@ class AgentPlan:
                                     "(set subagent_compatible = True on its class, or pass "
                                     "subagent_compatible=True)")
                 plan.subagents[name] = cls.compile(obj, parent=plan, path=here)
+        if plan.hooks or any(sub.any_hooks for sub in plan.subagents.values()):
+            object.__setattr__(plan, "any_hooks", True)  # known once its sub-agents are
         return plan
 
     def for_scope(self, scope: tuple[str, ...]) -> AgentPlan:

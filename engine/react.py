@@ -253,7 +253,8 @@ def _answer_check(ctx: RunnerContext) -> Callable[[Any], Refusal | None] | None:
     hooks = ctx.step.plan.hooks
     if not hooks:
         return None
-    info = InputInfo(ctx.session_id, ctx.step.run.input_id, ctx.step.run.number)
+    run = ctx.step.run
+    info = InputInfo(ctx.session_id, run.input_id, run.number, run.identity)
     return lambda value: answer_refusal(hooks, value, info)
 
 

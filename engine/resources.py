@@ -68,9 +68,10 @@ def tool_spec(fn: Callable[..., Any], name: str | None = None, description: str 
 
 
 #: Where an injected argument comes from: the agent's config, the session's short-term
-#: memory, or the call itself (``call:id``: its deterministic id, the same on every
-#: attempt to perform it, so a tool can pass it on as an idempotency key).
-INJECT_SOURCES = ("config", "memory", "call")
+#: memory, the call itself (``call:id``: its deterministic id, the same on every attempt
+#: to perform it, so a tool can pass it on as an idempotency key), or who asked for the
+#: run (``identity:user``, ``identity:tenant``: None for an anonymous input).
+INJECT_SOURCES = ("config", "memory", "call", "identity")
 
 
 @dataclass(frozen=True)
@@ -97,9 +98,11 @@ class FunctionTool:
     approval_timeout_ms: int | None = None
     #: Arguments the model neither sees nor sets: parameter -> ``"config:KEY"`` (the
     #: agent's config), ``"memory:KEY"`` (the session's short-term memory), filled in
-    #: when the call is made, over anything the model sent; or ``"call:id"``, the call's
-    #: id, filled in by the executor that performs it (an idempotency key for a tool
-    #: that calls a service: a call made again after a crash carries the same one).
+    #: when the call is made, over anything the model sent; ``"identity:user"`` or
+    #: ``"identity:tenant"``, who asked for the run (verified at admission; None when the
+    #: input was anonymous); or ``"call:id"``, the call's id, filled in by the executor
+    #: that performs it (an idempotency key for a tool that calls a service: a call made
+    #: again after a crash carries the same one).
     inject: Mapping[str, str] = field(default_factory=dict)
     spec: ToolSpec = field(init=False)
     #: How JSON arguments become the parameters' types (enums, dataclasses, pydantic).
@@ -116,9 +119,10 @@ class FunctionTool:
             kind, _, key = str(source).partition(":")
             if pname not in params:
                 raise ValueError(f"{who}: inject names {pname!r}, which is not a parameter of it")
-            if kind not in INJECT_SOURCES or not key or (kind == "call" and key != "id"):
-                raise ValueError(f"{who}: inject[{pname!r}] must be 'config:KEY', 'memory:KEY' or "
-                                 f"'call:id', got {source!r}")
+            if kind not in INJECT_SOURCES or not key or (kind == "call" and key != "id") or (
+                    kind == "identity" and key not in ("user", "tenant")):
+                raise ValueError(f"{who}: inject[{pname!r}] must be 'config:KEY', 'memory:KEY', "
+                                 f"'call:id', 'identity:user' or 'identity:tenant', got {source!r}")
         spec = tool_spec(self.fn, self.name or None, self.description, tuple(self.inject))
         object.__setattr__(self, "name", spec.name)
         object.__setattr__(self, "spec", spec)

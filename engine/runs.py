@@ -114,18 +114,21 @@ class Runs:
         assert isinstance(asked, InputEvent)
         counts = HookCounts()
         value = on_input(self._plan.hooks, asked.input, InputInfo(state.session_id, ev.event_id, state.runs,
-                                                                 counts))
+                                                                 asked.identity, counts))
         if counts.counts:
             self._count_hooked(state, counts.counts)
         if isinstance(value, Refusal):
-            return InputEvent(None), value.error()
-        return (asked if value is asked.input else InputEvent(value)), None
+            return InputEvent(None, asked.identity), value.error()
+        return (asked if value is asked.input else InputEvent(value, asked.identity)), None
 
     def start_runs(self, state: SessionState, out: list[AgentEvent]) -> None:
         while state.run is None and state.queue:
             inp = state.queue.popleft()
             run = RunState(inp.run, inp.event_id)
             run.time = inp.timestamp
+            asked = inp.payload
+            if type(asked) is InputEvent and asked.identity is not None:
+                run.identity = asked.identity
             state.run = run
             budget = self._plan.budgets.get("session")
             over = None if budget is None else budget.exceeded(state.tokens, state.cost_usd)

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from eddies.events import AgentEvent, ErrorInfo, from_record, to_record
+from eddies.events import AgentEvent, ErrorInfo, Identity, from_record, to_record
 
 STATE_FORMAT = 1
 #: How many recent input event ids a session remembers to drop re-delivered inputs.
@@ -182,6 +182,9 @@ class RunState:
     #: arrives, that is the same on every execution, so a re-executed action computes the
     #: same call arguments.
     time: int = 0
+    #: Who asked: the verified identity of the input that started it (None: anonymous),
+    #: given to every call of the run.
+    identity: Identity | None = None
 
     def to_dict(self, *, parts: bool = True) -> dict[str, Any]:
         """JSON-able form; without ``parts``, no ``calls`` and ``sensory`` (a runner that
@@ -204,6 +207,8 @@ class RunState:
             d["deadlines"] = self.deadlines
         if self.any:
             d["any"] = True
+        if self.identity is not None:
+            d["identity"] = [self.identity.user, self.identity.tenant]
         if parts:
             d["calls"] = {k: v.to_dict() for k, v in self.calls.items()}
             d["sensory"] = self.sensory
@@ -229,6 +234,7 @@ class RunState:
             deadlines=d.get("deadlines", 0),
             any=d.get("any", False),
             time=d.get("time", clock),
+            identity=None if (who := d.get("identity")) is None else Identity(who[0], who[1]),
         )
 
 

@@ -23,6 +23,7 @@ from eddies.events import (
     CallKind,
     DurableCallRequest,
     Event,
+    Identity,
     decode_value,
     encode_value,
 )
@@ -109,6 +110,10 @@ class Step:
     @property
     def session_id(self) -> str:
         return self.state.session_id
+
+    @property
+    def identity(self) -> Identity | None:
+        return self.run.identity
 
     @property
     def trigger(self) -> Event:
@@ -237,7 +242,7 @@ class Step:
                 call_id=cid, kind=spec.kind, target=spec.target, args=args,
                 idempotent=spec.idempotent, attempt=1,
                 timeout_ms=self.plan.call_timeout(spec.kind, spec.target, spec.kwargs), digest=dig,
-                not_before=rec.due))
+                not_before=rec.due, identity=run.identity))
             notice = spec.notice
             if notice is not None:
                 if isinstance(notice, ApprovalRequestEvent) and rec.due is not None:
@@ -260,7 +265,7 @@ class Step:
         asked = decode_value(args)
         counts = HookCounts()
         call = CallView(spec.kind, spec.target, asked["args"], asked["kwargs"], self.state.session_id,
-                        self.run.number, self.invocation.trigger.scope, counts)
+                        self.run.number, self.invocation.trigger.scope, self.run.identity, counts)
         decided = before_call(self.plan.hooks, call)
         if isinstance(decided, Refusal):
             return args, decided, counts.counts

@@ -78,6 +78,11 @@ class SubagentSetup:
     reconciles: bool = False
     #: How long one call may take (seconds), unless the caller gives a timeout.
     timeout_s: float = 300.0
+    #: Whether ``perform`` and ``reconcile`` (and their async forms) take ``identity=``:
+    #: who asked for the run (an :class:`~eddies.events.Identity`, None when anonymous),
+    #: to pass on (the HTTP and A2A setups send it as headers). An executor passes it
+    #: only then, so a subclass written without it keeps working.
+    takes_identity: bool = False
 
     def timeout_of(self, kwargs: dict[str, Any] | None) -> float:
         """How long a call (its arguments ``kwargs``) may take, in seconds: its caller's

@@ -27,6 +27,7 @@ from .payloads import (
     Document,
     ErrorInfo,
     Event,
+    Identity,
     TokenUsage,
     ToolCall,
     ToolResult,
@@ -84,7 +85,8 @@ def _object_binding() -> ObjectBinding:
     classes.update({"eddies.AgentEvent": AgentEvent, "eddies.ChatMessage": ChatMessage,
                     "eddies.ToolCall": ToolCall, "eddies.ToolResult": ToolResult,
                     "eddies.ErrorInfo": ErrorInfo, "eddies.TokenUsage": TokenUsage,
-                    "eddies.Document": Document, "eddies.ContentBlock": ContentBlock})
+                    "eddies.Document": Document, "eddies.ContentBlock": ContentBlock,
+                    "eddies.Identity": Identity})
     convert: dict[str, Callable[[Any], Any]] = {
         f"eddies.{r}.{f}": _value_field(r, f) for r, f in [
             ("InputEvent", "input"), ("OutputEvent", "output"), ("ChatMessage", "extra_args"),

@@ -189,6 +189,19 @@ class ErrorInfo:
         return cls(type(err).__name__, str(err), retryable)
 
 
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who asked: the end user an input is from, and their tenant (None: none). It counts
+    only when its producer signed the record (see ``docs/guide/identity.md``); the session
+    then gives it to every call of the run the input starts. Example::
+
+        Identity("u-42", tenant="acme")
+    """
+
+    user: str
+    tenant: str | None = None
+
+
 @dataclass(slots=True)
 class TokenUsage:
     """What model calls consumed: tokens, cost (USD, None: unknown), time, attempts."""
@@ -238,6 +251,8 @@ class InputEvent(Event):
     event_type: ClassVar[str] = "InputEvent"
     _builtin: ClassVar[bool] = True
     input: Any = None
+    #: Who asked, verified at admission (None: anonymous).
+    identity: Identity | None = None
 
 
 @dataclass(slots=True)
@@ -350,6 +365,7 @@ class DurableCallRequest(Event):
     timeout_ms: int | None = None
     digest: str = ""  # of kind, target and args; echoed by the result
     not_before: int | None = None  # logical ms: executors hold it until then
+    identity: Identity | None = None  # who asked for the run: what remote sub-agents are told
 
     @property
     def for_executor(self) -> bool:

@@ -34,6 +34,7 @@ from .payloads import (
     ErrorCategory,
     ErrorInfo,
     Event,
+    Identity,
     InputEvent,
     MessageRole,
     OutputEvent,
@@ -113,7 +114,15 @@ def attributes(event: Event) -> dict[str, Any]:
 
 
 def _in(p: Any) -> Record:
-    return {"input": encode_value(p.input, "InputEvent.input")}
+    return {"input": encode_value(p.input, "InputEvent.input"), "identity": _identity(p.identity)}
+
+
+def _identity(who: Identity | None) -> Record | None:
+    return None if who is None else {"user": who.user, "tenant": who.tenant}
+
+
+def _identity_in(r: Record | None) -> Identity | None:
+    return None if r is None else Identity(r["user"], r.get("tenant"))
 
 
 def _out(p: Any) -> Record:
@@ -174,6 +183,7 @@ def _call_req(p: Any) -> Record:
         "timeout_ms": p.timeout_ms,
         "digest": p.digest,
         "not_before": p.not_before,
+        "identity": _identity(p.identity),
     }
 
 
@@ -332,7 +342,9 @@ def _custom_in(r: Record) -> Event:
 
 
 _READERS: dict[str, Callable[[Record], Event]] = {
-    "eddies.InputEvent": lambda r: InputEvent(decode_value(r["input"], "InputEvent.input")),
+    "eddies.InputEvent": lambda r: InputEvent(
+        decode_value(r["input"], "InputEvent.input"),
+        None if (who := r.get("identity")) is None else _identity_in(who)),
     "eddies.OutputEvent": lambda r: OutputEvent(
         decode_value(r["output"], "OutputEvent.output"), _err_in(r["error"]), r.get("input_id")
     ),
@@ -378,6 +390,7 @@ _READERS: dict[str, Callable[[Record], Event]] = {
         r["timeout_ms"],
         r.get("digest", ""),  # absent in records read with schema v1
         r.get("not_before"),
+        None if (who := r.get("identity")) is None else _identity_in(who),
     ),
     "eddies.DurableCallResult": lambda r: DurableCallResult(
         r["call_id"],

@@ -3,9 +3,9 @@
 ``python -m tests.a2a_servers echo PORT LOG``: the agent "Echo Agent" (card at
 ``/.well-known/agent-card.json``). Each message is a task: it appends ``<idempotency key
 from the message metadata> <text>`` to LOG, a JSON line of the request's Idempotency-Key,
-Authorization and X-Token headers to LOG.headers, and its arrival time (seconds since the
-epoch) to LOG.times; then it completes the task with one artifact of text ``echo:
-<text>``, or, when the text contains "fail",
+Authorization, X-Token, Eddies-User and Eddies-Tenant headers to LOG.headers, and its
+arrival time (seconds since the epoch) to LOG.times; then it completes the task with
+one artifact of text ``echo: <text>``, or, when the text contains "fail",
 fails it with the status message ``cannot do: <text>``; "data" completes it with one
 data part ``{"echo": <text>, "n": 1}``; "slow" sleeps 3 s first, on a key's first call
 only. With ``A2A_TEST_TOKEN`` set, a request without ``Authorization: Bearer <token>``
@@ -61,7 +61,8 @@ def echo(port: int, log: Path) -> None:
                 fh.write(f"{time.time():.3f}\n")
             with Path(f"{log}.headers").open("a") as fh:
                 fh.write(json.dumps({h: headers.get(h) for h in ("idempotency-key", "authorization",
-                                                                 "x-token")}) + "\n")
+                                                                 "x-token", "eddies-user",
+                                                                 "eddies-tenant")}) + "\n")
             await event_queue.enqueue_event(Task(
                 id=context.task_id, context_id=context.context_id,
                 status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED), history=[message]))

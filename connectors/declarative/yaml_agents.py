@@ -382,10 +382,11 @@ def _tool(parent: Seq, i: int, item: Any, agent: Agent, ref: Callable[[Map, str,
                                       "{source, key}")
             _keys(binding, {"source", "key"}, "an injected argument")
             source = _text(binding, "source") or "short_term_memory"
-            kinds = {"config": "config", "short_term_memory": "memory", "memory": "memory", "call": "call"}
+            kinds = {"config": "config", "short_term_memory": "memory", "memory": "memory", "call": "call",
+                     "identity": "identity"}
             if source not in kinds:
                 raise DefinitionError(f"{where(binding, 'source')}: source {source!r} is not one of config, "
-                                      "short_term_memory, call")
+                                      "short_term_memory, call, identity")
             key = "id" if source == "call" and "key" not in binding else _text(binding, "key", required=True)
             inject[param] = f"{kinds[source]}:{key}"
         fn = _import(entry, "function", required=True)

@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from eddies.connectors.execution.result_hooks import hooked_value, hooks_on_results
+from eddies.connectors.execution.call_hooks import hooked_value, hooks_on_results
 from eddies.connectors.execution.store_calls import (
     embed,
     embed_async,
@@ -151,11 +151,14 @@ class CallPerformer:
 
     def outcome(self, request: AgentEvent, returned: Any) -> AgentEvent:
         """The result event of ``request``'s call, which returned ``returned``: its value as
-        the plan's hooks let it be journaled, or their refusal (see result_hooks.py)."""
+        the plan's hooks let it be journaled, or their refusal (see call_hooks.py); given a
+        :class:`Refusal` (a hook did not admit the call, which was not made), that refusal."""
         req = request.payload
         assert isinstance(req, DurableCallRequest)
+        if self.plan.any_hooks and type(returned) is Refusal:  # not made: see CallAdmission
+            return result_event(request, CallStatus.ERROR, "null", returned.error())
         value = encode_value(returned, "result of", req.target)
-        if self.plan.hooks:
+        if self.plan.any_hooks:
             hooks = self._hooks_on_results(request.scope)
             if hooks:
                 counts = HookCounts()
@@ -170,7 +173,7 @@ class CallPerformer:
     def streams(self, req: DurableCallRequest, scope: tuple[str, ...]) -> bool:
         """Whether a model call may stream its answer as it comes: not when hooks look at
         its result (the stream would show what they may change)."""
-        return not self.plan.hooks or not self._hooks_on_results(scope)
+        return not self.plan.any_hooks or not self._hooks_on_results(scope)
 
     def _hooks_on_results(self, scope: tuple[str, ...]) -> tuple[Hook, ...]:
         hooks = self._result_hooks.get(scope)
@@ -194,14 +197,15 @@ class CallPerformer:
         if kind is CallKind.RECONCILE and req.target.startswith(RECONCILER):
             setup = plan.resource(req.target[len(RECONCILER):], ResourceType.AGENT)
             return setup.reconcile(kwargs.get("prompt"), session_id=kwargs.get("session_id"),
-                                   call_id=req.call_id, timeout_s=setup.timeout_of(kwargs))
+                                   call_id=req.call_id, timeout_s=setup.timeout_of(kwargs),
+                                   **_who(setup, req))
         if kind is CallKind.SUBAGENT:  # an external one (an internal one is the machine's)
             setup = plan.resource(req.target, ResourceType.AGENT)
             if not isinstance(setup, SubagentSetup):
                 raise TypeError(f"sub-agent {req.target!r} is an internal agent: its calls are not an "
                                 "executor's to perform")
             return setup.perform(kwargs.get("prompt"), session_id=kwargs.get("session_id"),
-                                 call_id=req.call_id, timeout_s=setup.timeout_of(kwargs))
+                                 call_id=req.call_id, timeout_s=setup.timeout_of(kwargs), **_who(setup, req))
         if kind is CallKind.RECONCILE:
             fn = self.resolver(req) or import_target(req.target)
             if _takes_no_arguments(fn):
@@ -218,7 +222,7 @@ class CallPerformer:
                 if tool.protocol == "a2a":
                     from eddies.connectors.remote.a2a import call_tool as call_agent
 
-                    return call_agent(plan, tool, kwargs, req.call_id)
+                    return call_agent(plan, tool, kwargs, req.call_id, req.identity)
                 from eddies.connectors.remote.mcp import call_tool
 
                 return call_tool(plan, tool, kwargs, req.call_id)
@@ -303,7 +307,7 @@ class CallPerformer:
         if tool.protocol == "a2a":
             from eddies.connectors.remote.a2a import call_tool_async as call_agent
 
-            return await call_agent(plan, tool, kwargs, req.call_id)
+            return await call_agent(plan, tool, kwargs, req.call_id, req.identity)
         from eddies.connectors.remote.mcp import call_tool_async
 
         return await call_tool_async(plan, tool, kwargs, req.call_id)
@@ -312,7 +316,7 @@ class CallPerformer:
                               req: DurableCallRequest) -> Any:
         kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
         return await perform(kwargs.get("prompt"), session_id=kwargs.get("session_id"),
-                             call_id=req.call_id, timeout_s=setup.timeout_of(kwargs))
+                             call_id=req.call_id, timeout_s=setup.timeout_of(kwargs), **_who(setup, req))
 
     async def _embed_async(self, plan: AgentPlan, req: DurableCallRequest) -> Any:
         kwargs = decode_value(req.args, "arguments of", req.call_id).get("kwargs", {})
@@ -399,3 +403,8 @@ def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
         return not inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
+
+def _who(setup: Any, req: DurableCallRequest) -> dict[str, Any]:
+    """Who asked, for a sub-agent setup that takes it (see ``SubagentSetup.takes_identity``)."""
+    return {"identity": req.identity} if getattr(setup, "takes_identity", False) else {}
+

@@ -104,14 +104,15 @@ class SessionFunction(KeyedProcessFunction):  # type: ignore[misc]
     def open(self, runtime_context: RuntimeContext) -> None:
         from eddies.connectors.remote.discovery import discover_tools
         from eddies.connectors.runtime.settings import load_agent
-        from eddies.connectors.runtime.signing import ResultSigner
+        from eddies.connectors.runtime.signing import ResultSigner, identity_signer
         from eddies.engine import AgentPlan
 
         agent = load_agent(self.settings.agent)
         discover_tools(agent)  # MCP and A2A tools' specs come from their servers
         plan = AgentPlan.compile(agent)
         signer = ResultSigner.from_env(self.settings.result_key_env, allow_dev_key=self.dev_key)
-        self.processor = Processor(self.settings, plan, signer)
+        self.processor = Processor(self.settings, plan, signer, identities=identity_signer(
+            self.settings.identity_key_env, allow_dev_key=self.dev_key))
         self.store = _MapStore(runtime_context.get_map_state(
             MapStateDescriptor("session", Types.STRING(), Types.PICKLED_BYTE_ARRAY())))
         self.dlq = TopicNames(self.settings.app).dlq

@@ -228,7 +228,7 @@ class Processor:
     """Drives the session machine for the records of the sessions one subtask owns."""
 
     def __init__(self, settings: Settings, plan: AgentPlan, signer: ResultSigner,
-                 counters: Counters | None = None) -> None:
+                 counters: Counters | None = None, identities: ResultSigner | None = None) -> None:
         self.settings = settings
         self.names = TopicNames(settings.app)
         self.counters = counters or Counters()
@@ -237,7 +237,8 @@ class Processor:
         self.admission = Admission(partitions=settings.partitions,
                                    max_record_bytes=settings.max_record_bytes,
                                    agent_name=plan.agent_name, signer=signer,
-                                   input_topic=self.names.input)
+                                   input_topic=self.names.input, identities=identities,
+                                   counters=self.counters)
         self.dead_letters = DeadLetters(self.rows, self.names.dlq, settings.max_record_bytes,
                                         self.counters)
         self.router = Router(settings, self.names, self.rows, self.counters, self.dead_letters)

@@ -51,6 +51,7 @@ from eddies.connectors.inspect.stream_events import session_events, sse_stream
 from eddies.connectors.inspect.stream_hub import SessionHub
 from eddies.connectors.runtime.client import input_event, signal_event
 from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.signing import ResultSigner
 from eddies.engine.approval import answer as approval_answer
 
 if TYPE_CHECKING:
@@ -74,9 +75,12 @@ class HttpError(Exception):
 
 def create_gateway(settings: Settings, *, tokens: Tokens | None = None,
                    hub: SessionHub | None = None, sender: InputSender | None = None,
-                   answer_timeout_s: float = ANSWER_TIMEOUT_S) -> Starlette:
+                   answer_timeout_s: float = ANSWER_TIMEOUT_S,
+                   signer: ResultSigner | None = None) -> Starlette:
     """The door's ASGI app over app ``settings.app``: the hub and sender are started when
-    the app starts (given ones are used as they are), and closed when it stops."""
+    the app starts (given ones are used as they are), and closed when it stops. The
+    inputs of a token that proves who asks carry that identity, signed by ``signer`` (the
+    identity key's; without it the workers clear it)."""
     import contextlib
 
     from starlette.applications import Starlette
@@ -94,7 +98,7 @@ def create_gateway(settings: Settings, *, tokens: Tokens | None = None,
         if parts["hub"] is None:
             parts["hub"] = await asyncio.to_thread(lambda: SessionHub(settings).start())
         if parts["sender"] is None:
-            parts["sender"] = InputSender(settings)
+            parts["sender"] = InputSender(settings, signer)
         try:
             yield
         finally:
@@ -150,7 +154,7 @@ def create_gateway(settings: Settings, *, tokens: Tokens | None = None,
             value = (await request.body()).decode("utf-8", errors="replace")
         key = request.headers.get("idempotency-key")
         event_id = idempotent_id(session_id, key)
-        event = input_event(session_id, value, event_id)
+        event = input_event(session_id, value, event_id, identity=keys.identity(_bearer(request)))
         headers = {"X-Eddies-Event-Id": event_id}
         if "text/event-stream" in request.headers.get("accept", ""):
             events = session_events(parts["hub"], session_id, input_id=event_id, since_ms=event.timestamp,
@@ -215,7 +219,7 @@ def create_gateway(settings: Settings, *, tokens: Tokens | None = None,
         allowed(request, named)
         key = request.headers.get("idempotency-key")
         event_id = idempotent_id(named, key)
-        event = input_event(named, text, event_id)
+        event = input_event(named, text, event_id, identity=keys.identity(_bearer(request)))
         model = str(body.get("model") or settings.app)
         completion_id = f"chatcmpl-{event_id}"
         events = session_events(parts["hub"], named, input_id=event_id, since_ms=event.timestamp,

@@ -18,8 +18,9 @@ from typing import Any
 from eddies.connectors.runtime.client import producer
 from eddies.connectors.runtime.records import HEADERS
 from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.signing import IDENTITY_HEADER, ResultSigner
 from eddies.connectors.runtime.topics import TopicNames
-from eddies.events import AgentEvent, encode
+from eddies.events import AgentEvent, InputEvent, encode
 
 
 class DeliveryError(RuntimeError):
@@ -38,8 +39,10 @@ def idempotent_id(session_id: str, key: str | None) -> str:
 class InputSender:
     """One producer for the door's inputs and signals, polled on a thread of its own."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, signer: ResultSigner | None = None) -> None:
         self.topic = TopicNames(settings.app).input
+        #: Vouches for the identity of the inputs that name one (the identity key's).
+        self.signer = signer
         # A record the broker does not take within the connect timeout fails, instead of
         # being retried for librdkafka's default 5 minutes while the client waits.
         extra = {} if "message.timeout.ms" in settings.kafka else {
@@ -63,7 +66,12 @@ class InputSender:
             else:
                 done.set_result(None)
 
-        self._producer.produce(self.topic, encode(event), event.session_id.encode(), headers=HEADERS,
+        data = encode(event)
+        headers = HEADERS
+        asked = event.payload
+        if self.signer is not None and type(asked) is InputEvent and asked.identity is not None:
+            headers = [*HEADERS, (IDENTITY_HEADER, self.signer.sign(data))]
+        self._producer.produce(self.topic, data, event.session_id.encode(), headers=headers,
                                on_delivery=delivered)
         await asyncio.wrap_future(done)
 

@@ -183,6 +183,11 @@ class _RunSpans:
         if node.events:
             attrs["eddies.event_id"] = node.events[0].event_id
         first = node.events[0].payload if node.events else None
+        who = first.identity if isinstance(first, InputEvent | DurableCallRequest) else None
+        if who is not None:  # who asked (verified at admission)
+            attrs["enduser.id"] = who.user
+            if who.tenant is not None:
+                attrs["eddies.tenant"] = who.tenant
         if node.kind == RUN:
             attrs.update({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.root_agent})
             if not isinstance(first, InputEvent):

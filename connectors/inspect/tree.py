@@ -164,7 +164,11 @@ class _Builder:
     def _add(self, ev: AgentEvent) -> None:
         p = ev.payload
         if isinstance(p, InputEvent) and not ev.scope:
-            root = self._node(RUN, cut(json.dumps(p.input)), ev, status="pending")
+            who = p.identity
+            said = cut(json.dumps(p.input))
+            if who is not None:  # who asked, as the input's signed identity says
+                said += f" (user {who.user}" + (f", tenant {who.tenant})" if who.tenant else ")")
+            root = self._node(RUN, said, ev, status="pending")
             self.roots.append(root)
             self.holder[ev.event_id] = root
             return

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from eddies.connectors.execution.call_deadlines import CallDeadlines, within
+from eddies.connectors.execution.call_hooks import CallAdmission
 from eddies.connectors.execution.call_loop import CallLoop
 from eddies.connectors.execution.calls import CallPerformer, LoopCall, Resolver, result_event, writable_result
 from eddies.connectors.execution.provider_gates import ProviderGates
@@ -83,6 +84,9 @@ class CallRunner:
         self._spare = 0  # call threads started in place of ones held by abandoned calls
         self._loop: CallLoop | None = None  # made at the first call with an async client
         self._async_performer = CallPerformer(ctx.plan, resolver, counted)
+        #: Whether each call may be made, asked of the hooks that decide it here.
+        self.admission = CallAdmission(ctx.plan, counted)
+        self._hooked = ctx.plan.any_hooks
         self._claimers: ThreadPoolExecutor | None = None  # made at the loop's first claim
         #: Each provider's limits and Retry-After, on the call loop.
         self.gates = ProviderGates()
@@ -271,8 +275,10 @@ class CallRunner:
         began = time.perf_counter()
         returned = None
         try:
-            returned = (performer.perform(req, request.scope) if stream is None
-                        else performer.perform(req, request.scope, stream))
+            returned = self.admission.refused(request) if self._hooked else None
+            if returned is None:  # not refused by a hook that decides here
+                returned = (performer.perform(req, request.scope) if stream is None
+                            else performer.perform(req, request.scope, stream))
             result = performer.outcome(request, returned)
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
@@ -387,7 +393,14 @@ class CallRunner:
         if call.stream is not None:
             call.stream.started(asked(req))
         try:
-            returned = await within(call.call, req, self._timed_out)
+            returned: Any = None
+            if self.admission.admits(request.scope):  # a hook decides first, maybe asking a judge
+                returned = await asyncio.get_running_loop().run_in_executor(
+                    self._claim_threads(), self.admission.refused, request)
+            if returned is not None:
+                call.call.close()
+            else:
+                returned = await within(call.call, req, self._timed_out)
             if waited > 0 and type(returned) is ChatMessage:
                 usage = returned.extra_args.get("usage")
                 if type(usage) is dict:

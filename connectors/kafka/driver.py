@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from eddies.connectors.execution.call_hooks import CallAdmission
 from eddies.connectors.execution.calls import CallPerformer
 from eddies.connectors.journal.claims import Claimant
 from eddies.connectors.journal.epochs import ORCHESTRATOR, stamp_of
@@ -68,6 +69,7 @@ class Driver:
         self._producer = MemoryProducer(self.broker)
         self._requests_read = [0] * partitions
         self._performer: CallPerformer | None = None
+        self._admission = CallAdmission(self.plan)
         self._outcomes: dict[tuple[str, int], bytes] = {}
         self._redeliver: list[AgentEvent] = []
 
@@ -171,7 +173,9 @@ class Driver:
         if self._performer is None:
             machine = next(iter(self.orchestrators.values())).machine
             self._performer = CallPerformer(self.plan, machine.callable_for)
-        returned = self._performer.perform(req, request.scope)
+        returned = self._admission.refused(request) if self.plan.any_hooks else None
+        if returned is None:
+            returned = self._performer.perform(req, request.scope)
         result = self._performer.outcome(request, returned)
         data = self._outcomes[(req.call_id, req.attempt)] = encode(result)
         self._producer.produce(self.names.journal, data, outcome_key(req.call_id, req.attempt),

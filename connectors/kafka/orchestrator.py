@@ -52,6 +52,7 @@ from eddies.connectors.runtime.dead_letters import DeadLetters
 from eddies.connectors.runtime.outbox import IDLE_FLUSH_S
 from eddies.connectors.runtime.positions import Positions
 from eddies.connectors.runtime.routing import Router
+from eddies.connectors.runtime.signing import identity_signer
 from eddies.engine import SessionMachine, SessionState
 from eddies.events import partition_for
 
@@ -109,7 +110,9 @@ class Orchestrator:
         self.router.spans = self.spans
         admission = Admission(partitions=s.partitions, max_record_bytes=s.max_record_bytes,
                               agent_name=ctx.plan.agent_name, signer=ctx.signer,
-                              input_topic=self.names.input)
+                              input_topic=self.names.input, counters=self.counters,
+                              identities=identity_signer(s.identity_key_env,
+                                                         allow_dev_key=ctx.membership.embedded))
         self.step = SessionStep(self.machine, self.router, admission, self.counters, metrics)
         if metrics is not None:
             metrics.watch_sessions(self.machine.stats, self.step.states)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from eddies.connectors.execution.call_deadlines import timed_out, within
+from eddies.connectors.execution.call_hooks import CallAdmission
 from eddies.connectors.execution.calls import CallPerformer, Resolver, import_target, result_event
 from eddies.connectors.execution.recorded_calls import RecordedCalls
 from eddies.connectors.remote.error_classes import describe_error
@@ -40,6 +41,7 @@ class InProcessExecutor:
         self.plan = plan
         self.journal = journal
         self.performer = CallPerformer(plan, resolver, counted)
+        self.admission = CallAdmission(plan, counted)
         self.performed = 0
         #: Outcomes of another run, reused for the calls they answer (fork, reprocess).
         self.recorded = recorded
@@ -63,7 +65,9 @@ class InProcessExecutor:
                 return result_event(request, CallStatus.UNKNOWN)
             self.journal.mark_started(req.call_id, req.attempt)
         try:
-            result = self.performer.outcome(request, self._perform(req, request.scope))
+            refused = self.admission.refused(request) if self.plan.any_hooks else None
+            returned = self._perform(req, request.scope) if refused is None else refused
+            result = self.performer.outcome(request, returned)
         except Exception as err:
             result = result_event(request, CallStatus.ERROR, "null", describe_error(err))
         self.performed += 1

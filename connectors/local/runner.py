@@ -42,6 +42,7 @@ from eddies.events import (
     ApprovalRequestEvent,
     DurableCallRequest,
     ErrorInfo,
+    Identity,
     InputEvent,
     OutputEvent,
     SignalEvent,
@@ -117,15 +118,18 @@ class LocalRunner:
 
     # --- feeding ---------------------------------------------------------------------------
     def submit(
-        self, session_id: str, value: Any, *, event_id: str | None = None, timestamp: int | None = None
+        self, session_id: str, value: Any, *, event_id: str | None = None, timestamp: int | None = None,
+        identity: Identity | None = None,
     ) -> str:
-        """Queue an input for ``session_id``; returns its event id."""
+        """Queue an input for ``session_id`` (from ``identity``: in process, as a worker
+        admits one whose signature holds); returns its event id."""
         n = self._inputs.get(session_id, 0) + 1
         self._inputs[session_id] = n
         self._clock += 1
         eid = event_id or f"{session_id}:in{n}"
         ts = self._clock if timestamp is None else timestamp
-        self._work.append(AgentEvent.external(session_id, InputEvent(value), event_id=eid, timestamp=ts))
+        self._work.append(AgentEvent.external(session_id, InputEvent(value, identity), event_id=eid,
+                                              timestamp=ts))
         return eid
 
     def signal(self, session_id: str, name: str, value: Any = None, *,

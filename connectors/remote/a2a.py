@@ -27,9 +27,10 @@ from eddies.connectors.remote.a2a_parts import parts_value, task_state
 from eddies.connectors.remote.configuration import ConfigurationError, resolve_env, secret
 from eddies.connectors.remote.error_classes import TRANSIENT_STATUS
 from eddies.connectors.remote.loop_thread import LoopThread
-from eddies.connectors.remote.subagent_calls import IDEMPOTENCY_HEADER, subagent_timeout
+from eddies.connectors.remote.subagent_calls import IDEMPOTENCY_HEADER, identity_headers, subagent_timeout
 from eddies.engine import Agent, AgentPlan, ResourceType
 from eddies.engine.remote_tools import IDEMPOTENCY_META, A2aServer, A2aTool, RemoteTool, a2a_spec
+from eddies.events import Identity
 
 log = logging.getLogger("eddies.a2a")
 
@@ -243,34 +244,36 @@ def _card_failure(err: BaseException, server: A2aServer) -> str:
     return _reason(cause or err, server)
 
 
-def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], key: str) -> Any:
+def call_tool(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], key: str,
+              identity: Identity | None = None) -> Any:
     """Send the agent of ``tool`` one message, the text ``arguments["prompt"]``, its call id
     ``key`` in the message metadata and the Idempotency-Key header, and follow its task
     to the end: the text of the completed task's artifacts (a lone data part: its JSON
-    value). A task that ends otherwise raises A2aTaskError with its status message."""
-    server, path, timeout, call = _tool_call(plan, tool, arguments, key)
+    value), who asked (``identity``) in the Eddies-User and Eddies-Tenant headers. A task
+    that ends otherwise raises A2aTaskError with its status message."""
+    server, path, timeout, call = _tool_call(plan, tool, arguments, key, identity)
     with _call_errors(server, path, f"{tool.name}: ", timeout):
         return _POOL.loop.run(call, timeout)
 
 
 async def call_tool_async(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any],
-                          key: str) -> Any:
+                          key: str, identity: Identity | None = None) -> Any:
     """:func:`call_tool` awaited from another event loop (an executor's call loop): the
     call holds no thread while the agent works."""
-    server, path, timeout, call = _tool_call(plan, tool, arguments, key)
+    server, path, timeout, call = _tool_call(plan, tool, arguments, key, identity)
     with _call_errors(server, path, f"{tool.name}: ", timeout):
         return await _POOL.loop.run_async(call, timeout)
 
 
-def _tool_call(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any],
-               key: str) -> tuple[A2aServer, str, float, Coroutine[Any, Any, Any]]:
+def _tool_call(plan: AgentPlan, tool: RemoteTool, arguments: Mapping[str, Any], key: str,
+               identity: Identity | None) -> tuple[A2aServer, str, float, Coroutine[Any, Any, Any]]:
     """The server, card path and timeout of a call of ``tool``, and the call to run."""
     server: A2aServer = plan.resource(tool.server, ResourceType.A2A_SERVER)
     a2a_tool: A2aTool = plan.resource(tool.resource, ResourceType.TOOL)
     prompt = _prompt_of(tool, arguments)
     path = a2a_tool.agent_card_path
     timeout = tool.timeout_ms / 1000
-    return server, path, timeout, _call(server, path, prompt, key, timeout)
+    return server, path, timeout, _call(server, path, prompt, key, timeout, identity)
 
 
 def _prompt_of(tool: RemoteTool, arguments: Mapping[str, Any]) -> str:
@@ -303,14 +306,16 @@ def _call_errors(server: A2aServer, path: str, what: str, timeout: float | None)
         raise A2aConnectionError(f"A2A server {server.where}: {what}{_reason(err, server)}") from None
 
 
-async def _call(server: A2aServer, path: str, prompt: str, key: str, timeout: float) -> Any:
+async def _call(server: A2aServer, path: str, prompt: str, key: str, timeout: float,
+                identity: Identity | None) -> Any:
     from a2a.client import ClientCallContext
     from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest
 
     message = Message(role=Role.ROLE_USER, parts=[Part(text=prompt)],
                       message_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"eddies:{key}")))
     message.metadata.update({IDEMPOTENCY_META: key})
-    context = ClientCallContext(timeout=timeout, service_parameters={IDEMPOTENCY_HEADER: key})
+    context = ClientCallContext(timeout=timeout, service_parameters={IDEMPOTENCY_HEADER: key,
+                                                                     **identity_headers(identity)})
     try:
         _, client = await _POOL.agent(server, path)
         answered, task = await _send(client, SendMessageRequest(message=message), context, server)
@@ -327,26 +332,28 @@ async def _call(server: A2aServer, path: str, prompt: str, key: str, timeout: fl
 
 
 def call_subagent(server: A2aServer, path: str, prompt: Any, *, key: str, session_id: str | None,
-                  timeout_s: float, look_up: bool) -> Any:
+                  timeout_s: float, look_up: bool, identity: Identity | None = None) -> Any:
     """An A2A sub-agent call (see :mod:`eddies.connectors.remote.external_subagents`): one message
     whose id derives from the call id ``key`` and whose context from the sub-session (or the
     call), its task followed to its end, canceled at ``timeout_s``; with ``look_up``, the
-    task of an earlier attempt is found in that context first."""
+    task of an earlier attempt is found in that context first. Who asked (``identity``)
+    goes in the Eddies-User and Eddies-Tenant headers."""
     with _call_errors(server, path, "", None):
-        return _POOL.loop.run(_subagent(server, path, prompt, key, session_id, timeout_s, look_up),
+        return _POOL.loop.run(_subagent(server, path, prompt, key, session_id, timeout_s, look_up, identity),
                               timeout_s + 10)
 
 
 async def call_subagent_async(server: A2aServer, path: str, prompt: Any, *, key: str,
-                              session_id: str | None, timeout_s: float, look_up: bool) -> Any:
+                              session_id: str | None, timeout_s: float, look_up: bool,
+                              identity: Identity | None = None) -> Any:
     """:func:`call_subagent` awaited from another event loop (an executor's call loop)."""
     with _call_errors(server, path, "", None):
         return await _POOL.loop.run_async(
-            _subagent(server, path, prompt, key, session_id, timeout_s, look_up), timeout_s + 10)
+            _subagent(server, path, prompt, key, session_id, timeout_s, look_up, identity), timeout_s + 10)
 
 
 async def _subagent(server: A2aServer, path: str, prompt: Any, key: str, session_id: str | None,
-                    timeout: float, look_up: bool) -> Any:
+                    timeout: float, look_up: bool, identity: Identity | None) -> Any:
     from a2a.client import ClientCallContext
     from a2a.types import (
         CancelTaskRequest,
@@ -365,7 +372,8 @@ async def _subagent(server: A2aServer, path: str, prompt: Any, key: str, session
     client: Any = None
     message_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"eddies:{key}"))
     context_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"eddies:context:{session_id or key}"))
-    context = ClientCallContext(timeout=timeout, service_parameters={IDEMPOTENCY_HEADER: key})
+    context = ClientCallContext(timeout=timeout, service_parameters={IDEMPOTENCY_HEADER: key,
+                                                                     **identity_headers(identity)})
     task = None
     try:
         _, client = await _POOL.agent(server, path)

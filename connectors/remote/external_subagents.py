@@ -26,9 +26,10 @@ from typing import Any
 
 from eddies.connectors.remote.configuration import resolve_env, secret
 from eddies.connectors.remote.http_clients import loop_client
-from eddies.connectors.remote.subagent_calls import IDEMPOTENCY_HEADER, subagent_timeout
+from eddies.connectors.remote.subagent_calls import IDEMPOTENCY_HEADER, identity_headers, subagent_timeout
 from eddies.engine.remote_tools import A2aServer, redact_url
 from eddies.engine.subagents import SubagentSetup
+from eddies.events import Identity
 
 
 class HttpSubagentError(RuntimeError):
@@ -43,6 +44,8 @@ class HttpSubagentSetup(SubagentSetup):
     """An agent behind an HTTP endpoint (see the module). ``headers`` go with every call (a
     value written ``${NAME}`` is read from the environment then); ``api_key_env`` names
     the environment variable whose key is sent as a bearer token."""
+
+    takes_identity = True
 
     def __init__(self, endpoint: str, *, description: str = "", headers: Mapping[str, str] | None = None,
                  api_key_env: str | None = None, input_schema: dict[str, Any] | None = None,
@@ -62,29 +65,31 @@ class HttpSubagentSetup(SubagentSetup):
         """The endpoint as errors name it (no user info or query)."""
         return redact_url(self.endpoint)
 
-    def perform(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float) -> Any:
+    def perform(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float,
+                identity: Identity | None = None) -> Any:
         """POST the prompt; the answer's ``output``."""
         import httpx
 
-        headers, body = self._request(prompt, session_id, call_id)
+        headers, body = self._request(prompt, session_id, call_id, identity)
         with self._transport_errors(call_id, timeout_s):
             reply = httpx.post(self.endpoint, json=body, headers=headers, timeout=timeout_s)
         return self._answer(reply)
 
     async def perform_async(self, prompt: Any, *, session_id: str | None, call_id: str,
-                            timeout_s: float) -> Any:
+                            timeout_s: float, identity: Identity | None = None) -> Any:
         """:meth:`perform` on an event loop (an executor's call loop): no thread waits."""
 
-        headers, body = self._request(prompt, session_id, call_id)
+        headers, body = self._request(prompt, session_id, call_id, identity)
         client = loop_client()
         with self._transport_errors(call_id, timeout_s):
             reply = await client.post(self.endpoint, json=body, headers=headers, timeout=timeout_s)
         return self._answer(reply)
 
-    def _request(self, prompt: Any, session_id: str | None,
-                 call_id: str) -> tuple[dict[str, str], dict[str, Any]]:
+    def _request(self, prompt: Any, session_id: str | None, call_id: str,
+                 identity: Identity | None) -> tuple[dict[str, str], dict[str, Any]]:
         headers = {k: resolve_env(v, f"HTTP sub-agent header {k}") for k, v in self.headers.items()}
         headers[IDEMPOTENCY_HEADER] = call_id
+        headers.update(identity_headers(identity))
         if self.api_key_env:
             key = secret(self.api_key_env, "HTTP sub-agent api_key_env")
             headers.setdefault("Authorization", f"Bearer {key}")
@@ -121,6 +126,7 @@ class A2ASubagentSetup(SubagentSetup):
 
     idempotent = False  # a repeat would be a second task: an unknown outcome is looked up
     reconciles = True
+    takes_identity = True
 
     def __init__(self, endpoint: str, agent_card_path: str = "/.well-known/agent-card.json", *,
                  description: str = "", headers: Mapping[str, str] | None = None,
@@ -130,37 +136,41 @@ class A2ASubagentSetup(SubagentSetup):
         self.description = description
         self.timeout_s = timeout_s
 
-    def perform(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float) -> Any:
+    def perform(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float,
+                identity: Identity | None = None) -> Any:
         """Send the message and follow its task to the end: its artifacts."""
-        return self._call(prompt, session_id, call_id, timeout_s, look_up=False)
+        return self._call(prompt, session_id, call_id, timeout_s, identity, look_up=False)
 
-    def reconcile(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float) -> Any:
+    def reconcile(self, prompt: Any, *, session_id: str | None, call_id: str, timeout_s: float,
+                  identity: Identity | None = None) -> Any:
         """Find the call's task by its message id, and follow it to its end (or send the
         message now, if the agent never got it)."""
-        return self._call(prompt, session_id, call_id, timeout_s, look_up=True)
+        return self._call(prompt, session_id, call_id, timeout_s, identity, look_up=True)
 
     async def perform_async(self, prompt: Any, *, session_id: str | None, call_id: str,
-                            timeout_s: float) -> Any:
+                            timeout_s: float, identity: Identity | None = None) -> Any:
         """:meth:`perform` on an event loop (an executor's call loop): no thread waits."""
         from eddies.connectors.remote.a2a import call_subagent_async
 
         return await call_subagent_async(self.server, self.agent_card_path, prompt, key=call_id,
-                                         session_id=session_id, timeout_s=timeout_s, look_up=False)
+                                         session_id=session_id, timeout_s=timeout_s, look_up=False,
+                                         identity=identity)
 
     async def reconcile_async(self, prompt: Any, *, session_id: str | None, call_id: str,
-                              timeout_s: float) -> Any:
+                              timeout_s: float, identity: Identity | None = None) -> Any:
         """:meth:`reconcile` on an event loop (an executor's call loop)."""
         from eddies.connectors.remote.a2a import call_subagent_async
 
         return await call_subagent_async(self.server, self.agent_card_path, prompt, key=call_id,
-                                         session_id=session_id, timeout_s=timeout_s, look_up=True)
+                                         session_id=session_id, timeout_s=timeout_s, look_up=True,
+                                         identity=identity)
 
-    def _call(self, prompt: Any, session_id: str | None, call_id: str, timeout_s: float, *,
-              look_up: bool) -> Any:
+    def _call(self, prompt: Any, session_id: str | None, call_id: str, timeout_s: float,
+              identity: Identity | None, *, look_up: bool) -> Any:
         from eddies.connectors.remote.a2a import call_subagent
 
         return call_subagent(self.server, self.agent_card_path, prompt, key=call_id, session_id=session_id,
-                             timeout_s=timeout_s, look_up=look_up)
+                             timeout_s=timeout_s, look_up=look_up, identity=identity)
 
 
 __all__ = ["A2ASubagentSetup", "HttpSubagentError", "HttpSubagentSetup"]

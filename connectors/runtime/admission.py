@@ -9,7 +9,9 @@ admitted (an event to apply), refused (a reason for the dead-letter topic), or m
 - a well-formed envelope: a known ``schema_version``, a ``type`` naming the payload's type,
   a timestamp every Avro reader decodes (:func:`eddies.events.envelope_problem`);
 - a payload a producer may send: an InputEvent (with no sub-agent scope), or a
-  DurableCallResult signed by an executor (:mod:`.signing`); nothing else;
+  DurableCallResult signed by an executor (:mod:`.signing`); nothing else; an input's
+  identity (who asked) is kept only when its producer signed the record with the identity
+  key (``identities``), and cleared otherwise: the input is then anonymous;
 - this worker's agent, when the event names one;
 - the partition the session id hashes to (murmur2, as Kafka's Java client does).
 
@@ -26,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from eddies.connectors.runtime.signing import SIGNATURE_HEADER, ResultSigner
+from eddies.connectors.runtime.counters import Counters
+from eddies.connectors.runtime.signing import IDENTITY_HEADER, SIGNATURE_HEADER, ResultSigner
 from eddies.events import (
     MAX_TIMESTAMP_MS,
     AgentEvent,
@@ -94,12 +97,17 @@ class Admission:
     """Checks records arriving on the input topic; see the module docstring."""
 
     def __init__(self, *, partitions: int, max_record_bytes: int, agent_name: str,
-                 signer: ResultSigner, input_topic: str = "input") -> None:
+                 signer: ResultSigner, input_topic: str = "input",
+                 identities: ResultSigner | None = None, counters: Counters | None = None) -> None:
         self.partitions = partitions
         self.max_record_bytes = max_record_bytes
         self.agent_name = agent_name
         self.signer = signer
         self.input_topic = input_topic
+        #: Checks the signature of inputs' identities (None: none is vouched for).
+        self.identities = identities
+        #: Where ``identities_cleared`` is counted (identities claimed, not signed).
+        self.counters = counters
 
     def check(self, key: bytes | None, value: bytes | None, *, partition: int, offset: int,
               timestamp_ms: int, header: Headers = _no_headers,
@@ -144,6 +152,12 @@ class Admission:
                 ev.event_id = arrival_id(payload, header, partition, offset)
             if not ev.timestamp:
                 ev.timestamp = min(max(timestamp_ms, 0), MAX_TIMESTAMP_MS)
+            if type(payload) is InputEvent and payload.identity is not None:
+                vouched = self.identities
+                if vouched is None or not vouched.verify(value, header(IDENTITY_HEADER)):
+                    payload.identity = None  # a claim anyone could make: anonymous
+                    if self.counters is not None:
+                        self.counters.inc("identities_cleared")
         elif isinstance(payload, DurableCallResult):
             # ``decoded``: bytes this process signed itself, read back unchanged.
             if decoded is None and not self.signer.verify(value, header(SIGNATURE_HEADER)):

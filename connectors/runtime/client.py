@@ -17,8 +17,9 @@ from typing import Any
 
 from eddies.connectors.runtime.records import HEADERS
 from eddies.connectors.runtime.settings import Settings
+from eddies.connectors.runtime.signing import IDENTITY_HEADER, ResultSigner
 from eddies.connectors.runtime.topics import TopicNames
-from eddies.events import AgentEvent, DecodeError, InputEvent, SignalEvent, decode, encode
+from eddies.events import AgentEvent, DecodeError, Identity, InputEvent, SignalEvent, decode, encode
 
 #: librdkafka's local error codes, which confluent-kafka names with a leading underscore
 #: (``KafkaError._PARTITION_EOF``): numbers of its C API (rd_kafka_resp_err_t), so they are
@@ -72,10 +73,12 @@ def producer(settings: Settings, **extra: Any) -> Any:
                                               "message.max.bytes": settings.write_limit, **extra}))
 
 
-def input_event(session_id: str, value: Any, event_id: str = "", timestamp: int | None = None) -> AgentEvent:
-    """An InputEvent envelope for ``session_id``; an empty id is derived from its offset."""
+def input_event(session_id: str, value: Any, event_id: str = "", timestamp: int | None = None,
+                identity: Identity | None = None) -> AgentEvent:
+    """An InputEvent envelope for ``session_id`` (from ``identity``: it counts only when
+    the record is signed, see :func:`send_event`); an empty id is derived from its offset."""
     ts = int(time.time() * 1000) if timestamp is None else timestamp
-    return AgentEvent.external(session_id, InputEvent(value), event_id=event_id, timestamp=ts)
+    return AgentEvent.external(session_id, InputEvent(value, identity), event_id=event_id, timestamp=ts)
 
 
 def signal_event(session_id: str, name: str, value: Any, event_id: str = "",
@@ -95,23 +98,29 @@ def send_signal(settings: Settings, session_id: str, name: str, value: Any,
 
 
 def send_input(settings: Settings, session_id: str, value: Any, event_id: str = "",
-               prod: Any = None) -> str:
+               prod: Any = None, *, identity: Identity | None = None,
+               signer: ResultSigner | None = None) -> str:
     """Produce one input for ``session_id`` to the application's input topic; the input's
     id as the worker names it (see :func:`send_event`), which the run's OutputEvent carries
-    as ``input_id``."""
-    return send_event(settings, input_event(session_id, value, event_id),
-                      f"input for session {session_id!r}", prod)
+    as ``input_id``. ``identity``: who asks, vouched for by ``signer`` (the identity key's,
+    :func:`eddies.connectors.runtime.signing.identity_signer`); unsigned, it is cleared."""
+    return send_event(settings, input_event(session_id, value, event_id, identity=identity),
+                      f"input for session {session_id!r}", prod, signer=signer)
 
 
-def send_event(settings: Settings, ev: AgentEvent, what: str, prod: Any = None) -> str:
+def send_event(settings: Settings, ev: AgentEvent, what: str, prod: Any = None, *,
+               signer: ResultSigner | None = None) -> str:
     """Produce ``ev`` (an input or a signal) to the application's input topic, keyed by its
-    session; with no ``prod``, on a producer of its own, waiting for the delivery. Returns
-    the event's id as the worker names it: its own, or for one sent without an id on a
-    producer of its own, ``in/PARTITION/OFFSET`` of its record (``""`` on ``prod``, whose
-    delivery this does not wait for)."""
+    session (signed by ``signer``, the identity key's, when given); with no ``prod``, on a
+    producer of its own, waiting for the delivery. Returns the event's id as the worker
+    names it: its own, or for one sent without an id on a producer of its own,
+    ``in/PARTITION/OFFSET`` of its record (``""`` on ``prod``, whose delivery this does not
+    wait for)."""
     names = TopicNames(settings.app)
+    data = encode(ev)
+    headers = HEADERS if signer is None else [*HEADERS, (IDENTITY_HEADER, signer.sign(data))]
     if prod is not None:
-        prod.produce(names.input, encode(ev), ev.session_id.encode(), headers=HEADERS)
+        prod.produce(names.input, data, ev.session_id.encode(), headers=headers)
         return ev.event_id
     from eddies.connectors.runtime.admission import arrival_id
     from eddies.connectors.runtime.outbox import DeliveryErrors
@@ -129,7 +138,7 @@ def send_event(settings: Settings, ev: AgentEvent, what: str, prod: Any = None) 
     extra = {} if "message.timeout.ms" in settings.kafka else {
         "message.timeout.ms": settings.connect_timeout_ms}
     prod = producer(settings, **errors.config(successes=True), **extra)
-    prod.produce(names.input, encode(ev), ev.session_id.encode(), headers=HEADERS, on_delivery=reported)
+    prod.produce(names.input, data, ev.session_id.encode(), headers=headers, on_delivery=reported)
     wait = settings.connect_timeout_ms / 1000 + 5  # the report comes at the timeout
     if prod.flush(wait):
         raise TimeoutError(f"{what} not delivered within {wait:g} s (broker "

@@ -248,3 +248,27 @@ def prepare_app(settings: Settings, waiting: Callable[[str], None] | None = None
     except ResultKeyError as err:
         raise ConfigError(str(err)) from None
     return membership, signer
+
+
+def producer_identity_signer(settings: Settings) -> ResultSigner:
+    """The signer a producer vouches for an input's identity with (``eddies send --user``,
+    ``eddies serve``): the identity key's (``identity_key_env``), or the development key
+    on the embedded broker; ConfigError naming the setting without either, since an
+    identity the workers cannot check would be cleared, the input sent anonymous."""
+    from eddies.connectors.runtime.membership import TANSU_CLUSTER_ID
+    from eddies.connectors.runtime.signing import identity_signer
+
+    try:
+        signer = identity_signer(settings.identity_key_env, allow_dev_key=False)
+        if signer is None and check_broker(settings).cluster_id == TANSU_CLUSTER_ID:
+            signer = identity_signer(settings.identity_key_env, allow_dev_key=True)
+    except ResultKeyError as err:
+        raise ConfigError(str(err)) from None
+    if signer is None:
+        raise ConfigError(
+            f"identity_key_env: environment variable {settings.identity_key_env} is not set. An "
+            "input's identity counts only when it is signed with the key the workers check it "
+            "against; set the same secret there and on the workers (`openssl rand -hex 32`), or "
+            "send the input without an identity")
+    return signer
+

@@ -74,6 +74,10 @@ class Settings:
     # The NAME of the environment variable holding the key that executors sign call results
     # with and orchestrators check them against (see results_auth.py); never the key itself.
     result_key_env: str = "EDDIES_RESULT_KEY"
+    # The NAME of the environment variable holding the key an input's identity is signed
+    # with (eddies serve, eddies send --user) and checked against at admission (signing.py).
+    # Unset (off the embedded broker): every identity is cleared, each input anonymous.
+    identity_key_env: str = "EDDIES_IDENTITY_KEY"
     # The NAME of the environment variable holding the bearer tokens of ``eddies serve``
     # (comma-separated, each TOKEN or TOKEN=SESSION_PREFIX; connectors/gateway/tokens.py).
     # Unset or empty: the door takes no token and listens on this machine only.
@@ -123,7 +127,7 @@ class Settings:
         if self.static_membership == "true" and not self.instance_id:
             raise ConfigError("static_membership: true needs instance_id (a name unique to this "
                               "worker slot, reused when it restarts)")
-        for key in ("result_key_env", "serve_tokens_env"):
+        for key in ("result_key_env", "identity_key_env", "serve_tokens_env"):
             name = getattr(self, key)
             if not name or not name.replace("_", "").isalnum():
                 raise ConfigError(f"{key}: {name!r} is not an environment variable name (it "
@@ -272,7 +276,7 @@ def load_settings(
         setattr(settings, key, _coerce(key, value, _FIELDS[key].type))
     for name in unknown:  # the variables holding the result key and the door's tokens are
         # no settings, but expected
-        if name not in (settings.result_key_env, settings.serve_tokens_env):
+        if name not in (settings.result_key_env, settings.identity_key_env, settings.serve_tokens_env):
             key = name[len("EDDIES_"):].lower()
             known = [f"EDDIES_{field.upper()}" for field in _FIELDS]
             raise ConfigError(f"environment variable {name}: unknown setting {key!r}"

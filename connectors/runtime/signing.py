@@ -24,9 +24,13 @@ import os
 from collections.abc import Mapping
 
 SIGNATURE_HEADER = "eddies.signature"
+#: The header of an input whose identity (who asked) its producer vouches for: the HMAC of
+#: the record's value under the identity key (``identity_key_env``).
+IDENTITY_HEADER = "eddies.identity.signature"
 #: The key of a worker on the embedded broker with no key set: development only (it is
 #: public, so it keeps mistakes out, not attackers).
 DEV_KEY = b"eddies-embedded-broker-development-key"
+DEV_IDENTITY_KEY = b"eddies-embedded-broker-development-identity-key"
 #: The shortest key accepted: 128 bits as hex.
 MIN_KEY_CHARS = 32
 
@@ -54,9 +58,7 @@ class ResultSigner:
                  environ: Mapping[str, str] | None = None) -> ResultSigner:
         """The signer of the keys in environment variable ``variable``. Without it, the
         development key if ``allow_dev_key`` (the embedded broker), else ResultKeyError."""
-        env = os.environ if environ is None else environ
-        text = env.get(variable, "")
-        keys = [k.strip() for k in text.split(",") if k.strip()]
+        keys = _keys("result_key_env", variable, environ)
         if not keys:
             if allow_dev_key:
                 return cls([DEV_KEY], dev=True)
@@ -65,12 +67,7 @@ class ResultSigner:
                 "call results with it and orchestrators refuse unsigned ones; set it to the same "
                 "random secret on every worker of the app (e.g. `openssl rand -hex 32`); see the "
                 "docs/operations/trust.md")
-        for k in keys:
-            if len(k) < MIN_KEY_CHARS:
-                raise ResultKeyError(
-                    f"result_key_env: a key in {variable} has {len(k)} characters; use at least "
-                    f"{MIN_KEY_CHARS} (e.g. `openssl rand -hex 32`)")
-        return cls([k.encode() for k in keys])
+        return cls(keys)
 
     def sign(self, value: bytes) -> bytes:
         """The signature header value of a result record's ``value``."""
@@ -81,6 +78,34 @@ class ResultSigner:
         if not signature:
             return False
         return any(hmac.compare_digest(_mac(m, value), signature) for m in self._macs)
+
+
+def identity_signer(variable: str, *, allow_dev_key: bool,
+                    environ: Mapping[str, str] | None = None) -> ResultSigner | None:
+    """The signer of inputs' identities, keyed by environment variable ``variable``
+    (``identity_key_env``; comma-separated keys rotate as the result key's do). Without
+    it: the public development key on the embedded broker (``allow_dev_key``), else None:
+    no identity is vouched for, so admission clears every one. Example::
+
+        signer = identity_signer("EDDIES_IDENTITY_KEY", allow_dev_key=True)
+        headers = [(IDENTITY_HEADER, signer.sign(value))]
+    """
+    keys = _keys("identity_key_env", variable, environ)
+    if keys:
+        return ResultSigner(keys)
+    return ResultSigner([DEV_IDENTITY_KEY], dev=True) if allow_dev_key else None
+
+
+def _keys(setting: str, variable: str, environ: Mapping[str, str] | None) -> list[bytes]:
+    """The keys in environment variable ``variable`` (named by ``setting``), each checked."""
+    text = (os.environ if environ is None else environ).get(variable, "")
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    for k in keys:
+        if len(k) < MIN_KEY_CHARS:
+            raise ResultKeyError(
+                f"{setting}: a key in {variable} has {len(k)} characters; use at least "
+                f"{MIN_KEY_CHARS} (e.g. `openssl rand -hex 32`)")
+    return [k.encode() for k in keys]
 
 
 def _mac(keyed: hmac.HMAC, value: bytes) -> bytes:

@@ -28,6 +28,11 @@ def send(
         "a model with stream=True), what the agent does, and the run's output.")] = False,
     idle: Annotated[float, typer.Option(
         help="With --follow: give up after this many seconds without a record.")] = 120.0,
+    user: Annotated[str | None, typer.Option(
+        "--user", help="Who asks: the end user's id, signed with the identity key "
+        "(identity_key_env) so the workers trust it; tools and sub-agents get it.")] = None,
+    tenant: Annotated[str | None, typer.Option(
+        "--tenant", help="With --user: the tenant the user acts for.")] = None,
 ) -> None:
     """Send one input to a session (``--follow``: and print its answer as it is written)."""
     from eddies.connectors.runtime.client import send_input
@@ -40,6 +45,9 @@ def send(
         except ValueError as err:
             err_console.print(f"[red]VALUE is not JSON:[/red] {err}")
             raise typer.Exit(2) from None
+    if tenant is not None and not user:
+        err_console.print("[red]--tenant needs --user[/red] (an identity names its user)")
+        raise typer.Exit(2)
     settings = settings_or_exit(config, app=app_id, bootstrap_servers=bootstrap_servers)
     # Checked first: a producer would wait for a missing topic, or a broker may create it
     # with its default partition count, which no worker of the app could read.
@@ -57,7 +65,13 @@ def send(
             from eddies.connectors.inspect.session_feed import SessionFeed
 
             feed = SessionFeed(s, session, count)
-        sent = send_input(s, session, payload, event_id)
+        identity = signer = None
+        if user:
+            from eddies.connectors.runtime.preflight import producer_identity_signer
+            from eddies.events import Identity
+
+            identity, signer = Identity(user, tenant), producer_identity_signer(s)
+        sent = send_input(s, session, payload, event_id, identity=identity, signer=signer)
         console.print(f"sent to {session} (partition {partition_for(session, count)} of {names.input}: "
                       "murmur2 of the session id, as Kafka's Java client does)")
         if feed is not None:

@@ -59,7 +59,15 @@ def serve(
              "listens on this machine only (127.0.0.1): set tokens to serve others")
     names = TopicNames(settings.app)
     with kafka_settings(settings, need=(names.input, names.output, names.stream)) as s:
-        door = create_gateway(s, tokens=tokens, answer_timeout_s=answer_timeout)
+        signer = None
+        if tokens.identities:  # what a token proves is signed, for the workers to trust it
+            from eddies.connectors.runtime.preflight import producer_identity_signer
+
+            try:
+                signer = producer_identity_signer(s)
+            except ConfigError as err:
+                fail(f"{err} ({variable} gives tokens a user)")
+        door = create_gateway(s, tokens=tokens, answer_timeout_s=answer_timeout, signer=signer)
         try:
             sock = listen(host, port)
         except OSError as err:

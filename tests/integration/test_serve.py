@@ -248,3 +248,21 @@ def test_inputs_sent_while_a_run_goes_on_each_get_their_own_answer(
         assert (name, data["output"], data["input_id"]) == ("output", answer, event_id), events
     outputs = _outputs(settings, "two-1")
     assert [(o.run, o.payload.input_id) for o in outputs] == [(1, sent[0]), (2, sent[1])]
+
+
+def test_a_token_that_proves_who_asks_signs_it_on_every_input(
+        settings: Settings, worker_and_model: OpenAIServer) -> None:
+    """The door signs the identity a token proves (with the identity key; here, on the
+    embedded broker, its development key): the worker records it with the input. A token
+    that proves nobody in particular sends anonymous inputs."""
+    from eddies.events import Identity
+
+    with door(settings, "tok-ann;user=ann;tenant=acme, tok-any") as url:
+        for token, session in (("tok-ann", "ann-1"), ("tok-any", "any-1")):
+            status, _ = _post(f"{url}/sessions/{session}/inputs", {"input": json.dumps({"a": 1, "b": 2})},
+                              {"Authorization": f"Bearer {token}"})
+            assert status == 202
+        _eventually("both answers", lambda: _outputs(settings, "ann-1") and _outputs(settings, "any-1"))
+    history = read_events(settings, TopicNames(settings.app).events)
+    recorded = {e.session_id: e.payload.identity for e in history if isinstance(e.payload, InputEvent)}
+    assert recorded == {"ann-1": Identity("ann", "acme"), "any-1": None}

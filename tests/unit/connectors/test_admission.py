@@ -322,3 +322,38 @@ def test_comma_separated_keys_rotate() -> None:
     assert signer.sign(b"v") == ResultSigner([new.encode()]).sign(b"v")
     assert signer.verify(b"v", ResultSigner([old.encode()]).sign(b"v"))
     assert not signer.verify(b"v", ResultSigner([b"x" * 32]).sign(b"v"))
+
+
+# --- who asked -------------------------------------------------------------------------------
+
+def test_an_identity_counts_only_when_the_identity_key_signed_the_record() -> None:
+    from eddies.connectors.runtime.counters import Counters
+    from eddies.connectors.runtime.signing import IDENTITY_HEADER, identity_signer
+    from eddies.events import Identity
+
+    vouching = identity_signer("ID_KEY", allow_dev_key=False, environ={"ID_KEY": "i" * 32})
+    assert vouching is not None
+    counters = Counters()
+    gate = Admission(partitions=PARTITIONS, max_record_bytes=1 << 20, agent_name="calc", signer=SIGNER,
+                     identities=vouching, counters=counters)
+    ann = encode(input_event(SID, "hi", "in-1", 500, identity=Identity("ann", "acme")))
+    other = encode(input_event(SID, "hi", "in-2", 500, identity=Identity("ann", "other")))
+
+    def who(value: bytes, signature: bytes | None, via: Admission = gate) -> Identity | None:
+        ev = via.check(SID.encode(), value, partition=HOME, offset=0, timestamp_ms=0,
+                       header={IDENTITY_HEADER: signature}.get)
+        assert isinstance(ev, AgentEvent) and isinstance(ev.payload, InputEvent)
+        return ev.payload.identity
+
+    assert who(ann, vouching.sign(ann)) == Identity("ann", "acme")
+    assert who(ann, None) is None  # a claim without a signature: anonymous, admitted
+    assert who(other, vouching.sign(ann)) is None  # another record's signature
+    assert who(ann, SIGNER.sign(ann)) is None  # the result key's is not the identity key's
+    assert who(ann, vouching.sign(ann), admission()) is None  # a worker holding no identity key
+    assert counters.get("identities_cleared") == 3
+    # Without a key, the embedded broker's public development key; elsewhere none.
+    assert identity_signer("ID_KEY", allow_dev_key=False, environ={}) is None
+    dev = identity_signer("ID_KEY", allow_dev_key=True, environ={})
+    assert dev is not None and dev.dev
+    with pytest.raises(ResultKeyError, match="identity_key_env: a key in ID_KEY has 5 characters"):
+        identity_signer("ID_KEY", allow_dev_key=True, environ={"ID_KEY": "short"})

@@ -26,6 +26,20 @@ def test_tokens_reach_every_session_or_those_of_their_prefix() -> None:
         Tokens.parse("=acme-", where="EDDIES_SERVE_TOKENS")
 
 
+def test_a_token_may_prove_who_asks() -> None:
+    from eddies.events import Identity
+
+    tokens = Tokens.parse("s3cret, acme-key=acme-;user=ann;tenant=acme, bob-key;user=bob")
+    assert tokens.identity("acme-key") == Identity("ann", "acme") and tokens.allows("acme-key", "acme-1")
+    assert tokens.identity("bob-key") == Identity("bob") and tokens.allows("bob-key", "any")
+    assert tokens.identity("s3cret") is None and tokens.identity("nope") is None
+    for bad, said in [("k;tenant=acme", "a tenant needs a user"), ("k;role=admin", "'role' is not user=USER"),
+                      ("k;user=", "'user' is not user=USER")]:
+        with pytest.raises(ConfigError, match=said) as caught:
+            Tokens.parse(bad, where="EDDIES_SERVE_TOKENS")
+        assert "k;" not in str(caught.value)  # the entry holds the token: never shown
+
+
 def test_an_idempotency_key_gives_one_event_id_per_session() -> None:
     assert idempotent_id("s1", "k") == idempotent_id("s1", "k") != idempotent_id("s2", "k")
     assert idempotent_id("s1", "k") != idempotent_id("s1", "k2")

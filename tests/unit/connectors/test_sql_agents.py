@@ -271,6 +271,33 @@ agents:
     assert dict(from_sql.inject) == {"account": "call:id", "region": "memory:region"}
 
 
+def test_who_asked_is_injected_from_yaml_and_sql_alike() -> None:
+    sql = load_sql_text(BASE.replace("'eddies.demo.add'", "'tests.unit.engine.test_tool_schema.reserve'")
+                        .replace("'type' = 'function'", "'type' = 'function', 'injected_args.account' = "
+                                 "'identity:tenant', 'injected_args.region' = 'identity:user'"))
+    yaml = load_yaml_text("""\
+agents:
+  - name: a
+    tools:
+      - name: adder
+        function: tests.unit.engine.test_tool_schema:reserve
+        injected_args: {account: {source: identity, key: tenant}, region: {source: identity, key: user}}
+""")
+    [from_sql] = [r.obj for r in sql.resources if r.name == "adder"]
+    [from_yaml] = [r.obj for r in yaml.resources if r.name == "adder"]
+    assert from_sql == from_yaml
+    assert dict(from_sql.inject) == {"account": "identity:tenant", "region": "identity:user"}
+    with pytest.raises(DefinitionError, match="'identity:email'"):
+        load_yaml_text("""\
+agents:
+  - name: a
+    tools:
+      - name: adder
+        function: tests.unit.engine.test_tool_schema:reserve
+        injected_args: {account: {source: identity, key: email}}
+""")
+
+
 def test_sub_agents_in_python_yaml_and_sql_give_the_same_plan_and_events() -> None:
     from tests.agents import delegating_agent
 

@@ -225,6 +225,32 @@ def test_a_subagents_calls_go_through_its_callers_hooks() -> None:
     assert ("SUBAGENT", "helper", 0) in kinds and ("FUNCTION", "lookup", 1) in kinds
 
 
+def test_a_subagents_own_executor_side_hooks_decide_where_its_caller_has_none() -> None:
+    """An executor makes the calls of every scope: a sub-agent's own hooks that admit calls
+    and see their results are asked there, though its caller has no hook."""
+    class Gatekeeper(Hook):
+        def admit(self, call: CallView) -> Refuse | None:
+            return Refuse("no lookups of o-2") if call.args == ["o-2"] else None
+
+        def on_result(self, call: CallView, value: Any) -> Any:
+            return value.replace("shipped", "[status]") if isinstance(value, str) else value
+
+    class Boss(Agent):
+        @action(InputEvent)
+        def start(event: InputEvent, ctx: Any) -> None:
+            result = ctx.get_resource("helper", ResourceType.AGENT).call(ctx, event.input)
+            ctx.send_event(OutputEvent(output=result.result if result.success else str(result.exception)))
+
+    helper = Echoing()
+    helper.add_hook(Gatekeeper())
+    boss = Boss()
+    boss.add_resource("helper", ResourceType.AGENT, helper)
+    runner = LocalRunner(boss)
+    said = runner.run([("s1", "o-1"), ("s2", "o-2")])
+    assert said[0] == "order o-1: [status]"
+    assert "refused by hook 'Gatekeeper': no lookups of o-2" in said[1]
+
+
 def test_a_hook_must_be_a_hook() -> None:
     agent = support_agent()
     agent.add_hook(object())

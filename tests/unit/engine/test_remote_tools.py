@@ -20,7 +20,7 @@ from eddies import (
     ScriptedChatModel,
 )
 from eddies.engine.remote_tools import A2A_PARAMETERS, RemoteTool, a2a_spec, redact_url, tool_name
-from eddies.events import CallKind
+from eddies.events import CallKind, Identity
 
 CARD = "/.well-known/agent-card.json"
 
@@ -124,7 +124,9 @@ def test_a_call_of_an_a2a_tool_goes_to_the_a2a_connector(monkeypatch: pytest.Mon
 
     calls: list[tuple[str, dict[str, Any], str]] = []
 
-    async def call_tool_async(plan: AgentPlan, tool: RemoteTool, arguments: dict[str, Any], key: str) -> str:
+    async def call_tool_async(plan: AgentPlan, tool: RemoteTool, arguments: dict[str, Any], key: str,
+                              identity: Identity | None) -> str:
+        assert identity is None  # an anonymous input
         calls.append((tool.name, dict(arguments), key))
         return "echo: hi"
 

@@ -222,10 +222,13 @@ def test_a_missing_injected_value_is_a_tool_error() -> None:
 def test_injection_is_checked_when_the_tool_is_made() -> None:
     with pytest.raises(ValueError, match="inject names 'user', which is not a parameter"):
         FunctionTool(reserve, inject={"user": "memory:u"})
-    with pytest.raises(ValueError, match="must be 'config:KEY', 'memory:KEY' or 'call:id'"):
+    said = "must be 'config:KEY', 'memory:KEY', 'call:id', 'identity:user' or 'identity:tenant'"
+    with pytest.raises(ValueError, match=said):
         FunctionTool(reserve, inject={"account": "env:USER"})
-    with pytest.raises(ValueError, match="must be 'config:KEY', 'memory:KEY' or 'call:id'"):
+    with pytest.raises(ValueError, match=said):
         FunctionTool(reserve, inject={"account": "call:name"})
+    with pytest.raises(ValueError, match=said):
+        FunctionTool(reserve, inject={"account": "identity:email"})
 
 
 def test_the_call_id_is_injected_by_the_executor_as_an_idempotency_key() -> None:

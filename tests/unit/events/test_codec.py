@@ -88,7 +88,8 @@ def test_values_are_plain_json_in_the_avro_record() -> None:
                              event_id="e1", timestamp=5)
     plain = load_schema(str(avro_dir() / "eddies.AgentEvent.avsc"))
     raw = schemaless_reader(io.BytesIO(encode(ev)), plain, None, return_record_name=True)
-    assert raw["payload"] == ("eddies.InputEvent", {"input": '{"q":"2+2","n":[1,2.5,null]}'})
+    assert raw["payload"] == ("eddies.InputEvent",
+                              {"input": '{"q":"2+2","n":[1,2.5,null]}', "identity": None})
 
 
 def test_custom_event_class_round_trips_as_itself() -> None:

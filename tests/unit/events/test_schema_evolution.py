@@ -138,9 +138,9 @@ def test_adding_an_optional_field_is_compatible_both_ways(tmp_path: Path) -> Non
     rec = to_record(ev)
     # Old data, new reader: the new field takes its default.
     upgraded = decode_record(encode_record(rec, current), current, v2)
-    assert upgraded["payload"][1] == {"input": '{"q":1}', "priority": None}
+    assert upgraded["payload"][1] == {"input": '{"q":1}', "identity": None, "priority": None}
     # New data (with the field set), old reader: the field is skipped.
-    rec2 = dict(rec, payload=("eddies.InputEvent", {"input": '{"q":1}', "priority": 3}))
+    rec2 = dict(rec, payload=("eddies.InputEvent", {"input": '{"q":1}', "identity": None, "priority": 3}))
     assert from_record(decode_record(encode_record(rec2, v2), v2, current)) == ev
 
 
