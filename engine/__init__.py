@@ -18,7 +18,7 @@ from .durable import (
     function_name,
 )
 from .embeddings import EmbeddingModelConnection, EmbeddingModelSetup
-from .hooks import CallView, Hook, HookError, InputInfo, Refuse
+from .hooks import CallView, Hook, HookError, InputInfo, JudgeRequest, Refuse
 from .journal import Journal
 from .long_term_memory import MemorySet, MemorySetSetup
 from .machine import SessionMachine, UnsupportedEventError
@@ -54,6 +54,7 @@ __all__ = [
     "InputInfo",
     "Journal",
     "JournalMismatchError",
+    "JudgeRequest",
     "McpPrompt",
     "McpServer",
     "McpTool",

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from eddies.events import CallKind, ErrorCategory, ErrorInfo, Identity, OutputEvent
+from eddies.events import CallKind, ChatMessage, ErrorCategory, ErrorInfo, Identity, OutputEvent
 
 #: The error type of a call or an input a hook refused.
 REFUSED = "CallRefusedError"
@@ -167,6 +167,24 @@ class Hook:
         """Whether executors run :meth:`admit` (by default: when the class overrides it)."""
         return type(self).admit is not Hook.admit
 
+    def judge_answer(self, value: Any, info: InputInfo) -> JudgeRequest | None:
+        """A question for a guard model about the answer a ReAct agent is about to give
+        (after every ``check_answer`` let it through): a :class:`JudgeRequest` naming a
+        CHAT_MODEL resource and the messages to send it, asked as a durable call (journaled:
+        a replay reads the judge's reply and does not ask again); None: no question. The
+        reply goes to :meth:`answer_verdict`."""
+        return None
+
+    def answer_verdict(self, value: Any, reply: ChatMessage, info: InputInfo) -> Refuse | None:
+        """What the guard model's ``reply`` to :meth:`judge_answer` says of the answer:
+        None lets it go, :class:`Refuse` sends it back to the model once with the reason (a
+        second refusal fails the run). Deterministic: it reads the journaled reply."""
+        return None
+
+    def judges(self) -> bool:
+        """Whether a ReAct agent asks this hook's guard model (it overrides judge_answer)."""
+        return type(self).judge_answer is not Hook.judge_answer
+
     def sees_results(self) -> bool:
         """Whether executors run :meth:`on_result` (by default: when the class overrides
         it). A model call none of whose hooks sees results may stream."""
@@ -176,6 +194,15 @@ class Hook:
         """``None``: the call is made as it is; a :class:`CallView` (``call.with_arguments``):
         made with those arguments; :class:`Refuse`: not made, its error is the refusal."""
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeRequest:
+    """What a hook asks a guard model of an answer: the CHAT_MODEL resource ``model`` of
+    the agent, and the ``messages`` to send it (offered no tools)."""
+
+    model: str
+    messages: list[ChatMessage]
 
 
 class HookError(RuntimeError):
@@ -317,6 +344,6 @@ def on_output(hooks: Sequence[Hook], output: OutputEvent, info: InputInfo) -> Ou
 
 
 __all__ = ["HOOK_ERROR", "INPUT_REFUSED", "OUTPUT_REFUSED", "REFUSED", "CallView", "Hook", "HookCounts",
-           "HookError", "InputInfo", "OutputRefusedError", "Refusal", "Refuse", "admission",
+           "HookError", "InputInfo", "JudgeRequest", "OutputRefusedError", "Refusal", "Refuse", "admission",
            "admitting_hooks", "answer_refusal", "before_call", "on_input", "on_output", "on_result",
            "result_hooks"]

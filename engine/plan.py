@@ -147,6 +147,10 @@ class AgentPlan:
         check = getattr(agent, "check_plan", None)
         if callable(check):
             check(plan)
+        for hook in agent.hooks:  # and a hook, what it needs of its agent's (a judge: its model)
+            check = getattr(hook, "check_plan", None)
+            if callable(check):
+                check(plan)
         for name, (rtype, obj) in resources.items():
             if rtype is ResourceType.CHAT_MODEL:
                 check_prompt(plan, f"resource {name!r}", obj.prompt)

@@ -47,11 +47,12 @@ from eddies.events import ChatMessage, ErrorCategory, ErrorInfo, InputEvent, Mes
 from .agent import Agent, PlanError
 from .conversation import earlier_turns, remember_turn
 from .durable import DurableCallError
-from .hooks import InputInfo, OutputRefusedError, Refusal, answer_refusal
+from .hooks import OutputRefusedError
 from .options import from_mapping
 from .plan_view import PlanView
 from .prompts import INPUT_PLACEHOLDER, opening_messages, prompt_variables
 from .resources import ResourceType
+from .reviews import Review, answer_review
 from .tokens import BUDGET_ARG, REPORT_KEY, split, summarised, summary_request
 
 if TYPE_CHECKING:
@@ -221,9 +222,9 @@ async def react_action(event: InputEvent, ctx: RunnerContext) -> None:
     schema = config["output_schema"]
     parse = None if schema is None else (lambda text: parse_output(text, schema))
     llm: ChatModelHandle = ctx.get_resource(model, ResourceType.CHAT_MODEL)
-    check = _answer_check(ctx)
+    review = answer_review(ctx)
     value = await under_policy(ctx, opts, lambda: answer(llm, _opening(event, config, llm, ctx), opts, parse,
-                                                         check))
+                                                         review=review))
     if opts.remember_turns:
         asked = event.input if isinstance(event.input, str) else json.dumps(event.input)
         told = value if isinstance(value, str) else json.dumps(value, default=str)
@@ -248,22 +249,12 @@ async def under_policy(ctx: RunnerContext, options: ReActOptions,
                                            category=ErrorCategory.UNCLASSIFIED))
 
 
-def _answer_check(ctx: RunnerContext) -> Callable[[Any], Refusal | None] | None:
-    """What checks the agent's answers: its hooks' ``check_answer`` (None: it has none)."""
-    hooks = ctx.step.plan.hooks
-    if not hooks:
-        return None
-    run = ctx.step.run
-    info = InputInfo(ctx.session_id, run.input_id, run.number, run.identity)
-    return lambda value: answer_refusal(hooks, value, info)
-
-
 async def answer(llm: ChatModelHandle, messages: list[ChatMessage], options: ReActOptions,
-                 parse: Callable[[str], Any] | None = None,
-                 check: Callable[[Any], Refusal | None] | None = None) -> Any:
+                 parse: Callable[[str], Any] | None = None, *, review: Review | None = None) -> Any:
     """Ask ``llm``, run the tools it asks for, repeat: its final answer (``parse``d: an
-    OutputParseError is shown to the model, which answers again; then ``check``ed: a first
-    refusal is shown to the model, which answers again, a second raises OutputRefusedError).
+    OutputParseError is shown to the model, which answers again; then ``review``ed, see
+    :mod:`.reviews`: a first refusal is shown to the model, which answers again, a second
+    raises OutputRefusedError).
     ``messages`` is the conversation so far, kept within the token budget of ``options``.
     Raises MaxIterationsError, ModelFailedError, the last OutputParseError, or
     OutputRefusedError."""
@@ -316,7 +307,7 @@ async def answer(llm: ChatModelHandle, messages: list[ChatMessage], options: ReA
                                                 "Answer again with only a JSON object that matches "
                                                 "the schema.")]
                 continue
-        refusal = None if check is None else check(value)
+        refusal = None if review is None else await review(value)
         if refusal is None:
             return value
         if refused:  # it was sent back once already

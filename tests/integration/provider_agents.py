@@ -147,3 +147,13 @@ def support_agent() -> Any:
     agent.add_resource("llm", ResourceType.CHAT_MODEL,
                        ChatModelSetup("conn", model="openai/test-model", tools=["customer_record"]))
     return agent.add_hook(PiiRedaction())
+
+
+def judged_support_agent() -> Any:
+    """:func:`support_agent` whose answers a guard model (``judge``, model ``judge-model``
+    on the same server) reviews before they go out."""
+    from eddies.connectors.guardrails.judge import ModelJudge
+
+    agent = support_agent()
+    agent.add_resource("judge", ResourceType.CHAT_MODEL, ChatModelSetup("conn", model="openai/judge-model"))
+    return agent.add_hook(ModelJudge("judge", "Never promise a refund."))

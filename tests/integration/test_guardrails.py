@@ -78,3 +78,38 @@ def test_a_customers_data_reaches_neither_the_provider_nor_the_history(
         r'eddies_hook_counter_total\{[^}]*hook="pii",name="(?P<name>\w+)"\} (?P<n>[\d.]+)', metrics)}
     assert counted == {"email": 2.0, "card": 2.0}, metrics
     assert not any(s in metrics for s in SECRETS)
+
+
+def _judged(body: dict[str, Any]) -> dict[str, Any]:
+    """The support model (promises a refund until told it may not) and its judge."""
+    messages = body["messages"]
+    if body["model"] == "judge-model":
+        said = messages[-1]["content"]
+        return {"role": "assistant", "content": "FAIL: it promises a refund" if "promise" in said else "PASS"}
+    if not [m for m in messages if m["role"] == "tool"]:
+        return _support(body)
+    told = any("cannot be given" in str(m["content"]) for m in messages if m["role"] == "user")
+    return {"role": "assistant", "content": "We are looking into it." if told else "I promise a refund."}
+
+
+def test_a_guard_model_sends_an_answer_back_once_through_the_provider(
+        settings: Settings, tmp_path: Path) -> None:
+    """The judge is asked over litellm like any model, after the masks: it never reads the
+    customer's data either; the answer it failed goes back once, the second goes out."""
+    server = OpenAIServer(responder=_judged).start()
+    log = tmp_path / "worker.log"
+    worker = start_worker(settings, "tests.integration.provider_agents:judged_support_agent", log,
+                          TEST_OPENAI_BASE=server.base_url)
+    try:
+        send_input(settings, "cust-2", "I am ann.lee@example.com, where is my refund?")
+        [out] = wait_until("the answer", lambda: answers(settings), worker, log, timeout=90)
+    finally:
+        stop_worker(worker)
+        server.stop()
+    assert out.payload.output == "We are looking into it."
+    models = [r["model"] for r in server.requests]
+    assert models == ["test-model", "test-model", "judge-model", "test-model", "judge-model"], models
+    judged = [r["messages"][-1]["content"] for r in server.requests if r["model"] == "judge-model"]
+    assert judged == ["I promise a refund.", "We are looking into it."]
+    sent = json.dumps(server.requests)
+    assert not any(s in sent for s in SECRETS), sent
