@@ -43,6 +43,7 @@ class _Agents(ThreadingHTTPServer):
     def __init__(self) -> None:
         self.seen: list[tuple[str | None, dict[str, Any]]] = []
         self.ports: list[int] = []  # the client's port of each request
+        self.identities: list[tuple[str | None, str | None]] = []  # who asked, as each request said
         self.answers: dict[str, bytes] = {}
         server = self
 
@@ -57,6 +58,7 @@ class _Agents(ThreadingHTTPServer):
                 key = self.headers.get("Idempotency-Key")
                 server.seen.append((key, {**body, "authorization": self.headers.get("Authorization")}))
                 server.ports.append(self.client_address[1])
+                server.identities.append((self.headers.get("Eddies-User"), self.headers.get("Eddies-Tenant")))
                 if key not in server.answers:
                     prompt = body["prompt"]
                     if prompt == "slow":
@@ -97,6 +99,23 @@ def test_an_http_sub_agent(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [key for key, _ in server.seen] == calls  # each call's id as its Idempotency-Key
     assert server.seen[0][1] == {"prompt": "one", "session_id": None, "call_id": calls[0],
                                  "authorization": "Bearer sk-helper-1234"}
+
+
+def test_an_http_sub_agent_is_told_who_asked() -> None:
+    from eddies import Identity
+
+    server = _Agents()
+    try:
+        asks = Asks("asks").add_resource("helper", ResourceType.AGENT, HttpSubagentSetup(server.url))
+        runner = LocalRunner(asks)
+        runner.submit("s1", "one", identity=Identity("ann", tenant="acme"))
+        runner.submit("s2", "two", identity=Identity("bob"))
+        runner.submit("s3", "three")
+        runner.run_until_idle()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert sorted(server.identities, key=str) == [("ann", "acme"), ("bob", None), (None, None)]
 
 
 def test_an_http_sub_agent_on_the_call_loop_answers_and_fails_as_on_a_thread(

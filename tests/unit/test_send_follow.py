@@ -38,3 +38,12 @@ def test_follow_takes_the_first_output_that_names_no_input(capsys: pytest.Captur
     assert follow(Feed([_output(1, "an answer", None)]), "app", 1.0, "in/0/2")
     assert follow(Feed([_output(1, "an answer", "in/0/1")]), "app", 1.0, "")
     assert not follow(Feed([_output(1, "not mine", "in/0/1")]), "app", 1.0, "in/0/2")
+
+
+def test_send_names_a_tenant_only_with_its_user() -> None:
+    from typer.testing import CliRunner
+
+    from eddies.cli import app
+
+    done = CliRunner().invoke(app, ["send", "s1", "hi", "--tenant", "acme"])
+    assert done.exit_code == 2 and "--tenant needs --user" in done.output

@@ -357,3 +357,14 @@ def test_an_identity_counts_only_when_the_identity_key_signed_the_record() -> No
     assert dev is not None and dev.dev
     with pytest.raises(ResultKeyError, match="identity_key_env: a key in ID_KEY has 5 characters"):
         identity_signer("ID_KEY", allow_dev_key=True, environ={"ID_KEY": "short"})
+
+
+def test_a_producer_with_a_weak_identity_key_is_stopped_naming_the_setting(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from eddies.connectors.runtime.preflight import producer_identity_signer
+    from eddies.connectors.runtime.settings import ConfigError, load_settings
+
+    monkeypatch.setenv("MY_ID_KEY", "too-short")
+    settings = load_settings(env={}, overrides={"identity_key_env": "MY_ID_KEY"})
+    with pytest.raises(ConfigError, match="identity_key_env: a key in MY_ID_KEY has 9 characters"):
+        producer_identity_signer(settings)
