@@ -404,7 +404,8 @@ def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
     except (TypeError, ValueError):
         return False
 
-def _who(setup: Any, req: DurableCallRequest) -> dict[str, Any]:
+
+def _who(setup: SubagentSetup, req: DurableCallRequest) -> dict[str, Any]:
     """Who asked, for a sub-agent setup that takes it (see ``SubagentSetup.takes_identity``)."""
-    return {"identity": req.identity} if getattr(setup, "takes_identity", False) else {}
+    return {"identity": req.identity} if setup.takes_identity else {}
 

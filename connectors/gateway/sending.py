@@ -15,12 +15,11 @@ import uuid
 from concurrent.futures import Future
 from typing import Any
 
-from eddies.connectors.runtime.client import producer
-from eddies.connectors.runtime.records import HEADERS
+from eddies.connectors.runtime.client import input_headers, producer
 from eddies.connectors.runtime.settings import Settings
-from eddies.connectors.runtime.signing import IDENTITY_HEADER, ResultSigner
+from eddies.connectors.runtime.signing import ResultSigner
 from eddies.connectors.runtime.topics import TopicNames
-from eddies.events import AgentEvent, InputEvent, encode
+from eddies.events import AgentEvent, encode
 
 
 class DeliveryError(RuntimeError):
@@ -67,12 +66,8 @@ class InputSender:
                 done.set_result(None)
 
         data = encode(event)
-        headers = HEADERS
-        asked = event.payload
-        if self.signer is not None and type(asked) is InputEvent and asked.identity is not None:
-            headers = [*HEADERS, (IDENTITY_HEADER, self.signer.sign(data))]
-        self._producer.produce(self.topic, data, event.session_id.encode(), headers=headers,
-                               on_delivery=delivered)
+        self._producer.produce(self.topic, data, event.session_id.encode(),
+                               headers=input_headers(event, data, self.signer), on_delivery=delivered)
         await asyncio.wrap_future(done)
 
     def close(self) -> None:

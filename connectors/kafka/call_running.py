@@ -394,7 +394,7 @@ class CallRunner:
             call.stream.started(asked(req))
         try:
             returned: Any = None
-            if self.admission.admits(request.scope):  # a hook decides first, maybe asking a judge
+            if self._hooked and self.admission.admits(request.scope):  # a hook decides first
                 returned = await asyncio.get_running_loop().run_in_executor(
                     self._claim_threads(), self.admission.refused, request)
             if returned is not None:

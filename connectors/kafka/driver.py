@@ -173,7 +173,7 @@ class Driver:
         if self._performer is None:
             machine = next(iter(self.orchestrators.values())).machine
             self._performer = CallPerformer(self.plan, machine.callable_for)
-        returned = self._admission.refused(request) if self.plan.any_hooks else None
+        returned = self._admission.refused(request)
         if returned is None:
             returned = self._performer.perform(req, request.scope)
         result = self._performer.outcome(request, returned)

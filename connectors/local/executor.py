@@ -65,7 +65,7 @@ class InProcessExecutor:
                 return result_event(request, CallStatus.UNKNOWN)
             self.journal.mark_started(req.call_id, req.attempt)
         try:
-            refused = self.admission.refused(request) if self.plan.any_hooks else None
+            refused = self.admission.refused(request)
             returned = self._perform(req, request.scope) if refused is None else refused
             result = self.performer.outcome(request, returned)
         except Exception as err:

@@ -72,7 +72,7 @@ class _Counted:
 
     def hooks(self, counts: dict[str, float]) -> None:
         for key, n in counts.items():
-            self.values[("hook", key)] = self.values.get(("hook", key), 0) + n
+            self.metric("hook", key, "", n)
 
 
 class LocalRunner:

@@ -363,8 +363,7 @@ class WorkerMetrics:
     def hook_counted(self, counts: dict[str, float]) -> None:
         """What an executor's result hooks counted of one result (``"HOOK.NAME" -> n``)."""
         for key, n in counts.items():
-            hook, _, name = key.partition(".")
-            self.tally.add(("eddies_hook_counter", hook, name), n)
+            self.action_metric("hook", key, "", n)
 
     def call_performed(self, req: DurableCallRequest, seconds: float, returned: Any) -> None:
         """A call this worker performed took ``seconds`` and returned ``returned`` (None if

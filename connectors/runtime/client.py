@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from eddies.connectors.runtime.records import HEADERS
+from eddies.connectors.runtime.records import HEADERS, Headers
 from eddies.connectors.runtime.settings import Settings
 from eddies.connectors.runtime.signing import IDENTITY_HEADER, ResultSigner
 from eddies.connectors.runtime.topics import TopicNames
@@ -108,6 +108,15 @@ def send_input(settings: Settings, session_id: str, value: Any, event_id: str = 
                       f"input for session {session_id!r}", prod, signer=signer)
 
 
+def input_headers(ev: AgentEvent, data: bytes, signer: ResultSigner | None) -> Headers:
+    """The headers of record ``data`` (``ev`` encoded) for the input topic: the identity of
+    an input that names one signed by ``signer`` (the identity key's), when given."""
+    asked = ev.payload
+    if signer is None or type(asked) is not InputEvent or asked.identity is None:
+        return HEADERS
+    return [*HEADERS, (IDENTITY_HEADER, signer.sign(data))]
+
+
 def send_event(settings: Settings, ev: AgentEvent, what: str, prod: Any = None, *,
                signer: ResultSigner | None = None) -> str:
     """Produce ``ev`` (an input or a signal) to the application's input topic, keyed by its
@@ -118,7 +127,7 @@ def send_event(settings: Settings, ev: AgentEvent, what: str, prod: Any = None, 
     wait for)."""
     names = TopicNames(settings.app)
     data = encode(ev)
-    headers = HEADERS if signer is None else [*HEADERS, (IDENTITY_HEADER, signer.sign(data))]
+    headers = input_headers(ev, data, signer)
     if prod is not None:
         prod.produce(names.input, data, ev.session_id.encode(), headers=headers)
         return ev.event_id

@@ -17,8 +17,8 @@ from typing import Any
 from eddies import Agent, Event, InputEvent, OutputEvent, action
 from eddies.connectors.models.litellm import LiteLLMChatModel
 from eddies.demo import Calculator, calculator_agent
-from eddies.engine import CallView, ChatModelSetup, FunctionTool, Hook, Refuse, ResourceType
-from eddies.events import CallKind, ChatMessage, ChatRequestEvent, ChatResponseEvent
+from eddies.engine import ChatModelSetup, FunctionTool, ResourceType
+from eddies.events import ChatMessage, ChatRequestEvent, ChatResponseEvent
 
 
 def record_effect(kind: str, what: str) -> None:
@@ -297,47 +297,6 @@ def a2a_asker() -> Asker:
     # of a call a process it cannot tell dead had started, before it reconciles it.
     helper = A2ASubagentSetup(os.environ["TEST_A2A_URL"], timeout_s=5)
     agent.add_resource("helper", ResourceType.AGENT, helper)
-    return agent
-
-
-def whoami(user: str | None, tenant: str | None) -> str:
-    """Who asks (a tool that takes it by injection)."""
-    return f"{user} of {tenant}"
-
-
-class WhoAsks(Agent):
-    """Tells who asked, as a tool and an A2A sub-agent are told."""
-
-    @action(InputEvent)
-    def answer(event: InputEvent, ctx: Any) -> None:
-        me = ctx.get_resource("whoami", ResourceType.TOOL).call()
-        helped = ctx.get_resource("helper", ResourceType.AGENT).call(ctx, event.input)
-        ctx.send_event(OutputEvent(output=f"{me}; {helped.result if helped.success else helped.exception}"))
-
-
-class NoHelpFor(Hook):
-    """A policy asked where calls are made: no sub-agent for the tenant "blocked-co"."""
-
-    name = "policy"
-
-    def admit(self, call: CallView) -> Refuse | None:
-        who = call.identity
-        if call.kind is CallKind.SUBAGENT and who is not None and who.tenant == "blocked-co":
-            return Refuse("no sub-agents for blocked-co")
-        return None
-
-
-def identity_agent() -> WhoAsks:
-    """Who asked reaches a tool by injection and the A2A agent at TEST_A2A_URL as headers;
-    a policy hook refuses the agent to one tenant."""
-    from eddies import A2ASubagentSetup
-
-    agent = WhoAsks("who-asks")
-    agent.add_resource("whoami", ResourceType.TOOL, FunctionTool(
-        whoami, idempotent=True, inject={"user": "identity:user", "tenant": "identity:tenant"}))
-    helper = A2ASubagentSetup(os.environ["TEST_A2A_URL"], timeout_s=20)
-    agent.add_resource("helper", ResourceType.AGENT, helper)
-    agent.add_hook(NoHelpFor())
     return agent
 
 

@@ -25,7 +25,7 @@ from tests.integration.workers import ROOT, answers, start_worker, stop_worker, 
 
 pytestmark = pytest.mark.integration
 
-AGENT = "tests.integration.agents:identity_agent"
+AGENT = "tests.integration.identity_agents:identity_agent"
 
 
 def test_who_asked_reaches_a_tool_an_a2a_agent_and_the_trace_only_when_signed(

@@ -250,43 +250,36 @@ def test_eddies_check_checks_every_agent_the_file_can_load() -> None:
     assert [a.name for a in load_all(DEFS / "subagents.sql")] == [only]
 
 
-def test_the_call_id_is_injected_from_yaml_and_sql_alike() -> None:
+@pytest.mark.parametrize(("sql_args", "yaml_args", "injected"), [
+    ("'injected_args.account' = 'call:id', 'injected_args.region' = 'short_term_memory:region'",
+     "{account: {source: call}, region: {source: short_term_memory, key: region}}",
+     {"account": "call:id", "region": "memory:region"}),
+    ("'injected_args.account' = 'identity:tenant', 'injected_args.region' = 'identity:user'",
+     "{account: {source: identity, key: tenant}, region: {source: identity, key: user}}",
+     {"account": "identity:tenant", "region": "identity:user"}),
+], ids=["the call id", "who asked"])
+def test_injected_arguments_from_yaml_and_sql_alike(sql_args: str, yaml_args: str,
+                                                     injected: dict[str, str]) -> None:
     from tests.unit.engine.test_tool_schema import reserve
 
     sql = load_sql_text(BASE.replace("'eddies.demo.add'", "'tests.unit.engine.test_tool_schema.reserve'")
-                        .replace("'type' = 'function'", "'type' = 'function', 'injected_args.account' = "
-                                 "'call:id', 'injected_args.region' = 'short_term_memory:region'"))
-    yaml = load_yaml_text("""\
+                        .replace("'type' = 'function'", f"'type' = 'function', {sql_args}"))
+    yaml = load_yaml_text(f"""\
 agents:
   - name: a
     tools:
       - name: adder
         function: tests.unit.engine.test_tool_schema:reserve
-        injected_args: {account: {source: call}, region: {source: short_term_memory, key: region}}
+        injected_args: {yaml_args}
 """)
     [from_sql] = [r.obj for r in sql.resources if r.name == "adder"]
     [from_yaml] = [r.obj for r in yaml.resources if r.name == "adder"]
     assert from_sql == from_yaml
     assert from_sql.fn is reserve
-    assert dict(from_sql.inject) == {"account": "call:id", "region": "memory:region"}
+    assert dict(from_sql.inject) == injected
 
 
-def test_who_asked_is_injected_from_yaml_and_sql_alike() -> None:
-    sql = load_sql_text(BASE.replace("'eddies.demo.add'", "'tests.unit.engine.test_tool_schema.reserve'")
-                        .replace("'type' = 'function'", "'type' = 'function', 'injected_args.account' = "
-                                 "'identity:tenant', 'injected_args.region' = 'identity:user'"))
-    yaml = load_yaml_text("""\
-agents:
-  - name: a
-    tools:
-      - name: adder
-        function: tests.unit.engine.test_tool_schema:reserve
-        injected_args: {account: {source: identity, key: tenant}, region: {source: identity, key: user}}
-""")
-    [from_sql] = [r.obj for r in sql.resources if r.name == "adder"]
-    [from_yaml] = [r.obj for r in yaml.resources if r.name == "adder"]
-    assert from_sql == from_yaml
-    assert dict(from_sql.inject) == {"account": "identity:tenant", "region": "identity:user"}
+def test_who_asked_is_injected_only_as_user_or_tenant() -> None:
     with pytest.raises(DefinitionError, match="'identity:email'"):
         load_yaml_text("""\
 agents:
